@@ -1,0 +1,1 @@
+//! The pure probe engine: no clock, no sockets, no processes.

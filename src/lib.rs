@@ -1,0 +1,13 @@
+//! probelet: the kubelet's probe manager, standalone and exact.
+//!
+//! The crate is organised as a pure decision core with I/O at the edges
+//! (see `../shared/docs/architecture.md`):
+//!
+//! * [`spec`]: Kubernetes manifests in, API-server defaults and validation, effective probes out.
+//! * [`outcome`]: the vocabulary a probe handler answers with (R6.1), shared by handlers and engine.
+//! * [`engine`]: the pure, clock-free state machines that decide when to probe, when a result
+//!   counts, when a container is killed and when it is ready.
+
+pub mod engine;
+pub mod outcome;
+pub mod spec;
