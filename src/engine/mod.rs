@@ -1,1 +1,35 @@
 //! The pure probe engine: no clock, no sockets, no processes.
+//!
+//! Every decision the kubelet makes about probes lives here, driven by inputs that carry the
+//! time ([`Instant`]): when to probe, when a result counts, when a container is killed or
+//! restarted, when it is ready. The real supervisor (`probelet run`) and the virtual-time
+//! simulator share these decisions line for line.
+//!
+//! | module | mirrors upstream |
+//! | --- | --- |
+//! | [`worker`] (crate-private) | pkg/kubelet/prober/worker.go |
+//! | [`manager`] | prober_manager.go, plus the probe-driven parts of kubelet.go and kuberuntime_manager.go |
+//! | [`results`] | pkg/kubelet/prober/results/results_manager.go |
+//! | [`status`] | `UpdatePodStatus`, status/generate.go, `getPhase` |
+//! | [`backoff`] | client-go flowcontrol.Backoff as `doBackOff` uses it |
+//! | [`kill`] | kuberuntime_container.go `killContainer`, grace periods |
+
+pub mod backoff;
+pub mod kill;
+pub mod manager;
+pub mod pod;
+pub mod results;
+pub mod rng;
+pub mod status;
+pub mod time;
+pub(crate) mod worker;
+
+pub use manager::{
+    Action, EngineConfig, EngineError, Event, EventType, KillRequest, Manager, PodId,
+    ProbeRequest, WorkerId,
+};
+pub use pod::{ContainerInfo, ContainerKind, PodInfo, ProbeTiming, RestartPolicy};
+pub use results::{ContainerId, ProbeResult};
+pub use status::{Condition, ConditionType, ContainerState, ContainerStatus, PodPhase, PodStatus};
+pub use time::Instant;
+pub use worker::initial_value;

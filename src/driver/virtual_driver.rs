@@ -1,0 +1,341 @@
+//! The virtual driver: runs the engine in virtual time against scripted probe targets and
+//! scripted processes, hours of simulated time in milliseconds.
+//!
+//! Tests and `probelet simulate` use it. It does what the real driver does, with a script in
+//! place of sockets and processes: it answers [`Action::Probe`] with the script's outcome after
+//! the script's latency, turns [`Action::Start`] into a running container instance, and turns
+//! [`Action::Kill`] into an exit after the script's stop time.
+
+use crate::engine::{Action, ContainerId, Instant, Manager, PodId, ProbeRequest, WorkerId};
+use crate::outcome::ProbeOutcome;
+use crate::spec::ProbeType;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the probe script is told about a probe it must answer.
+#[derive(Debug, Clone)]
+pub struct ProbeCall<'a> {
+    /// Pod name.
+    pub pod: &'a str,
+    /// Container name.
+    pub container: &'a str,
+    /// Probe type.
+    pub probe_type: ProbeType,
+    /// Which instance of the container (0 for the first, 1 after one restart, ...).
+    pub instance: u32,
+    /// Time since this instance started.
+    pub uptime: Duration,
+    /// The current virtual time.
+    pub now: Instant,
+    /// Attempt within the evaluation (R6.3).
+    pub attempt: u8,
+}
+
+/// What the process script is told about a container instance that just started.
+#[derive(Debug, Clone)]
+pub struct ProcessCall<'a> {
+    /// Pod name.
+    pub pod: &'a str,
+    /// Container name.
+    pub container: &'a str,
+    /// Which instance (0 for the first).
+    pub instance: u32,
+    /// When it started.
+    pub now: Instant,
+}
+
+/// How a scripted process behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessBehaviour {
+    /// Exits by itself after this long with this exit code; `None` runs until killed.
+    pub exits_after: Option<(Duration, i32)>,
+    /// How long it takes to exit after SIGTERM; past the grace period it is SIGKILLed (137).
+    pub stop_after_sigterm: Duration,
+}
+
+impl Default for ProcessBehaviour {
+    /// Runs forever and exits at once on SIGTERM (exit code 143).
+    fn default() -> Self {
+        ProcessBehaviour {
+            exits_after: None,
+            stop_after_sigterm: Duration::ZERO,
+        }
+    }
+}
+
+type ProbeScript = Box<dyn FnMut(&ProbeCall<'_>) -> (ProbeOutcome, Duration)>;
+type ProcessScript = Box<dyn FnMut(&ProcessCall<'_>) -> ProcessBehaviour>;
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Pending {
+    /// Order matters at equal instants: exits and starts are seen before probe answers.
+    Exit {
+        pod: PodId,
+        container: Arc<str>,
+        id: ContainerId,
+        code: i32,
+    },
+    Started {
+        pod: PodId,
+        container: Arc<str>,
+    },
+    ProbeDone {
+        seq: u64,
+        worker: WorkerId,
+    },
+}
+
+/// A container instance the driver is running.
+#[derive(Debug, Clone)]
+struct Instance {
+    id: ContainerId,
+    started: Instant,
+    number: u32,
+}
+
+/// Drives a [`Manager`] in virtual time.
+pub struct VirtualDriver {
+    /// The engine.
+    pub manager: Manager,
+    now: Instant,
+    probe_script: ProbeScript,
+    process_script: ProcessScript,
+    pending: BinaryHeap<Reverse<(Instant, Pending)>>,
+    outcomes: HashMap<u64, ProbeOutcome>,
+    seq: u64,
+    instances: HashMap<(PodId, Arc<str>), Instance>,
+    started_counts: HashMap<(PodId, Arc<str>), u32>,
+    log: Vec<(Instant, Action)>,
+}
+
+impl VirtualDriver {
+    /// A driver over `manager`, starting at the manager's current time, with targets that
+    /// always succeed at once and processes that run until killed.
+    pub fn new(manager: Manager) -> Self {
+        let now = manager.now();
+        VirtualDriver {
+            manager,
+            now,
+            probe_script: Box::new(|_| (ProbeOutcome::completed(crate::outcome::RawResult::Success, ""), Duration::ZERO)),
+            process_script: Box::new(|_| ProcessBehaviour::default()),
+            pending: BinaryHeap::new(),
+            outcomes: HashMap::new(),
+            seq: 0,
+            instances: HashMap::new(),
+            started_counts: HashMap::new(),
+            log: Vec::new(),
+        }
+    }
+
+    /// Sets the probe script: the outcome of each probe and how long it takes.
+    pub fn on_probe(
+        &mut self,
+        script: impl FnMut(&ProbeCall<'_>) -> (ProbeOutcome, Duration) + 'static,
+    ) -> &mut Self {
+        self.probe_script = Box::new(script);
+        self
+    }
+
+    /// Sets the process script: how each container instance behaves.
+    pub fn on_process(
+        &mut self,
+        script: impl FnMut(&ProcessCall<'_>) -> ProcessBehaviour + 'static,
+    ) -> &mut Self {
+        self.process_script = Box::new(script);
+        self
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Everything the engine did, with the time it did it.
+    pub fn log(&self) -> &[(Instant, Action)] {
+        &self.log
+    }
+
+    /// Runs until virtual time `until` (inclusive), processing every timer, probe answer,
+    /// start and exit in time order.
+    pub fn run_until(&mut self, until: Instant) {
+        self.collect();
+        loop {
+            let engine_next = self.manager.next_deadline();
+            let pending_next = self.pending.peek().map(|Reverse((t, _))| *t);
+            let next = match (engine_next, pending_next) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
+            if next > until {
+                break;
+            }
+            self.now = self.now.max(next);
+            if pending_next == Some(next) {
+                let Some(Reverse((at, item))) = self.pending.pop() else {
+                    break;
+                };
+                self.apply(at, item);
+            } else {
+                self.manager.advance(next);
+            }
+            self.collect();
+        }
+        self.now = self.now.max(until);
+        self.manager.advance(until);
+        self.collect();
+    }
+
+    /// Runs for `d` of virtual time.
+    pub fn run_for(&mut self, d: Duration) {
+        let until = self.now + d;
+        self.run_until(until);
+    }
+
+    fn apply(&mut self, at: Instant, item: Pending) {
+        match item {
+            Pending::ProbeDone { seq, worker } => {
+                if let Some(outcome) = self.outcomes.remove(&seq) {
+                    self.manager.probe_completed(at, worker, outcome);
+                }
+            }
+            Pending::Started { pod, container } => {
+                let key = (pod, container.clone());
+                let count = self.started_counts.entry(key.clone()).or_insert(0);
+                let number = *count;
+                *count += 1;
+                let id = ContainerId::new(format!("virtual://{}-{}-{number}", pod_name(&self.manager, pod), container));
+                self.instances.insert(
+                    key,
+                    Instance {
+                        id: id.clone(),
+                        started: at,
+                        number,
+                    },
+                );
+                let _ = self.manager.container_started(at, pod, &container, id.clone());
+                let name = pod_name(&self.manager, pod);
+                let behaviour = (self.process_script)(&ProcessCall {
+                    pod: &name,
+                    container: &container,
+                    instance: number,
+                    now: at,
+                });
+                if let Some((after, code)) = behaviour.exits_after {
+                    self.pending.push(Reverse((
+                        at + after,
+                        Pending::Exit {
+                            pod,
+                            container,
+                            id,
+                            code,
+                        },
+                    )));
+                }
+            }
+            Pending::Exit {
+                pod,
+                container,
+                id,
+                code,
+            } => {
+                let key = (pod, container.clone());
+                // Only the instance that is still current can exit.
+                if self.instances.get(&key).is_some_and(|i| i.id == id) {
+                    self.instances.remove(&key);
+                    let _ = self.manager.container_exited(at, pod, &container, code, signal_of(code));
+                }
+            }
+        }
+    }
+
+    /// Moves the engine's actions into the log and schedules what they ask for.
+    fn collect(&mut self) {
+        while let Some(action) = self.manager.poll_action() {
+            let now = self.now;
+            match &action {
+                Action::Probe(req) => self.schedule_probe(req, now),
+                Action::Start { pod, container } => {
+                    self.pending.push(Reverse((
+                        now,
+                        Pending::Started {
+                            pod: *pod,
+                            container: container.clone(),
+                        },
+                    )));
+                }
+                Action::Kill(kill) => {
+                    let key = (kill.pod, kill.container.clone());
+                    if let Some(inst) = self.instances.get(&key) {
+                        let name = pod_name(&self.manager, kill.pod);
+                        let behaviour = (self.process_script)(&ProcessCall {
+                            pod: &name,
+                            container: &kill.container,
+                            instance: inst.number,
+                            now,
+                        });
+                        let (after, code) = if behaviour.stop_after_sigterm <= kill.grace_period {
+                            (behaviour.stop_after_sigterm, 143)
+                        } else {
+                            (kill.grace_period, 137)
+                        };
+                        self.pending.push(Reverse((
+                            now + after,
+                            Pending::Exit {
+                                pod: kill.pod,
+                                container: kill.container.clone(),
+                                id: inst.id.clone(),
+                                code,
+                            },
+                        )));
+                    }
+                }
+                _ => {}
+            }
+            self.log.push((now, action));
+        }
+    }
+
+    fn schedule_probe(&mut self, req: &ProbeRequest, now: Instant) {
+        let key = (req.pod, req.container.clone());
+        let (instance, uptime) = match self.instances.get(&key) {
+            Some(i) => (i.number, now.saturating_duration_since(i.started)),
+            None => (0, Duration::ZERO),
+        };
+        let name = pod_name(&self.manager, req.pod);
+        let (outcome, latency) = (self.probe_script)(&ProbeCall {
+            pod: &name,
+            container: &req.container,
+            probe_type: req.probe_type,
+            instance,
+            uptime,
+            now,
+            attempt: req.attempt,
+        });
+        self.seq += 1;
+        self.outcomes.insert(self.seq, outcome);
+        self.pending.push(Reverse((
+            now + latency,
+            Pending::ProbeDone {
+                seq: self.seq,
+                worker: req.worker,
+            },
+        )));
+    }
+}
+
+fn pod_name(manager: &Manager, pod: PodId) -> String {
+    manager
+        .pod_info(pod)
+        .map(|p| p.name.to_string())
+        .unwrap_or_default()
+}
+
+/// Runtimes report 128 + signal for a process killed by a signal.
+fn signal_of(code: i32) -> Option<i32> {
+    (code > 128 && code < 160).then_some(code - 128)
+}

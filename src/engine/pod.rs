@@ -1,0 +1,272 @@
+//! The engine's compact, immutable view of a pod spec: what the decisions need and nothing else.
+//!
+//! Built once from a (defaulted) `k8s_openapi` `PodSpec` and shared behind an `Arc`, so a worker
+//! carries a copy of its few timing numbers and never the whole container spec.
+
+use crate::spec::ProbeType;
+use k8s_openapi::api::core::v1::{Container, PodSpec, Probe};
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The pod's `restartPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum RestartPolicy {
+    /// Always restart (the default).
+    Always,
+    /// Restart only after a non-zero exit (and after probe kills, R8.2).
+    OnFailure,
+    /// Never restart.
+    Never,
+}
+
+/// Where a container sits in the pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum ContainerKind {
+    /// An ordinary init container: runs to completion before the others; no probes (R1.15).
+    Init,
+    /// An init container with `restartPolicy: Always` (native sidecar): probed like a regular one.
+    Sidecar,
+    /// A regular container.
+    Regular,
+}
+
+/// A probe's timing after API defaults (R1.1), in the API's own units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeTiming {
+    /// `initialDelaySeconds`.
+    pub initial_delay_seconds: i32,
+    /// `timeoutSeconds`.
+    pub timeout_seconds: i32,
+    /// `periodSeconds`.
+    pub period_seconds: i32,
+    /// `successThreshold`.
+    pub success_threshold: i32,
+    /// `failureThreshold`.
+    pub failure_threshold: i32,
+    /// Probe-level `terminationGracePeriodSeconds` (R1.7, R8.5).
+    pub termination_grace_period_seconds: Option<i64>,
+}
+
+impl Default for ProbeTiming {
+    /// The API defaults of an empty probe (R1.1).
+    fn default() -> Self {
+        ProbeTiming {
+            initial_delay_seconds: 0,
+            timeout_seconds: 1,
+            period_seconds: 10,
+            success_threshold: 1,
+            failure_threshold: 3,
+            termination_grace_period_seconds: None,
+        }
+    }
+}
+
+impl ProbeTiming {
+    /// Reads a probe's timing. Fields that are unset or zero take the API defaults (R1.1), so
+    /// a spec that skipped defaulting still gets the values the API server would have stored.
+    pub fn from_probe(probe: &Probe) -> Self {
+        let d = ProbeTiming::default();
+        let or = |v: Option<i32>, default: i32| match v {
+            Some(v) if v != 0 => v,
+            _ => default,
+        };
+        ProbeTiming {
+            initial_delay_seconds: probe.initial_delay_seconds.unwrap_or(0).max(0),
+            timeout_seconds: or(probe.timeout_seconds, d.timeout_seconds),
+            period_seconds: or(probe.period_seconds, d.period_seconds),
+            success_threshold: or(probe.success_threshold, d.success_threshold),
+            failure_threshold: or(probe.failure_threshold, d.failure_threshold),
+            termination_grace_period_seconds: probe.termination_grace_period_seconds,
+        }
+    }
+
+    /// `periodSeconds` as a duration (at least one second: validation rejects negatives and
+    /// defaulting turns zero into 10, so this only guards against a hand-built value).
+    pub fn period(&self) -> Duration {
+        Duration::from_secs(self.period_seconds.max(1) as u64)
+    }
+}
+
+/// One container as the engine sees it.
+#[derive(Debug, Clone)]
+pub struct ContainerInfo {
+    /// Container name.
+    pub name: Arc<str>,
+    /// Init, sidecar or regular.
+    pub kind: ContainerKind,
+    /// Probes by type, indexed by [`probe_index`].
+    pub probes: [Option<ProbeTiming>; 3],
+    /// Hash of the container spec: the back-off key changes when the spec does (R8.8).
+    pub spec_hash: u64,
+}
+
+impl ContainerInfo {
+    /// The timing of this container's `probe_type` probe, if it has one.
+    pub fn probe(&self, probe_type: ProbeType) -> Option<&ProbeTiming> {
+        self.probes[probe_index(probe_type)].as_ref()
+    }
+
+    /// A restartable init container counts as restartable whatever the pod policy (R3.3-2).
+    pub fn is_probed_kind(&self) -> bool {
+        matches!(self.kind, ContainerKind::Sidecar | ContainerKind::Regular)
+    }
+}
+
+/// The position of a probe type in [`ContainerInfo::probes`].
+pub fn probe_index(probe_type: ProbeType) -> usize {
+    match probe_type {
+        ProbeType::Liveness => 0,
+        ProbeType::Readiness => 1,
+        ProbeType::Startup => 2,
+    }
+}
+
+/// A pod as the engine sees it: identity, policies and containers (init containers first, in
+/// order, then regular containers, in order).
+#[derive(Debug, Clone)]
+pub struct PodInfo {
+    /// Pod UID.
+    pub uid: Arc<str>,
+    /// Pod name.
+    pub name: Arc<str>,
+    /// Pod namespace.
+    pub namespace: Arc<str>,
+    /// `restartPolicy` (default Always).
+    pub restart_policy: RestartPolicy,
+    /// Pod `terminationGracePeriodSeconds` (default 30, R1.4).
+    pub termination_grace_period_seconds: i64,
+    /// Number of `readinessGates`: the engine cannot satisfy them, so such a pod never gets
+    /// `Ready` (its `ContainersReady` is still computed).
+    pub readiness_gates: usize,
+    /// Init containers (in order), then regular containers (in order).
+    pub containers: Vec<ContainerInfo>,
+}
+
+impl PodInfo {
+    /// Builds the view from a pod spec. Unset fields take the API defaults (R1.1, R1.4).
+    pub fn from_pod_spec(uid: &str, name: &str, namespace: &str, spec: &PodSpec) -> Self {
+        let restart_policy = match spec.restart_policy.as_deref() {
+            Some("Never") => RestartPolicy::Never,
+            Some("OnFailure") => RestartPolicy::OnFailure,
+            _ => RestartPolicy::Always,
+        };
+        let init = spec.init_containers.iter().flatten().map(|c| {
+            let kind = if c.restart_policy.as_deref() == Some("Always") {
+                ContainerKind::Sidecar
+            } else {
+                ContainerKind::Init
+            };
+            container_info(c, kind)
+        });
+        let regular = spec
+            .containers
+            .iter()
+            .map(|c| container_info(c, ContainerKind::Regular));
+        PodInfo {
+            uid: uid.into(),
+            name: name.into(),
+            namespace: namespace.into(),
+            restart_policy,
+            termination_grace_period_seconds: spec.termination_grace_period_seconds.unwrap_or(30),
+            readiness_gates: spec.readiness_gates.as_ref().map_or(0, Vec::len),
+            containers: init.chain(regular).collect(),
+        }
+    }
+
+    /// `<pod>_<namespace>(<uid>)`, the kubelet's way of naming a pod in messages.
+    pub fn full_name(&self) -> String {
+        format!("{}_{}({})", self.name, self.namespace, self.uid)
+    }
+
+    /// The index of the container called `name`.
+    pub fn container_index(&self, name: &str) -> Option<usize> {
+        self.containers.iter().position(|c| &*c.name == name)
+    }
+}
+
+fn container_info(c: &Container, kind: ContainerKind) -> ContainerInfo {
+    // Ordinary init containers cannot have probes (R1.15); validation rejects them, and the
+    // engine ignores any that slip through rather than probing a run-to-completion container.
+    let probed = kind != ContainerKind::Init;
+    let timing = |p: &Option<Probe>| {
+        p.as_ref()
+            .filter(|_| probed)
+            .map(ProbeTiming::from_probe)
+    };
+    ContainerInfo {
+        name: c.name.as_str().into(),
+        kind,
+        probes: [
+            timing(&c.liveness_probe),
+            timing(&c.readiness_probe),
+            timing(&c.startup_probe),
+        ],
+        spec_hash: spec_hash(c),
+    }
+}
+
+/// Hash of the container spec (the kubelet hashes the container's JSON). Stable within a
+/// process, which is what a back-off table needs.
+fn spec_hash(c: &Container) -> u64 {
+    let mut h = DefaultHasher::new();
+    serde_json::to_string(c).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// R1.1: unset and zero timing fields read as the API defaults.
+    #[test]
+    fn r1_1_timing_defaults() {
+        let t = ProbeTiming::from_probe(&Probe {
+            period_seconds: Some(0),
+            failure_threshold: Some(5),
+            ..Default::default()
+        });
+        assert_eq!(t.period_seconds, 10);
+        assert_eq!(t.timeout_seconds, 1);
+        assert_eq!(t.success_threshold, 1);
+        assert_eq!(t.failure_threshold, 5);
+        assert_eq!(t.initial_delay_seconds, 0);
+    }
+
+    /// R1.4 and R1.15: pod defaults; init containers carry no probes, sidecars do.
+    #[test]
+    fn r1_4_r1_15_pod_view() {
+        let probe = Some(Probe::default());
+        let spec = PodSpec {
+            init_containers: Some(vec![
+                Container {
+                    name: "init".into(),
+                    liveness_probe: probe.clone(),
+                    ..Default::default()
+                },
+                Container {
+                    name: "sidecar".into(),
+                    restart_policy: Some("Always".into()),
+                    startup_probe: probe.clone(),
+                    ..Default::default()
+                },
+            ]),
+            containers: vec![Container {
+                name: "app".into(),
+                readiness_probe: probe,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let pod = PodInfo::from_pod_spec("u", "p", "default", &spec);
+        assert_eq!(pod.termination_grace_period_seconds, 30);
+        assert_eq!(pod.restart_policy, RestartPolicy::Always);
+        assert_eq!(pod.containers[0].kind, ContainerKind::Init);
+        assert!(pod.containers[0].probes.iter().all(Option::is_none));
+        assert_eq!(pod.containers[1].kind, ContainerKind::Sidecar);
+        assert!(pod.containers[1].probe(ProbeType::Startup).is_some());
+        assert!(pod.containers[2].probe(ProbeType::Readiness).is_some());
+        assert_eq!(pod.full_name(), "p_default(u)");
+    }
+}

@@ -1,0 +1,276 @@
+//! Pod and container status: what the kubelet would report, computed from the runtime state
+//! and the results caches (kubelet-semantics.md §5; prober_manager.go `UpdatePodStatus`,
+//! pkg/kubelet/status/generate.go, kubelet_pods.go `getPhase`).
+
+use super::pod::{ContainerKind, PodInfo, RestartPolicy};
+use super::results::ContainerId;
+use super::time::Instant;
+use serde::Serialize;
+
+/// A terminated container instance (`state.terminated` / `lastState.terminated`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Terminated {
+    /// Exit code; a process killed by a signal reports 128 + signal, as runtimes do.
+    pub exit_code: i32,
+    /// The signal that ended the process, if any.
+    pub signal: Option<i32>,
+    /// `Completed` for exit code 0, else `Error`.
+    pub reason: String,
+    /// When the instance started.
+    pub started_at: Instant,
+    /// When it finished.
+    pub finished_at: Instant,
+    /// The instance's container ID.
+    pub container_id: ContainerId,
+}
+
+/// A container's state (`v1.ContainerState`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum ContainerState {
+    /// Not running: never started yet, or waiting to restart.
+    Waiting {
+        /// `ContainerCreating`, `PodInitializing`, `CrashLoopBackOff`, ...
+        reason: String,
+        /// Human-readable detail (the back-off message, R8.12).
+        message: String,
+    },
+    /// Running since `started_at`.
+    Running {
+        /// `state.running.startedAt`.
+        started_at: Instant,
+    },
+    /// Exited and not (yet) restarted.
+    Terminated(Terminated),
+}
+
+/// One container's status (`v1.ContainerStatus`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ContainerStatus {
+    /// Container name.
+    pub name: String,
+    /// Init, sidecar or regular.
+    pub kind: ContainerKind,
+    /// The current (or last) instance's ID.
+    pub container_id: Option<ContainerId>,
+    /// Current state.
+    pub state: ContainerState,
+    /// The previous instance's termination.
+    pub last_state: Option<Terminated>,
+    /// Instances started minus one (R8.4).
+    pub restart_count: u32,
+    /// R5.1.
+    pub started: bool,
+    /// R5.2 / R5.3.
+    pub ready: bool,
+}
+
+impl ContainerStatus {
+    pub(crate) fn new(name: &str, kind: ContainerKind) -> Self {
+        ContainerStatus {
+            name: name.to_string(),
+            kind,
+            container_id: None,
+            state: ContainerState::Waiting {
+                reason: waiting_reason(kind).to_string(),
+                message: String::new(),
+            },
+            last_state: None,
+            restart_count: 0,
+            started: false,
+            ready: false,
+        }
+    }
+
+    /// True while the container is running.
+    pub fn is_running(&self) -> bool {
+        matches!(self.state, ContainerState::Running { .. })
+    }
+}
+
+/// The waiting reason of a container that was never started.
+pub(crate) fn waiting_reason(kind: ContainerKind) -> &'static str {
+    match kind {
+        ContainerKind::Regular => "PodInitializing",
+        _ => "ContainerCreating",
+    }
+}
+
+/// Pod phase (`v1.PodPhase`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PodPhase {
+    /// Not all containers have started.
+    Pending,
+    /// Containers are running (or restarting).
+    Running,
+    /// All containers exited 0 and will not restart.
+    Succeeded,
+    /// A container failed and will not restart.
+    Failed,
+}
+
+impl PodPhase {
+    /// Failed or Succeeded.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+/// The pod condition types the engine reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ConditionType {
+    /// `PodScheduled` (always true: a local pod is scheduled where probelet runs it).
+    PodScheduled,
+    /// `Initialized`: all init containers completed (sidecars started).
+    Initialized,
+    /// `ContainersReady`: every container (and sidecar) is ready.
+    ContainersReady,
+    /// `Ready`: `ContainersReady` plus readiness gates (R5.5).
+    Ready,
+}
+
+/// A pod condition with its last transition time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Condition {
+    /// Condition type.
+    pub kind: ConditionType,
+    /// True or false.
+    pub status: bool,
+    /// When `status` last changed.
+    pub last_transition: Instant,
+    /// `ContainersNotReady`, `ContainersNotInitialized`, `PodCompleted`, `ReadinessGatesNotReady` or empty.
+    pub reason: String,
+}
+
+/// A pod's status (`v1.PodStatus`), as the engine knows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PodStatus {
+    /// Pod phase.
+    pub phase: PodPhase,
+    /// Conditions, in the order PodScheduled, Initialized, ContainersReady, Ready.
+    pub conditions: Vec<Condition>,
+    /// Init containers then regular containers, in spec order.
+    pub containers: Vec<ContainerStatus>,
+}
+
+impl PodStatus {
+    pub(crate) fn new(info: &PodInfo, now: Instant) -> Self {
+        let conditions = [
+            ConditionType::PodScheduled,
+            ConditionType::Initialized,
+            ConditionType::ContainersReady,
+            ConditionType::Ready,
+        ]
+        .into_iter()
+        .map(|kind| Condition {
+            kind,
+            status: kind == ConditionType::PodScheduled,
+            last_transition: now,
+            reason: String::new(),
+        })
+        .collect();
+        PodStatus {
+            phase: PodPhase::Pending,
+            conditions,
+            containers: info
+                .containers
+                .iter()
+                .map(|c| ContainerStatus::new(&c.name, c.kind))
+                .collect(),
+        }
+    }
+
+    /// The status of the container called `name`.
+    pub fn container(&self, name: &str) -> Option<&ContainerStatus> {
+        self.containers.iter().find(|c| c.name == name)
+    }
+
+    /// The condition of type `kind`.
+    pub fn condition(&self, kind: ConditionType) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.kind == kind)
+    }
+
+    /// True when the `Ready` condition is true.
+    pub fn is_ready(&self) -> bool {
+        self.condition(ConditionType::Ready).is_some_and(|c| c.status)
+    }
+
+    pub(crate) fn set_condition(&mut self, kind: ConditionType, status: bool, reason: &str, now: Instant) {
+        if let Some(c) = self.conditions.iter_mut().find(|c| c.kind == kind) {
+            if c.status != status {
+                c.last_transition = now;
+            }
+            c.status = status;
+            c.reason = reason.to_string();
+        }
+    }
+}
+
+/// True when every ordinary init container completed with exit code 0 and every sidecar has
+/// started (the point at which regular containers may start).
+pub fn init_complete(info: &PodInfo, status: &PodStatus) -> bool {
+    info.containers.iter().zip(&status.containers).all(|(c, s)| match c.kind {
+        ContainerKind::Init => init_succeeded(s),
+        ContainerKind::Sidecar => s.started || s.restart_count > 0 || s.last_state.is_some(),
+        ContainerKind::Regular => true,
+    })
+}
+
+/// An ordinary init container is done (and `ready`, R5.3) when it terminated with exit code 0.
+pub fn init_succeeded(s: &ContainerStatus) -> bool {
+    matches!(&s.state, ContainerState::Terminated(t) if t.exit_code == 0)
+}
+
+/// The pod phase, following the kubelet's `getPhase`.
+pub fn phase(info: &PodInfo, status: &PodStatus) -> PodPhase {
+    // An init container that failed for good fails the pod; an unfinished one keeps it Pending.
+    for (c, s) in info.containers.iter().zip(&status.containers) {
+        if c.kind != ContainerKind::Init || init_succeeded(s) {
+            continue;
+        }
+        if let ContainerState::Terminated(t) = &s.state
+            && t.exit_code != 0
+            && info.restart_policy == RestartPolicy::Never
+        {
+            return PodPhase::Failed;
+        }
+        return PodPhase::Pending;
+    }
+    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    for (c, s) in info.containers.iter().zip(&status.containers) {
+        if c.kind != ContainerKind::Regular {
+            continue;
+        }
+        match &s.state {
+            ContainerState::Running { .. } => running += 1,
+            ContainerState::Terminated(t) => {
+                stopped += 1;
+                if t.exit_code == 0 {
+                    succeeded += 1;
+                }
+            }
+            ContainerState::Waiting { .. } if s.last_state.is_some() => {
+                stopped += 1;
+                if s.last_state.as_ref().is_some_and(|t| t.exit_code == 0) {
+                    succeeded += 1;
+                }
+            }
+            ContainerState::Waiting { .. } => waiting += 1,
+        }
+    }
+    if waiting > 0 {
+        return PodPhase::Pending;
+    }
+    if running > 0 {
+        return PodPhase::Running;
+    }
+    if stopped == 0 {
+        return PodPhase::Pending;
+    }
+    match info.restart_policy {
+        RestartPolicy::Always => PodPhase::Running,
+        RestartPolicy::OnFailure if stopped == succeeded => PodPhase::Succeeded,
+        RestartPolicy::OnFailure => PodPhase::Running,
+        RestartPolicy::Never if stopped == succeeded => PodPhase::Succeeded,
+        RestartPolicy::Never => PodPhase::Failed,
+    }
+}
