@@ -118,7 +118,12 @@ impl VirtualDriver {
         VirtualDriver {
             manager,
             now,
-            probe_script: Box::new(|_| (ProbeOutcome::completed(crate::outcome::RawResult::Success, ""), Duration::ZERO)),
+            probe_script: Box::new(|_| {
+                (
+                    ProbeOutcome::completed(crate::outcome::RawResult::Success, ""),
+                    Duration::ZERO,
+                )
+            }),
             process_script: Box::new(|_| ProcessBehaviour::default()),
             pending: BinaryHeap::new(),
             outcomes: HashMap::new(),
@@ -160,6 +165,8 @@ impl VirtualDriver {
     /// Runs until virtual time `until` (inclusive), processing every timer, probe answer,
     /// start and exit in time order.
     pub fn run_until(&mut self, until: Instant) {
+        // Inputs given to the manager directly since the last run happened at its time.
+        self.now = self.now.max(self.manager.now());
         self.collect();
         loop {
             let engine_next = self.manager.next_deadline();
@@ -208,7 +215,11 @@ impl VirtualDriver {
                 let count = self.started_counts.entry(key.clone()).or_insert(0);
                 let number = *count;
                 *count += 1;
-                let id = ContainerId::new(format!("virtual://{}-{}-{number}", pod_name(&self.manager, pod), container));
+                let id = ContainerId::new(format!(
+                    "virtual://{}-{}-{number}",
+                    pod_name(&self.manager, pod),
+                    container
+                ));
                 self.instances.insert(
                     key,
                     Instance {
@@ -217,7 +228,9 @@ impl VirtualDriver {
                         number,
                     },
                 );
-                let _ = self.manager.container_started(at, pod, &container, id.clone());
+                let _ = self
+                    .manager
+                    .container_started(at, pod, &container, id.clone());
                 let name = pod_name(&self.manager, pod);
                 let behaviour = (self.process_script)(&ProcessCall {
                     pod: &name,
@@ -247,7 +260,9 @@ impl VirtualDriver {
                 // Only the instance that is still current can exit.
                 if self.instances.get(&key).is_some_and(|i| i.id == id) {
                     self.instances.remove(&key);
-                    let _ = self.manager.container_exited(at, pod, &container, code, signal_of(code));
+                    let _ =
+                        self.manager
+                            .container_exited(at, pod, &container, code, signal_of(code));
                 }
             }
         }

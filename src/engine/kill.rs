@@ -104,22 +104,46 @@ mod tests {
     fn r8_5_grace_period_precedence() {
         let p = pod(None, None);
         let c = &p.containers[0];
-        assert_eq!(grace_period(&p, c, KillReason::LivenessFailed, None).as_secs(), 30);
+        assert_eq!(
+            grace_period(&p, c, KillReason::LivenessFailed, None).as_secs(),
+            30
+        );
         let p = pod(Some(60), Some(120)); // probe value may exceed the pod's
         let c = &p.containers[0];
-        assert_eq!(grace_period(&p, c, KillReason::LivenessFailed, None).as_secs(), 120);
-        assert_eq!(grace_period(&p, c, KillReason::StartupFailed, None).as_secs(), 120);
-        assert_eq!(grace_period(&p, c, KillReason::PodTerminating, None).as_secs(), 60);
-        assert_eq!(grace_period(&p, c, KillReason::LivenessFailed, Some(5)).as_secs(), 5);
+        assert_eq!(
+            grace_period(&p, c, KillReason::LivenessFailed, None).as_secs(),
+            120
+        );
+        assert_eq!(
+            grace_period(&p, c, KillReason::StartupFailed, None).as_secs(),
+            120
+        );
+        assert_eq!(
+            grace_period(&p, c, KillReason::PodTerminating, None).as_secs(),
+            60
+        );
+        assert_eq!(
+            grace_period(&p, c, KillReason::LivenessFailed, Some(5)).as_secs(),
+            5
+        );
     }
 
     /// R8.6: preStop time is subtracted and at least 2 s remain.
     #[test]
     fn r8_6_minimum_window_after_pre_stop() {
         let g = Duration::from_secs(30);
-        assert_eq!(grace_after_pre_stop(g, Duration::from_secs(10)).as_secs(), 20);
-        assert_eq!(grace_after_pre_stop(g, Duration::from_secs(29)).as_secs(), 2);
-        assert_eq!(grace_after_pre_stop(g, Duration::from_secs(100)).as_secs(), 2);
+        assert_eq!(
+            grace_after_pre_stop(g, Duration::from_secs(10)).as_secs(),
+            20
+        );
+        assert_eq!(
+            grace_after_pre_stop(g, Duration::from_secs(29)).as_secs(),
+            2
+        );
+        assert_eq!(
+            grace_after_pre_stop(g, Duration::from_secs(100)).as_secs(),
+            2
+        );
     }
 
     /// R8.1–R8.3: the kill messages.

@@ -673,10 +673,16 @@ impl Manager {
                     return;
                 }
                 // R6.4: after the last attempt the result is thrown away (step 10).
-                let message = format!(
-                    "{probe_type} probe errored and resulted in {result} state: {error}"
+                let message =
+                    format!("{probe_type} probe errored and resulted in {result} state: {error}");
+                self.event(
+                    pod_id,
+                    field_path,
+                    "Unhealthy",
+                    EventType::Warning,
+                    message,
+                    now,
                 );
-                self.event(pod_id, field_path, "Unhealthy", EventType::Warning, message, now);
                 None
             }
             ProbeOutcome::Completed { result, output } => {
@@ -685,12 +691,26 @@ impl Manager {
                     RawResult::Success => ProbeResult::Success,
                     RawResult::Warning => {
                         let message = format!("{probe_type} probe warning: {output}");
-                        self.event(pod_id, field_path, "ProbeWarning", EventType::Warning, message, now);
+                        self.event(
+                            pod_id,
+                            field_path,
+                            "ProbeWarning",
+                            EventType::Warning,
+                            message,
+                            now,
+                        );
                         ProbeResult::Success
                     }
                     RawResult::Failure => {
                         let message = format!("{probe_type} probe failed: {output}");
-                        self.event(pod_id, field_path, "Unhealthy", EventType::Warning, message, now);
+                        self.event(
+                            pod_id,
+                            field_path,
+                            "Unhealthy",
+                            EventType::Warning,
+                            message,
+                            now,
+                        );
                         ProbeResult::Failure
                     }
                     RawResult::Unknown => ProbeResult::Failure,
@@ -885,7 +905,11 @@ impl Manager {
             return;
         };
         let (probe_type, ci) = (w.probe_type, w.container as usize);
-        let Some(p) = self.pods.get(pod_id.index as usize).and_then(Option::as_ref) else {
+        let Some(p) = self
+            .pods
+            .get(pod_id.index as usize)
+            .and_then(Option::as_ref)
+        else {
             return;
         };
         let status = &p.status.containers[ci];
@@ -1089,7 +1113,10 @@ impl Manager {
         let triggers = self.update_status(pod, now);
         let in_backoff = self.compute_actions(pod, now);
         self.update_conditions(pod, now);
-        if self.pod(pod).is_some_and(|p| p.status.phase.is_terminal() && !p.finished) {
+        if self
+            .pod(pod)
+            .is_some_and(|p| p.status.phase.is_terminal() && !p.finished)
+        {
             // R3.3-1: nothing restarts in a Failed or Succeeded pod; its workers exit.
             self.finish_pod(pod);
         }
@@ -1179,7 +1206,13 @@ impl Manager {
         let Some(p) = self.pod_mut(pod) else { return };
         let info = p.info.clone();
         if !p.finished {
-            p.status.phase = status::phase(&info, &p.status);
+            let restarting: Vec<bool> = p
+                .runtime
+                .iter()
+                .zip(&p.status.containers)
+                .map(|(rt, s)| rt.start_pending || is_crash_looping(&s.state))
+                .collect();
+            p.status.phase = status::phase(&info, &p.status, &restarting);
         }
         let initialized = p.initialized || status::init_complete(&info, &p.status);
         let completed = p.status.phase == PodPhase::Succeeded;
@@ -1200,13 +1233,21 @@ impl Manager {
         status.set_condition(
             C::Initialized,
             initialized,
-            if initialized { "" } else { "ContainersNotInitialized" },
+            if initialized {
+                ""
+            } else {
+                "ContainersNotInitialized"
+            },
             now,
         );
         status.set_condition(
             C::ContainersReady,
             containers_ready,
-            if containers_ready { "" } else { not_ready_reason },
+            if containers_ready {
+                ""
+            } else {
+                not_ready_reason
+            },
             now,
         );
         let ready = containers_ready && gates_ok;
@@ -1244,7 +1285,8 @@ impl Manager {
             let Some(id) = s.container_id.clone() else {
                 continue;
             };
-            let failed = |t: ProbeType| self.caches[probe_index(t)].get(&id) == Some(ProbeResult::Failure);
+            let failed =
+                |t: ProbeType| self.caches[probe_index(t)].get(&id) == Some(ProbeResult::Failure);
             let reason = if failed(ProbeType::Liveness) {
                 KillReason::LivenessFailed
             } else if failed(ProbeType::Startup) {
@@ -1275,9 +1317,11 @@ impl Manager {
                     continue;
                 }
                 init_done = false;
-                if !rt.ever_started && !rt.start_pending {
+                if rt.start_pending || s.is_running() {
+                    // Starting or running: wait for it.
+                } else if !rt.ever_started {
                     self.start(pod, ci);
-                } else if matches!(s.state, ContainerState::Terminated(_)) && !rt.start_pending {
+                } else {
                     in_backoff |= self.maybe_restart(pod, &info, ci, now);
                 }
                 break; // The next one waits for this one (R5.3; sidecar startup gate).
@@ -1366,7 +1410,14 @@ impl Manager {
                     "Back-off restarting failed container {} in pod {full_name}",
                     c.name
                 );
-                self.event(pod, field_path(info, ci), "BackOff", EventType::Warning, message, now);
+                self.event(
+                    pod,
+                    field_path(info, ci),
+                    "BackOff",
+                    EventType::Warning,
+                    message,
+                    now,
+                );
                 true
             }
         }
@@ -1391,7 +1442,14 @@ impl Manager {
             p.runtime[ci].kill_pending = true;
             p.runtime[ci].killed_for_restart = restart;
         }
-        self.event(pod, field_path(info, ci), "Killing", EventType::Normal, message.clone(), now);
+        self.event(
+            pod,
+            field_path(info, ci),
+            "Killing",
+            EventType::Normal,
+            message.clone(),
+            now,
+        );
         self.actions.push_back(Action::Kill(KillRequest {
             pod,
             container: c.name.clone(),
@@ -1418,7 +1476,16 @@ impl Manager {
             let Some(id) = s.container_id.clone() else {
                 continue;
             };
-            self.kill(pod, info, ci, id, KillReason::PodTerminating, false, Some(grace), now);
+            self.kill(
+                pod,
+                info,
+                ci,
+                id,
+                KillReason::PodTerminating,
+                false,
+                Some(grace),
+                now,
+            );
         }
         if !running {
             let p = self.pod_mut(pod).expect("pod exists");
@@ -1445,6 +1512,11 @@ impl Manager {
             self.stop_worker(w);
         }
     }
+}
+
+/// Waiting in CrashLoopBackOff: the kubelet will restart it once the back-off expires.
+fn is_crash_looping(state: &ContainerState) -> bool {
+    matches!(state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff")
 }
 
 /// `spec.containers{name}` or `spec.initContainers{name}`: the event's `fieldPath` (R6.2).

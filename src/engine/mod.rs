@@ -25,8 +25,8 @@ pub mod time;
 pub(crate) mod worker;
 
 pub use manager::{
-    Action, EngineConfig, EngineError, Event, EventType, KillRequest, Manager, PodId,
-    ProbeRequest, WorkerId,
+    Action, EngineConfig, EngineError, Event, EventType, KillRequest, Manager, PodId, ProbeRequest,
+    WorkerId,
 };
 pub use pod::{ContainerInfo, ContainerKind, PodInfo, ProbeTiming, RestartPolicy};
 pub use results::{ContainerId, ProbeResult};

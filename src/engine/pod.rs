@@ -190,11 +190,7 @@ fn container_info(c: &Container, kind: ContainerKind) -> ContainerInfo {
     // Ordinary init containers cannot have probes (R1.15); validation rejects them, and the
     // engine ignores any that slip through rather than probing a run-to-completion container.
     let probed = kind != ContainerKind::Init;
-    let timing = |p: &Option<Probe>| {
-        p.as_ref()
-            .filter(|_| probed)
-            .map(ProbeTiming::from_probe)
-    };
+    let timing = |p: &Option<Probe>| p.as_ref().filter(|_| probed).map(ProbeTiming::from_probe);
     ContainerInfo {
         name: c.name.as_str().into(),
         kind,

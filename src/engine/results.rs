@@ -135,10 +135,19 @@ mod tests {
         let mut cache = ResultsCache::default();
         let id = ContainerId::from("test://a");
         assert!(cache.set(&id, ProbeResult::Success), "new ID publishes");
-        assert!(!cache.set(&id, ProbeResult::Success), "same value is silent");
-        assert!(cache.set(&id, ProbeResult::Failure), "changed value publishes");
+        assert!(
+            !cache.set(&id, ProbeResult::Success),
+            "same value is silent"
+        );
+        assert!(
+            cache.set(&id, ProbeResult::Failure),
+            "changed value publishes"
+        );
         cache.remove(&id);
         assert!(cache.is_empty());
-        assert!(cache.set(&id, ProbeResult::Failure), "re-added ID publishes again");
+        assert!(
+            cache.set(&id, ProbeResult::Failure),
+            "re-added ID publishes again"
+        );
     }
 }

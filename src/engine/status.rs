@@ -191,10 +191,17 @@ impl PodStatus {
 
     /// True when the `Ready` condition is true.
     pub fn is_ready(&self) -> bool {
-        self.condition(ConditionType::Ready).is_some_and(|c| c.status)
+        self.condition(ConditionType::Ready)
+            .is_some_and(|c| c.status)
     }
 
-    pub(crate) fn set_condition(&mut self, kind: ConditionType, status: bool, reason: &str, now: Instant) {
+    pub(crate) fn set_condition(
+        &mut self,
+        kind: ConditionType,
+        status: bool,
+        reason: &str,
+        now: Instant,
+    ) {
         if let Some(c) = self.conditions.iter_mut().find(|c| c.kind == kind) {
             if c.status != status {
                 c.last_transition = now;
@@ -208,11 +215,14 @@ impl PodStatus {
 /// True when every ordinary init container completed with exit code 0 and every sidecar has
 /// started (the point at which regular containers may start).
 pub fn init_complete(info: &PodInfo, status: &PodStatus) -> bool {
-    info.containers.iter().zip(&status.containers).all(|(c, s)| match c.kind {
-        ContainerKind::Init => init_succeeded(s),
-        ContainerKind::Sidecar => s.started || s.restart_count > 0 || s.last_state.is_some(),
-        ContainerKind::Regular => true,
-    })
+    info.containers
+        .iter()
+        .zip(&status.containers)
+        .all(|(c, s)| match c.kind {
+            ContainerKind::Init => init_succeeded(s),
+            ContainerKind::Sidecar => s.started || s.restart_count > 0 || s.last_state.is_some(),
+            ContainerKind::Regular => true,
+        })
 }
 
 /// An ordinary init container is done (and `ready`, R5.3) when it terminated with exit code 0.
@@ -220,8 +230,10 @@ pub fn init_succeeded(s: &ContainerStatus) -> bool {
     matches!(&s.state, ContainerState::Terminated(t) if t.exit_code == 0)
 }
 
-/// The pod phase, following the kubelet's `getPhase`.
-pub fn phase(info: &PodInfo, status: &PodStatus) -> PodPhase {
+/// The pod phase, following the kubelet's `getPhase`. `restarting[i]` is true for a container
+/// the kubelet has already decided to start again (the kubelet restarts it within the same
+/// sync, so its exit never shows as final).
+pub fn phase(info: &PodInfo, status: &PodStatus, restarting: &[bool]) -> PodPhase {
     // An init container that failed for good fails the pod; an unfinished one keeps it Pending.
     for (c, s) in info.containers.iter().zip(&status.containers) {
         if c.kind != ContainerKind::Init || init_succeeded(s) {
@@ -236,8 +248,18 @@ pub fn phase(info: &PodInfo, status: &PodStatus) -> PodPhase {
         return PodPhase::Pending;
     }
     let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
-    for (c, s) in info.containers.iter().zip(&status.containers) {
+    for ((c, s), restarting) in info
+        .containers
+        .iter()
+        .zip(&status.containers)
+        .zip(restarting)
+    {
         if c.kind != ContainerKind::Regular {
+            continue;
+        }
+        let has_exited = s.last_state.is_some() || matches!(s.state, ContainerState::Terminated(_));
+        if *restarting && has_exited {
+            running += 1;
             continue;
         }
         match &s.state {

@@ -117,7 +117,10 @@ mod tests {
 
     #[test]
     fn arithmetic_saturates() {
-        assert_eq!(Instant::from_secs(1) - Duration::from_secs(5), Instant::ZERO);
+        assert_eq!(
+            Instant::from_secs(1) - Duration::from_secs(5),
+            Instant::ZERO
+        );
         assert_eq!(
             Instant::from_nanos(u64::MAX) + Duration::from_secs(1),
             Instant::from_nanos(u64::MAX)

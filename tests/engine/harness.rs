@@ -2,7 +2,9 @@
 //! driver with deterministic settings, and readers over the action log.
 
 use probelet::driver::VirtualDriver;
-use probelet::engine::{Action, EngineConfig, Instant, KillRequest, Manager, PodId, PodInfo, ProbeResult};
+use probelet::engine::{
+    Action, EngineConfig, Instant, KillRequest, Manager, PodId, PodInfo, ProbeResult,
+};
 use probelet::outcome::{ProbeOutcome, RawResult};
 use probelet::spec::ProbeType;
 use std::time::Duration;
@@ -13,7 +15,8 @@ pub const T0: Instant = Instant::from_secs(1000);
 
 /// A pod view from a JSON `PodSpec`.
 pub fn pod(name: &str, spec: serde_json::Value) -> PodInfo {
-    let spec: k8s_openapi::api::core::v1::PodSpec = serde_json::from_value(spec).expect("valid pod spec");
+    let spec: k8s_openapi::api::core::v1::PodSpec =
+        serde_json::from_value(spec).expect("valid pod spec");
     PodInfo::from_pod_spec(&format!("uid-{name}"), name, "default", &spec)
 }
 
@@ -59,11 +62,17 @@ pub fn at(s: f64) -> Instant {
 }
 
 pub fn success() -> (ProbeOutcome, Duration) {
-    (ProbeOutcome::completed(RawResult::Success, "ok"), Duration::ZERO)
+    (
+        ProbeOutcome::completed(RawResult::Success, "ok"),
+        Duration::ZERO,
+    )
 }
 
 pub fn failure(output: &str) -> (ProbeOutcome, Duration) {
-    (ProbeOutcome::completed(RawResult::Failure, output), Duration::ZERO)
+    (
+        ProbeOutcome::completed(RawResult::Failure, output),
+        Duration::ZERO,
+    )
 }
 
 /// Times (seconds after T0) of first attempts of `probe_type` probes of `container`.
@@ -71,7 +80,9 @@ pub fn probe_times(d: &VirtualDriver, container: &str, probe_type: ProbeType) ->
     d.log()
         .iter()
         .filter_map(|(t, a)| match a {
-            Action::Probe(r) if &*r.container == container && r.probe_type == probe_type && r.attempt == 1 => {
+            Action::Probe(r)
+                if &*r.container == container && r.probe_type == probe_type && r.attempt == 1 =>
+            {
                 Some(rel(*t))
             }
             _ => None,
@@ -125,14 +136,22 @@ pub fn published(d: &VirtualDriver, probe_type: ProbeType) -> Vec<(f64, ProbeRes
     d.log()
         .iter()
         .filter_map(|(t, a)| match a {
-            Action::ResultChanged { probe_type: p, result, .. } if *p == probe_type => Some((rel(*t), *result)),
+            Action::ResultChanged {
+                probe_type: p,
+                result,
+                ..
+            } if *p == probe_type => Some((rel(*t), *result)),
             _ => None,
         })
         .collect()
 }
 
 /// The status of `container` in pod `pod`.
-pub fn container<'a>(d: &'a VirtualDriver, pod: PodId, name: &str) -> &'a probelet::engine::ContainerStatus {
+pub fn container<'a>(
+    d: &'a VirtualDriver,
+    pod: PodId,
+    name: &str,
+) -> &'a probelet::engine::ContainerStatus {
     d.manager
         .pod_status(pod)
         .and_then(|s| s.container(name))

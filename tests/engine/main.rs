@@ -1,4 +1,7 @@
 //! Engine rule tests: each names the kubelet-semantics.md rule it proves.
 
 mod harness;
+mod prober_rules;
+mod status_rules;
+mod sync_rules;
 mod worker_rules;

@@ -52,30 +52,44 @@ fn r3_1_one_worker_per_probe_and_add_pod_is_idempotent() {
     }));
     assert_eq!(m.add_pod(T0, changed).unwrap(), id);
     assert_eq!(m.worker_count(), 3);
-    m.container_started(T0, id, "app", ContainerId::from("c://1")).unwrap();
+    m.container_started(T0, id, "app", ContainerId::from("c://1"))
+        .unwrap();
     let mut d = probelet::driver::VirtualDriver::new(m);
     d.run_until(at(35.0));
     // Liveness is gated by startup, so look at the startup worker's ticks: still 10 s apart.
     assert_eq!(probe_times(&d, "app", ProbeType::Startup), vec![10.0]);
-    assert_eq!(probe_times(&d, "app", ProbeType::Liveness), vec![20.0, 30.0]);
+    assert_eq!(
+        probe_times(&d, "app", ProbeType::Liveness),
+        vec![20.0, 30.0]
+    );
 }
 
 /// R3.2: a worker outlives container restarts and follows the new container ID.
 #[test]
 fn r3_2_worker_follows_restarted_container() {
-    let (mut d, _) = driver(app_pod(json!({"livenessProbe": {"exec": {"command": ["x"]}}})));
+    let (mut d, _) = driver(app_pod(
+        json!({"livenessProbe": {"exec": {"command": ["x"]}}}),
+    ));
     d.on_process(|p| ProcessBehaviour {
         exits_after: (p.instance == 0).then_some((Duration::from_secs(15), 1)),
         ..Default::default()
     });
     // The first instance started before the script was set; restart it through a kill instead.
-    d.on_probe(|c| if c.instance == 0 { failure("down") } else { success() });
+    d.on_probe(|c| {
+        if c.instance == 0 {
+            failure("down")
+        } else {
+            success()
+        }
+    });
     d.run_until(at(60.0));
     let probes: Vec<_> = d
         .log()
         .iter()
         .filter_map(|(_, a)| match a {
-            Action::Probe(r) if r.probe_type == ProbeType::Liveness => Some((r.worker, r.container_id.clone())),
+            Action::Probe(r) if r.probe_type == ProbeType::Liveness => {
+                Some((r.worker, r.container_id.clone()))
+            }
             _ => None,
         })
         .collect();
@@ -88,38 +102,64 @@ fn r3_2_worker_follows_restarted_container() {
 /// R3.3-1: a worker exits when the pod is Succeeded/Failed; its cache entry goes (R4.3).
 #[test]
 fn r3_3_1_workers_stop_when_pod_is_terminal() {
-    let pod = pod("p", json!({"restartPolicy": "Never", "containers": [
-        {"name": "app", "readinessProbe": {"exec": {"command": ["x"]}}}]}));
+    let pod = pod(
+        "p",
+        json!({"restartPolicy": "Never", "containers": [
+        {"name": "app", "readinessProbe": {"exec": {"command": ["x"]}}}]}),
+    );
     let (mut d, id) = driver(pod);
     d.run_until(at(5.0));
     let cid = container(&d, id, "app").container_id.clone().unwrap();
-    assert_eq!(d.manager.cached_result(ProbeType::Readiness, &cid), Some(ProbeResult::Success));
+    assert_eq!(
+        d.manager.cached_result(ProbeType::Readiness, &cid),
+        Some(ProbeResult::Success)
+    );
     // The process exits 0 at 5 s: Never → Succeeded.
     let pid = id;
     d.on_process(|_| ProcessBehaviour::default());
-    d.manager.container_exited(at(5.0), pid, "app", 0, None).unwrap();
+    d.manager
+        .container_exited(at(5.0), pid, "app", 0, None)
+        .unwrap();
     d.run_until(at(30.0));
-    assert_eq!(d.manager.pod_status(id).unwrap().phase, probelet::engine::PodPhase::Succeeded);
+    assert_eq!(
+        d.manager.pod_status(id).unwrap().phase,
+        probelet::engine::PodPhase::Succeeded
+    );
     assert_eq!(d.manager.worker_count(), 0);
     assert_eq!(d.manager.cached_result(ProbeType::Readiness, &cid), None);
-    assert!(d.log().iter().any(|(_, a)| matches!(a, Action::WorkerStopped { .. })));
+    assert!(
+        d.log()
+            .iter()
+            .any(|(_, a)| matches!(a, Action::WorkerStopped { .. }))
+    );
 }
 
 /// R3.3-2: a terminated container that will not restart (restartPolicy Never) stops its
 /// workers at their next evaluation, while the pod keeps running other containers.
 #[test]
 fn r3_3_2_terminated_container_under_never_stops_its_workers() {
-    let pod = pod("p", json!({"restartPolicy": "Never", "containers": [
+    let pod = pod(
+        "p",
+        json!({"restartPolicy": "Never", "containers": [
         {"name": "app", "livenessProbe": {"exec": {"command": ["x"]}}},
-        {"name": "other"}]}));
+        {"name": "other"}]}),
+    );
     let (mut d, id) = driver(pod);
     d.run_until(at(12.0));
-    d.manager.container_exited(at(12.0), id, "app", 1, None).unwrap();
+    d.manager
+        .container_exited(at(12.0), id, "app", 1, None)
+        .unwrap();
     d.run_until(at(15.0));
-    assert!(d.manager.has_worker(id, "app", ProbeType::Liveness), "stops at its next evaluation");
+    assert!(
+        d.manager.has_worker(id, "app", ProbeType::Liveness),
+        "stops at its next evaluation"
+    );
     d.run_until(at(25.0));
     assert!(!d.manager.has_worker(id, "app", ProbeType::Liveness));
-    assert_eq!(d.manager.pod_status(id).unwrap().phase, probelet::engine::PodPhase::Running);
+    assert_eq!(
+        d.manager.pod_status(id).unwrap().phase,
+        probelet::engine::PodPhase::Running
+    );
 }
 
 /// R3.3-3: on pod deletion a sidecar's liveness worker stores Success ("quiet shutdown") and
@@ -127,9 +167,12 @@ fn r3_3_2_terminated_container_under_never_stops_its_workers() {
 #[test]
 fn r3_3_3_deletion_stops_liveness_and_startup() {
     let probe = json!({"exec": {"command": ["x"]}});
-    let pod = pod("p", json!({
+    let pod = pod(
+        "p",
+        json!({
         "initContainers": [{"name": "side", "restartPolicy": "Always", "livenessProbe": probe}],
-        "containers": [{"name": "app", "livenessProbe": probe, "readinessProbe": probe}]}));
+        "containers": [{"name": "app", "livenessProbe": probe, "readinessProbe": probe}]}),
+    );
     let (mut d, id) = driver(pod);
     d.on_process(|_| ProcessBehaviour {
         stop_after_sigterm: Duration::from_secs(20),
@@ -138,11 +181,18 @@ fn r3_3_3_deletion_stops_liveness_and_startup() {
     d.run_until(at(15.0));
     d.manager.terminate_pod(at(15.0), id, None).unwrap();
     assert!(!d.manager.has_worker(id, "app", ProbeType::Liveness));
-    assert!(d.manager.has_worker(id, "app", ProbeType::Readiness), "readiness keeps probing");
+    assert!(
+        d.manager.has_worker(id, "app", ProbeType::Readiness),
+        "readiness keeps probing"
+    );
     d.run_until(at(21.0));
     let side = container(&d, id, "side").container_id.clone().unwrap();
     assert!(!d.manager.has_worker(id, "side", ProbeType::Liveness));
-    assert_eq!(d.manager.cached_result(ProbeType::Liveness, &side), None, "removed on exit");
+    assert_eq!(
+        d.manager.cached_result(ProbeType::Liveness, &side),
+        None,
+        "removed on exit"
+    );
     assert!(
         d.log().iter().any(|(t, a)| matches!(a, Action::ResultChanged { container, probe_type: ProbeType::Liveness, result: ProbeResult::Success, .. } if &**container == "side" && rel(*t) > 15.0))
             || d.log().iter().any(|(_, a)| matches!(a, Action::WorkerStopped { container, probe_type: ProbeType::Liveness, .. } if &**container == "side")),
@@ -165,18 +215,33 @@ fn r3_3_4_remove_pod_stops_workers() {
 /// coalesce into one, so the next probe follows at once, never a burst.
 #[test]
 fn r3_4_r3_5_no_overlap_and_coalesced_ticks() {
-    let (mut d, _) = driver(app_pod(json!({"livenessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10}})));
-    d.on_probe(|_| (ProbeOutcome::completed(RawResult::Success, ""), Duration::from_secs(25)));
+    let (mut d, _) = driver(app_pod(
+        json!({"livenessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10}}),
+    ));
+    d.on_probe(|_| {
+        (
+            ProbeOutcome::completed(RawResult::Success, ""),
+            Duration::from_secs(25),
+        )
+    });
     d.run_until(at(90.0));
-    assert_eq!(probe_times(&d, "app", ProbeType::Liveness), vec![10.0, 35.0, 60.0, 85.0]);
+    assert_eq!(
+        probe_times(&d, "app", ProbeType::Liveness),
+        vec![10.0, 35.0, 60.0, 85.0]
+    );
 }
 
 /// R3.5: one evaluation at once (here before the container exists), then one per period.
 #[test]
 fn r3_5_ticker_period() {
-    let (mut d, _) = driver(app_pod(json!({"livenessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 7}})));
+    let (mut d, _) = driver(app_pod(
+        json!({"livenessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 7}}),
+    ));
     d.run_until(at(30.0));
-    assert_eq!(probe_times(&d, "app", ProbeType::Liveness), vec![7.0, 14.0, 21.0, 28.0]);
+    assert_eq!(
+        probe_times(&d, "app", ProbeType::Liveness),
+        vec![7.0, 14.0, 21.0, 28.0]
+    );
 }
 
 /// R3.6: workers created within one period of the manager's start sleep a seeded random part
@@ -187,8 +252,11 @@ fn r3_6_start_up_jitter() {
         let config = EngineConfig { seed, ..quiet() };
         let mut m = Manager::new(config, Instant::ZERO);
         for i in 0..20 {
-            let p = pod(&format!("p{i}"), json!({"containers": [
-                {"name": "app", "livenessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10}}]}));
+            let p = pod(
+                &format!("p{i}"),
+                json!({"containers": [
+                {"name": "app", "livenessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10}}]}),
+            );
             m.add_pod(add_at, p).unwrap();
         }
         let mut d = probelet::driver::VirtualDriver::new(m);
@@ -196,7 +264,9 @@ fn r3_6_start_up_jitter() {
         let mut firsts = std::collections::BTreeMap::new();
         for (t, a) in d.log() {
             if let Action::Probe(r) = a {
-                firsts.entry(r.pod).or_insert(t.saturating_duration_since(add_at).as_secs_f64());
+                firsts
+                    .entry(r.pod)
+                    .or_insert(t.saturating_duration_since(add_at).as_secs_f64());
             }
         }
         firsts.into_values().collect()
@@ -220,7 +290,10 @@ fn r3_6_start_up_jitter() {
 fn r3_6_trigger_during_jitter_is_buffered() {
     let mut m = Manager::new(quiet(), Instant::ZERO);
     let id = m
-        .add_pod(Instant::ZERO, app_pod(json!({"readinessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10}})))
+        .add_pod(
+            Instant::ZERO,
+            app_pod(json!({"readinessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10}})),
+        )
         .unwrap();
     let mut d = probelet::driver::VirtualDriver::new(m);
     d.run_until(Instant::ZERO); // starts the container; status sync triggers readiness (R5.4)
@@ -229,8 +302,14 @@ fn r3_6_trigger_during_jitter_is_buffered() {
     let t = probe_times_abs(&d);
     assert_eq!(t.len(), 3, "{t:?}");
     assert!(t[0] > 0.0 && t[0] < 10.0);
-    assert_eq!(t[1], t[0], "buffered trigger right after the first evaluation");
-    assert!((t[2] - t[0] - 10.0).abs() < 1e-9, "ticker reset by the trigger");
+    assert_eq!(
+        t[1], t[0],
+        "buffered trigger right after the first evaluation"
+    );
+    assert!(
+        (t[2] - t[0] - 10.0).abs() < 1e-9,
+        "ticker reset by the trigger"
+    );
     let _ = id;
 }
 
@@ -245,12 +324,17 @@ fn probe_times_abs(d: &probelet::driver::VirtualDriver) -> Vec<f64> {
 /// R3.7: a manual trigger runs the probe at once and resets the ticker.
 #[test]
 fn r3_7_manual_trigger_resets_ticker() {
-    let (mut d, id) = driver(app_pod(json!({"readinessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10}})));
+    let (mut d, id) = driver(app_pod(
+        json!({"readinessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10}}),
+    ));
     d.run_until(at(13.0));
     d.manager.trigger(at(13.0), id, "app", ProbeType::Readiness);
     d.run_until(at(35.0));
     // (Two probes at the start: see r3_11.) Without the reset the ticks would be 20 and 30.
-    assert_eq!(probe_times(&d, "app", ProbeType::Readiness), vec![0.0, 0.0, 10.0, 13.0, 23.0, 33.0]);
+    assert_eq!(
+        probe_times(&d, "app", ProbeType::Readiness),
+        vec![0.0, 0.0, 10.0, 13.0, 23.0, 33.0]
+    );
 }
 
 /// R3.8 / §3.3 step 8: the initial delay counts whole seconds from container start (not from
@@ -262,11 +346,15 @@ fn r3_8_initial_delay_is_tick_aligned_from_container_start() {
         .add_pod(T0, app_pod(json!({"livenessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10, "initialDelaySeconds": 10}})))
         .unwrap();
     // The container starts half a second after the worker's ticks began.
-    m.container_started(at(0.5), id, "app", ContainerId::from("c://1")).unwrap();
+    m.container_started(at(0.5), id, "app", ContainerId::from("c://1"))
+        .unwrap();
     let mut d = probelet::driver::VirtualDriver::new(m);
     d.run_until(at(45.0));
     // At 10 s only 9.5 s (9 whole seconds) have passed: skipped. First probe at the 20 s tick.
-    assert_eq!(probe_times(&d, "app", ProbeType::Liveness), vec![20.0, 30.0, 40.0]);
+    assert_eq!(
+        probe_times(&d, "app", ProbeType::Liveness),
+        vec![20.0, 30.0, 40.0]
+    );
 }
 
 /// R3.9: initial values: liveness Success, readiness Failure, startup Unknown; they stay
@@ -274,12 +362,23 @@ fn r3_8_initial_delay_is_tick_aligned_from_container_start() {
 #[test]
 fn r3_9_initial_values() {
     let probe = json!({"exec": {"command": ["x"]}, "initialDelaySeconds": 100});
-    let (mut d, id) = driver(app_pod(json!({"livenessProbe": probe, "readinessProbe": probe, "startupProbe": probe})));
+    let (mut d, id) = driver(app_pod(
+        json!({"livenessProbe": probe, "readinessProbe": probe, "startupProbe": probe}),
+    ));
     d.run_until(at(50.0));
     let cid = container(&d, id, "app").container_id.clone().unwrap();
-    assert_eq!(d.manager.cached_result(ProbeType::Liveness, &cid), Some(ProbeResult::Success));
-    assert_eq!(d.manager.cached_result(ProbeType::Readiness, &cid), Some(ProbeResult::Failure));
-    assert_eq!(d.manager.cached_result(ProbeType::Startup, &cid), Some(ProbeResult::Unknown));
+    assert_eq!(
+        d.manager.cached_result(ProbeType::Liveness, &cid),
+        Some(ProbeResult::Success)
+    );
+    assert_eq!(
+        d.manager.cached_result(ProbeType::Readiness, &cid),
+        Some(ProbeResult::Failure)
+    );
+    assert_eq!(
+        d.manager.cached_result(ProbeType::Startup, &cid),
+        Some(ProbeResult::Unknown)
+    );
     assert!(probe_times(&d, "app", ProbeType::Startup).is_empty());
 }
 
@@ -288,11 +387,21 @@ fn r3_9_initial_values() {
 #[test]
 fn r3_10_only_consecutive_results_count() {
     use RawResult::*;
-    let (mut d, _) = driver(app_pod(json!({"livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 3}})));
-    sequence(&mut d, ProbeType::Liveness, &[Failure, Failure, Success, Failure, Failure, Success]);
+    let (mut d, _) = driver(app_pod(
+        json!({"livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 3}}),
+    ));
+    sequence(
+        &mut d,
+        ProbeType::Liveness,
+        &[Failure, Failure, Success, Failure, Failure, Success],
+    );
     d.run_until(at(120.0));
     assert!(kills(&d).is_empty());
-    assert_eq!(published(&d, ProbeType::Liveness), vec![(10.0, ProbeResult::Success)], "only the initial value");
+    assert_eq!(
+        published(&d, ProbeType::Liveness),
+        vec![(10.0, ProbeResult::Success)],
+        "only the initial value"
+    );
 }
 
 /// R3.11: readiness needs successThreshold successes to become ready and failureThreshold
@@ -300,15 +409,24 @@ fn r3_10_only_consecutive_results_count() {
 #[test]
 fn r3_11_thresholds_in_both_directions() {
     use RawResult::*;
-    let (mut d, id) = driver(app_pod(json!({"readinessProbe": {"exec": {"command": ["x"]}, "successThreshold": 2, "failureThreshold": 3}})));
-    sequence(&mut d, ProbeType::Readiness, &[Success, Success, Failure, Failure, Failure, Success]);
+    let (mut d, id) = driver(app_pod(
+        json!({"readinessProbe": {"exec": {"command": ["x"]}, "successThreshold": 2, "failureThreshold": 3}}),
+    ));
+    sequence(
+        &mut d,
+        ProbeType::Readiness,
+        &[Success, Success, Failure, Failure, Failure, Success],
+    );
     d.run_until(at(60.0));
     // At container start readiness is probed twice: the status sync triggers it (R5.4), and
     // the initial value's update causes another sync whose trigger is buffered (R3.6) and runs
     // right after. So S S at 0 s makes it ready; F F F at 10, 20, 30 s makes it unready; that
     // update triggers a probe at once (S, run 1) and the reset ticker's next one (40 s) makes it
     // ready again.
-    assert_eq!(probe_times(&d, "app", ProbeType::Readiness), vec![0.0, 0.0, 10.0, 20.0, 30.0, 30.0, 40.0, 50.0, 60.0]);
+    assert_eq!(
+        probe_times(&d, "app", ProbeType::Readiness),
+        vec![0.0, 0.0, 10.0, 20.0, 30.0, 30.0, 40.0, 50.0, 60.0]
+    );
     assert_eq!(
         published(&d, ProbeType::Readiness),
         vec![
@@ -324,10 +442,15 @@ fn r3_11_thresholds_in_both_directions() {
 /// R3.12: after a crossing, further identical results publish nothing (no flapping).
 #[test]
 fn r3_12_identical_results_after_crossing_are_silent() {
-    let (mut d, _) = driver(app_pod(json!({"readinessProbe": {"exec": {"command": ["x"]}}})));
+    let (mut d, _) = driver(app_pod(
+        json!({"readinessProbe": {"exec": {"command": ["x"]}}}),
+    ));
     d.run_until(at(100.0));
     assert!(probe_times(&d, "app", ProbeType::Readiness).len() >= 10);
-    assert_eq!(published(&d, ProbeType::Readiness), vec![(0.0, ProbeResult::Failure), (0.0, ProbeResult::Success)]);
+    assert_eq!(
+        published(&d, ProbeType::Readiness),
+        vec![(0.0, ProbeResult::Failure), (0.0, ProbeResult::Success)]
+    );
 }
 
 fn readiness_after_crash(carry: bool) -> f64 {
@@ -337,11 +460,15 @@ fn readiness_after_crash(carry: bool) -> f64 {
     };
     let (mut d, _) = driver_with(
         config,
-        app_pod(json!({"readinessProbe": {"exec": {"command": ["x"]}, "successThreshold": 3, "periodSeconds": 10}})),
+        app_pod(
+            json!({"readinessProbe": {"exec": {"command": ["x"]}, "successThreshold": 3, "periodSeconds": 10}}),
+        ),
     );
     d.run_until(at(40.0)); // ready after 3 successes (0, 10, 20)
     let pod = d.manager.pods().next().unwrap();
-    d.manager.container_exited(at(45.0), pod, "app", 1, None).unwrap();
+    d.manager
+        .container_exited(at(45.0), pod, "app", 1, None)
+        .unwrap();
     d.run_until(at(200.0));
     let restarted = starts(&d, "app")[1];
     let ready_again = published(&d, ProbeType::Readiness)
@@ -358,7 +485,11 @@ fn readiness_after_crash(carry: bool) -> f64 {
 /// the compatibility switch off it needs three.
 #[test]
 fn r3_13_quirk_run_counter_carried_across_restarts_readiness() {
-    assert_eq!(readiness_after_crash(true), 0.0, "first probe (immediate trigger) suffices");
+    assert_eq!(
+        readiness_after_crash(true),
+        0.0,
+        "first probe (immediate trigger) suffices"
+    );
     // Off: three successes on the new container: two at its start (trigger + buffered
     // trigger, see r3_11) and one a period later.
     assert_eq!(readiness_after_crash(false), 10.0);
@@ -379,7 +510,9 @@ fn r3_13_quirk_liveness_failures_carried_across_restarts() {
         );
         d.on_probe(|_| failure("down"));
         d.run_until(at(25.0)); // failures at 10 and 20
-        d.manager.container_exited(at(25.0), id, "app", 1, None).unwrap();
+        d.manager
+            .container_exited(at(25.0), id, "app", 1, None)
+            .unwrap();
         d.run_until(at(100.0));
         kills(&d)[0].0
     };
@@ -391,8 +524,16 @@ fn r3_13_quirk_liveness_failures_carried_across_restarts() {
 /// its (long) termination; probing resumes on the new container.
 #[test]
 fn r3_14_liveness_on_hold_until_new_container() {
-    let (mut d, _) = driver(app_pod(json!({"livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 1}})));
-    d.on_probe(|c| if c.instance == 0 { failure("down") } else { success() });
+    let (mut d, _) = driver(app_pod(
+        json!({"livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 1}}),
+    ));
+    d.on_probe(|c| {
+        if c.instance == 0 {
+            failure("down")
+        } else {
+            success()
+        }
+    });
     d.on_process(|_| ProcessBehaviour {
         stop_after_sigterm: Duration::from_secs(25),
         ..Default::default()
@@ -400,14 +541,19 @@ fn r3_14_liveness_on_hold_until_new_container() {
     d.run_until(at(60.0));
     assert_eq!(kills(&d).len(), 1);
     assert_eq!(starts(&d, "app"), vec![0.0, 35.0]);
-    assert_eq!(probe_times(&d, "app", ProbeType::Liveness), vec![10.0, 40.0, 50.0, 60.0]);
+    assert_eq!(
+        probe_times(&d, "app", ProbeType::Liveness),
+        vec![10.0, 40.0, 50.0, 60.0]
+    );
 }
 
 /// R3.14 (v1.29+): the startup worker holds after publishing Success, so it probes exactly
 /// successThreshold times (issue #117153).
 #[test]
 fn r3_14_startup_on_hold_after_success() {
-    let (mut d, id) = driver(app_pod(json!({"startupProbe": {"exec": {"command": ["x"]}, "periodSeconds": 5}})));
+    let (mut d, id) = driver(app_pod(
+        json!({"startupProbe": {"exec": {"command": ["x"]}, "periodSeconds": 5}}),
+    ));
     d.run_until(at(100.0));
     assert_eq!(probe_times(&d, "app", ProbeType::Startup), vec![5.0]);
     assert!(container(&d, id, "app").started);
@@ -417,43 +563,67 @@ fn r3_14_startup_on_hold_after_success() {
 /// container gets a full budget (run counter reset).
 #[test]
 fn r3_14_startup_failure_holds_and_next_container_gets_full_budget() {
-    let (mut d, _) = driver(app_pod(json!({"startupProbe": {"exec": {"command": ["x"]}, "periodSeconds": 5, "failureThreshold": 2}})));
+    let (mut d, _) = driver(app_pod(
+        json!({"startupProbe": {"exec": {"command": ["x"]}, "periodSeconds": 5, "failureThreshold": 2}}),
+    ));
     d.on_probe(|_| failure("not yet"));
     d.run_until(at(30.0));
     let k = kills(&d);
     assert_eq!(k[0].0, 10.0);
-    assert_eq!(k[0].1.message, "Container app failed startup probe, will be restarted");
+    assert_eq!(
+        k[0].1.message,
+        "Container app failed startup probe, will be restarted"
+    );
     // Restarted at 10 s; two more failures (15, 20) kill it again at 20.
     assert_eq!(k[1].0, 20.0);
-    assert_eq!(probe_times(&d, "app", ProbeType::Startup), vec![5.0, 10.0, 15.0, 20.0, 25.0, 30.0]);
+    assert_eq!(
+        probe_times(&d, "app", ProbeType::Startup),
+        vec![5.0, 10.0, 15.0, 20.0, 25.0, 30.0]
+    );
 }
 
 /// R3.15: readiness never goes on hold.
 #[test]
 fn r3_15_readiness_never_holds() {
-    let (mut d, _) = driver(app_pod(json!({"readinessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 1}})));
+    let (mut d, _) = driver(app_pod(
+        json!({"readinessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 1}}),
+    ));
     d.on_probe(|_| failure("no"));
     d.run_until(at(50.0));
     // Two at the start (trigger + buffered trigger, see r3_11), then every period.
-    assert_eq!(probe_times(&d, "app", ProbeType::Readiness), vec![0.0, 0.0, 10.0, 20.0, 30.0, 40.0, 50.0]);
+    assert_eq!(
+        probe_times(&d, "app", ProbeType::Readiness),
+        vec![0.0, 0.0, 10.0, 20.0, 30.0, 40.0, 50.0]
+    );
 }
 
 /// R3.16: a container that exits becomes not-ready at once, and the next evaluation stores
 /// Failure for its ID without probing.
 #[test]
 fn r3_16_exited_container_is_not_ready_and_stores_failure() {
-    let pod = pod("p", json!({"restartPolicy": "OnFailure", "containers": [
+    let pod = pod(
+        "p",
+        json!({"restartPolicy": "OnFailure", "containers": [
         {"name": "app", "readinessProbe": {"exec": {"command": ["x"]}}},
-        {"name": "other"}]}));
+        {"name": "other"}]}),
+    );
     let (mut d, id) = driver(pod);
     d.run_until(at(12.0));
     assert!(container(&d, id, "app").ready);
     let cid = container(&d, id, "app").container_id.clone().unwrap();
-    d.manager.container_exited(at(12.0), id, "app", 0, None).unwrap();
+    d.manager
+        .container_exited(at(12.0), id, "app", 0, None)
+        .unwrap();
     assert!(!container(&d, id, "app").ready, "not ready at once");
     d.run_until(at(25.0));
-    assert_eq!(d.manager.cached_result(ProbeType::Readiness, &cid), Some(ProbeResult::Failure));
-    assert_eq!(probe_times(&d, "app", ProbeType::Readiness), vec![0.0, 0.0, 10.0]);
+    assert_eq!(
+        d.manager.cached_result(ProbeType::Readiness, &cid),
+        Some(ProbeResult::Failure)
+    );
+    assert_eq!(
+        probe_times(&d, "app", ProbeType::Readiness),
+        vec![0.0, 0.0, 10.0]
+    );
 }
 
 fn adopted(keep: bool) -> (Option<ProbeResult>, bool, bool) {
@@ -464,10 +634,23 @@ fn adopted(keep: bool) -> (Option<ProbeResult>, bool, bool) {
     let start = Instant::from_secs(1000);
     let mut m = Manager::new(config, start);
     let probe = json!({"exec": {"command": ["x"]}, "periodSeconds": 10});
-    let id = m.add_pod(start, app_pod(json!({"readinessProbe": probe, "startupProbe": probe}))).unwrap();
-    while m.poll_action().is_some() {}
-    m.adopt_running_container(start, id, "app", ContainerId::from("c://old"), Instant::from_secs(900), true, true)
+    let id = m
+        .add_pod(
+            start,
+            app_pod(json!({"readinessProbe": probe, "startupProbe": probe})),
+        )
         .unwrap();
+    while m.poll_action().is_some() {}
+    m.adopt_running_container(
+        start,
+        id,
+        "app",
+        ContainerId::from("c://old"),
+        Instant::from_secs(900),
+        true,
+        true,
+    )
+    .unwrap();
     // Before any probe has answered (the workers are still in their jitter sleep).
     m.advance(start);
     let cached = m.cached_result(ProbeType::Readiness, &ContainerId::from("c://old"));
@@ -481,13 +664,29 @@ fn adopted(keep: bool) -> (Option<ProbeResult>, bool, bool) {
 fn r3_17_adopted_container_keeps_status_until_probed() {
     let mut m = Manager::new(quiet(), Instant::from_secs(1000));
     let probe = json!({"exec": {"command": ["x"]}});
-    let id = m.add_pod(Instant::from_secs(1000), app_pod(json!({"readinessProbe": probe}))).unwrap();
-    m.adopt_running_container(Instant::from_secs(1000), id, "app", ContainerId::from("c://old"), Instant::from_secs(900), true, true)
+    let id = m
+        .add_pod(
+            Instant::from_secs(1000),
+            app_pod(json!({"readinessProbe": probe})),
+        )
         .unwrap();
+    m.adopt_running_container(
+        Instant::from_secs(1000),
+        id,
+        "app",
+        ContainerId::from("c://old"),
+        Instant::from_secs(900),
+        true,
+        true,
+    )
+    .unwrap();
     // Let the worker (after jitter) evaluate; hold the probe answer back.
     m.advance(Instant::from_secs(1011));
     assert!(m.drain_actions().any(|a| matches!(a, Action::Probe(_))));
-    assert_eq!(m.cached_result(ProbeType::Readiness, &ContainerId::from("c://old")), None);
+    assert_eq!(
+        m.cached_result(ProbeType::Readiness, &ContainerId::from("c://old")),
+        None
+    );
     let s = m.pod_status(id).unwrap().container("app").unwrap();
     assert!(s.started && s.ready);
     let (cached, started, ready) = adopted(true);
@@ -498,14 +697,40 @@ fn r3_17_adopted_container_keeps_status_until_probed() {
 /// not ready (and not started) until probed again.
 #[test]
 fn r3_18_legacy_restart_behaviour() {
-    let mut m = Manager::new(EngineConfig { keep_status_across_manager_restart: false, ..quiet() }, Instant::from_secs(1000));
+    let mut m = Manager::new(
+        EngineConfig {
+            keep_status_across_manager_restart: false,
+            ..quiet()
+        },
+        Instant::from_secs(1000),
+    );
     let probe = json!({"exec": {"command": ["x"]}});
-    let id = m.add_pod(Instant::from_secs(1000), app_pod(json!({"readinessProbe": probe, "startupProbe": probe}))).unwrap();
-    m.adopt_running_container(Instant::from_secs(1000), id, "app", ContainerId::from("c://old"), Instant::from_secs(900), true, true)
+    let id = m
+        .add_pod(
+            Instant::from_secs(1000),
+            app_pod(json!({"readinessProbe": probe, "startupProbe": probe})),
+        )
         .unwrap();
+    m.adopt_running_container(
+        Instant::from_secs(1000),
+        id,
+        "app",
+        ContainerId::from("c://old"),
+        Instant::from_secs(900),
+        true,
+        true,
+    )
+    .unwrap();
     m.advance(Instant::from_secs(1011));
-    assert_eq!(m.cached_result(ProbeType::Readiness, &ContainerId::from("c://old")), Some(ProbeResult::Failure));
+    assert_eq!(
+        m.cached_result(ProbeType::Readiness, &ContainerId::from("c://old")),
+        Some(ProbeResult::Failure)
+    );
     let s = m.pod_status(id).unwrap().container("app").unwrap();
     assert!(!s.started && !s.ready);
-    assert_eq!(adopted(false).0, None, "nothing cached before the worker's first evaluation");
+    assert_eq!(
+        adopted(false).0,
+        None,
+        "nothing cached before the worker's first evaluation"
+    );
 }
