@@ -2,6 +2,7 @@
 
 mod harness;
 mod prober_rules;
+mod properties;
 mod status_rules;
 mod sync_rules;
 mod worker_rules;
