@@ -652,7 +652,6 @@ impl Manager {
             return;
         };
         let container = p.info.containers[container_index].name.clone();
-        let field_path = field_path(&p.info, container_index);
 
         let result = match outcome {
             ProbeOutcome::Errored { result, error } => {
@@ -677,7 +676,7 @@ impl Manager {
                     format!("{probe_type} probe errored and resulted in {result} state: {error}");
                 self.event(
                     pod_id,
-                    field_path,
+                    container_index,
                     "Unhealthy",
                     EventType::Warning,
                     message,
@@ -693,7 +692,7 @@ impl Manager {
                         let message = format!("{probe_type} probe warning: {output}");
                         self.event(
                             pod_id,
-                            field_path,
+                            container_index,
                             "ProbeWarning",
                             EventType::Warning,
                             message,
@@ -705,7 +704,7 @@ impl Manager {
                         let message = format!("{probe_type} probe failed: {output}");
                         self.event(
                             pod_id,
-                            field_path,
+                            container_index,
                             "Unhealthy",
                             EventType::Warning,
                             message,
@@ -937,11 +936,11 @@ impl Manager {
         let cache = &mut self.caches[probe_index(probe_type)];
         let mut published = Published::new();
         let begin = w.begin(&view, cache, &mut published);
-        let container = p.info.containers[ci].name.clone();
         match begin {
             Begin::End => {}
             Begin::Stop => {}
             Begin::Probe(ref container_id) => {
+                let container = p.info.containers[ci].name.clone();
                 w.phase = Phase::Probing;
                 w.in_flight = Some(super::worker::InFlight {
                     container_id: container_id.clone(),
@@ -1088,15 +1087,19 @@ impl Manager {
         }
     }
 
+    /// Records an event about container `ci` of `pod`. The field path is built here, only
+    /// when an event is actually emitted: the hot path (a passing probe) allocates nothing.
     fn event(
         &mut self,
         pod: PodId,
-        field_path: String,
+        ci: usize,
         reason: &'static str,
         kind: EventType,
         message: String,
         at: Instant,
     ) {
+        let Some(p) = self.pod(pod) else { return };
+        let field_path = field_path(&p.info, ci);
         self.actions.push_back(Action::Event(Event {
             pod,
             field_path,
@@ -1412,7 +1415,7 @@ impl Manager {
                 );
                 self.event(
                     pod,
-                    field_path(info, ci),
+                    ci,
                     "BackOff",
                     EventType::Warning,
                     message,
@@ -1444,7 +1447,7 @@ impl Manager {
         }
         self.event(
             pod,
-            field_path(info, ci),
+            ci,
             "Killing",
             EventType::Normal,
             message.clone(),

@@ -66,6 +66,10 @@ pub(crate) struct Worker {
     /// A manual trigger is buffered (capacity 1, R3.6/R3.7).
     pub trigger_pending: bool,
     pub in_flight: Option<InFlight>,
+    /// The value this worker last stored for `container_id`. Only this worker writes that
+    /// cache entry, so an identical store can skip the cache lookup: a passing probe that
+    /// changes nothing costs no hashing.
+    pub stored: Option<ProbeResult>,
 }
 
 /// What the first half of an evaluation decided.
@@ -128,16 +132,24 @@ impl Worker {
             tick_pending: false,
             trigger_pending: false,
             in_flight: None,
+            stored: None,
         }
     }
 
     fn store(
-        &self,
+        &mut self,
         cache: &mut ResultsCache,
         published: &mut Published,
         id: &ContainerId,
         r: ProbeResult,
     ) {
+        let own = self.container_id.as_ref() == Some(id);
+        if own && self.stored == Some(r) {
+            return; // R4.2: the same value again is silent.
+        }
+        if own {
+            self.stored = Some(r);
+        }
         if cache.set(id, r) {
             published.push((id.clone(), r));
         }
@@ -165,6 +177,7 @@ impl Worker {
                 cache.remove(&old); // R4.3: silent
             }
             self.container_id = Some(id.clone());
+            self.stored = None;
             if !view.skip_initial_value {
                 self.store(cache, published, id, initial_value(self.probe_type)); // R3.9
             }
