@@ -935,11 +935,8 @@ impl Manager {
         };
         let cache = &mut self.caches[probe_index(probe_type)];
         let mut published = Published::new();
-        let begin = w.begin(&view, cache, &mut published);
-        match begin {
-            Begin::End => {}
-            Begin::Stop => {}
-            Begin::Probe(ref container_id) => {
+        match w.begin(&view, cache, &mut published) {
+            Begin::Probe(container_id) => {
                 let container = p.info.containers[ci].name.clone();
                 w.phase = Phase::Probing;
                 w.in_flight = Some(super::worker::InFlight {
@@ -952,16 +949,19 @@ impl Manager {
                     pod: pod_id,
                     container,
                     probe_type,
-                    container_id: container_id.clone(),
+                    container_id,
                     attempt: 1,
                 }));
+                self.publish(pod_id, ci, probe_type, published);
             }
-        }
-        self.publish(pod_id, ci, probe_type, published);
-        match begin {
-            Begin::End => self.after_evaluation(id, now),
-            Begin::Stop => self.stop_worker(id),
-            Begin::Probe(_) => {}
+            Begin::End => {
+                self.publish(pod_id, ci, probe_type, published);
+                self.after_evaluation(id, now);
+            }
+            Begin::Stop => {
+                self.publish(pod_id, ci, probe_type, published);
+                self.stop_worker(id);
+            }
         }
     }
 
