@@ -25,7 +25,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -94,7 +97,11 @@ fn run_cycles(m: &mut Manager, cycles: usize) {
         m.advance(now);
         while let Some(a) = m.poll_action() {
             if let Action::Probe(r) = a {
-                m.probe_completed(now, r.worker, ProbeOutcome::completed(RawResult::Success, ""));
+                m.probe_completed(
+                    now,
+                    r.worker,
+                    ProbeOutcome::completed(RawResult::Success, ""),
+                );
             }
         }
     }

@@ -1413,14 +1413,7 @@ impl Manager {
                     "Back-off restarting failed container {} in pod {full_name}",
                     c.name
                 );
-                self.event(
-                    pod,
-                    ci,
-                    "BackOff",
-                    EventType::Warning,
-                    message,
-                    now,
-                );
+                self.event(pod, ci, "BackOff", EventType::Warning, message, now);
                 true
             }
         }
@@ -1445,14 +1438,7 @@ impl Manager {
             p.runtime[ci].kill_pending = true;
             p.runtime[ci].killed_for_restart = restart;
         }
-        self.event(
-            pod,
-            ci,
-            "Killing",
-            EventType::Normal,
-            message.clone(),
-            now,
-        );
+        self.event(pod, ci, "Killing", EventType::Normal, message.clone(), now);
         self.actions.push_back(Action::Kill(KillRequest {
             pod,
             container: c.name.clone(),

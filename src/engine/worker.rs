@@ -263,3 +263,257 @@ impl Worker {
         }
     }
 }
+
+/// The worker driven by hand: no manager, no driver (worker_test.go's cases).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::status::Terminated;
+
+    fn status(state: ContainerState, started: bool) -> ContainerStatus {
+        let mut s = ContainerStatus::new("app", ContainerKind::Regular);
+        s.container_id = Some(ContainerId::from("c://1"));
+        s.state = state;
+        s.started = started;
+        s
+    }
+
+    fn running(started: bool) -> ContainerStatus {
+        status(
+            ContainerState::Running {
+                started_at: Instant::ZERO,
+            },
+            started,
+        )
+    }
+
+    fn terminated() -> ContainerStatus {
+        status(
+            ContainerState::Terminated(Terminated {
+                exit_code: 1,
+                signal: None,
+                reason: "Error".into(),
+                started_at: Instant::ZERO,
+                finished_at: Instant::from_secs(1),
+                container_id: ContainerId::from("c://1"),
+            }),
+            false,
+        )
+    }
+
+    fn view(status: &ContainerStatus, policy: RestartPolicy) -> View<'_> {
+        View {
+            now: Instant::from_secs(100),
+            pod_terminal: false,
+            pod_deleting: false,
+            restart_policy: policy,
+            kind: ContainerKind::Regular,
+            status,
+            skip_initial_value: false,
+            reset_run_on_new_container: false,
+        }
+    }
+
+    fn worker(t: ProbeType, timing: ProbeTiming) -> Worker {
+        Worker::new(t, 0, timing, Instant::ZERO, Instant::ZERO)
+    }
+
+    /// §3.3 steps 2–9 (worker_test.go `TestDoProbe`): what one evaluation does for each pod
+    /// and container state, and what it stores.
+    #[test]
+    fn r3_3_do_probe_table() {
+        let id = ContainerId::from("c://1");
+        let no_id = ContainerStatus::new("app", ContainerKind::Regular);
+        let waiting = status(
+            ContainerState::Waiting {
+                reason: "CrashLoopBackOff".into(),
+                message: String::new(),
+            },
+            false,
+        );
+        let running_started = running(true);
+        let terminated = terminated();
+        let cases: Vec<(&str, View<'_>, Begin, Option<ProbeResult>)> = vec![
+            (
+                "no container ID: wait",
+                view(&no_id, RestartPolicy::Always),
+                Begin::End,
+                None,
+            ),
+            (
+                "waiting: Failure",
+                view(&waiting, RestartPolicy::Always),
+                Begin::End,
+                Some(ProbeResult::Failure),
+            ),
+            (
+                "terminated, will restart",
+                view(&terminated, RestartPolicy::Always),
+                Begin::End,
+                Some(ProbeResult::Failure),
+            ),
+            (
+                "terminated under Never: stop",
+                view(&terminated, RestartPolicy::Never),
+                Begin::Stop,
+                Some(ProbeResult::Failure),
+            ),
+            (
+                "running: probe",
+                view(&running_started, RestartPolicy::Always),
+                Begin::Probe(id.clone()),
+                Some(ProbeResult::Success),
+            ),
+            (
+                "terminal pod: stop",
+                View {
+                    pod_terminal: true,
+                    ..view(&running_started, RestartPolicy::Always)
+                },
+                Begin::Stop,
+                None,
+            ),
+            (
+                "deleting: Success and stop",
+                View {
+                    pod_deleting: true,
+                    ..view(&running_started, RestartPolicy::Always)
+                },
+                Begin::Stop,
+                Some(ProbeResult::Success),
+            ),
+        ];
+        for (name, v, want, stored) in cases {
+            let mut w = worker(ProbeType::Liveness, ProbeTiming::default());
+            let mut cache = ResultsCache::default();
+            let mut published = Published::new();
+            assert_eq!(w.begin(&v, &mut cache, &mut published), want, "{name}");
+            assert_eq!(cache.get(&id), stored, "{name}");
+        }
+    }
+
+    /// §3.3 step 9: liveness and readiness wait for `started`; startup stops once started
+    /// (`TestLivenessProbeDisabledByStarted`, `TestStartupProbeDisabledByStarted`).
+    #[test]
+    fn r3_3_step_9_startup_gating() {
+        let id = ContainerId::from("c://1");
+        for (t, started, probes) in [
+            (ProbeType::Liveness, false, false),
+            (ProbeType::Liveness, true, true),
+            (ProbeType::Readiness, false, false),
+            (ProbeType::Readiness, true, true),
+            (ProbeType::Startup, false, true),
+            (ProbeType::Startup, true, false),
+        ] {
+            let s = running(started);
+            let mut w = worker(t, ProbeTiming::default());
+            let got = w.begin(
+                &view(&s, RestartPolicy::Always),
+                &mut ResultsCache::default(),
+                &mut Published::new(),
+            );
+            let want = if probes {
+                Begin::Probe(id.clone())
+            } else {
+                Begin::End
+            };
+            assert_eq!(got, want, "{t:?} started={started}");
+        }
+    }
+
+    /// R3.10 / R3.14: the run counter restarts on a different result, and after a liveness
+    /// Failure is published the worker holds with the run reset to 0
+    /// (`TestResultRunOnLivenessCheckFailure`, `TestOnHoldOnLivenessOrStartupCheckFailure`).
+    #[test]
+    fn r3_10_r3_14_result_run_and_hold() {
+        let id = ContainerId::from("c://1");
+        let timing = ProbeTiming {
+            failure_threshold: 3,
+            ..ProbeTiming::default()
+        };
+        let mut w = worker(ProbeType::Liveness, timing);
+        let mut cache = ResultsCache::default();
+        let mut p = Published::new();
+        let s = running(true);
+        assert_eq!(
+            w.begin(&view(&s, RestartPolicy::Always), &mut cache, &mut p),
+            Begin::Probe(id.clone())
+        );
+        w.complete(&id, ProbeResult::Failure, &mut cache, &mut p);
+        w.complete(&id, ProbeResult::Failure, &mut cache, &mut p);
+        assert_eq!(w.result_run, 2);
+        w.complete(&id, ProbeResult::Success, &mut cache, &mut p);
+        assert_eq!(w.result_run, 1);
+        for _ in 0..2 {
+            w.complete(&id, ProbeResult::Failure, &mut cache, &mut p);
+        }
+        assert_eq!(
+            cache.get(&id),
+            Some(ProbeResult::Success),
+            "two failures: below threshold"
+        );
+        w.complete(&id, ProbeResult::Failure, &mut cache, &mut p);
+        assert_eq!(cache.get(&id), Some(ProbeResult::Failure));
+        assert!(w.on_hold);
+        assert_eq!(w.result_run, 0);
+        // On hold: the same container is not probed again.
+        assert_eq!(
+            w.begin(&view(&s, RestartPolicy::Always), &mut cache, &mut p),
+            Begin::End
+        );
+        // A new container ID resumes probing and stores the initial value (R3.9).
+        let mut s2 = running(true);
+        s2.container_id = Some(ContainerId::from("c://2"));
+        assert_eq!(
+            w.begin(&view(&s2, RestartPolicy::Always), &mut cache, &mut p),
+            Begin::Probe(ContainerId::from("c://2"))
+        );
+        assert_eq!(
+            cache.get(&ContainerId::from("c://2")),
+            Some(ProbeResult::Success)
+        );
+        assert_eq!(cache.get(&id), None, "old entry removed (R4.3)");
+    }
+
+    /// R3.14: the startup worker holds after publishing either result
+    /// (`TestResultRunOnStartupCheckFailure`, `TestStartupProbeSuccessThreshold`).
+    #[test]
+    fn r3_14_startup_holds_after_any_published_result() {
+        let id = ContainerId::from("c://1");
+        for result in [ProbeResult::Success, ProbeResult::Failure] {
+            let timing = ProbeTiming {
+                failure_threshold: 1,
+                ..ProbeTiming::default()
+            };
+            let mut w = worker(ProbeType::Startup, timing);
+            let (mut cache, mut p) = (ResultsCache::default(), Published::new());
+            let s = running(false);
+            w.begin(&view(&s, RestartPolicy::Always), &mut cache, &mut p);
+            w.complete(&id, result, &mut cache, &mut p);
+            assert!(w.on_hold, "{result:?}");
+            assert_eq!(
+                w.begin(&view(&s, RestartPolicy::Always), &mut cache, &mut p),
+                Begin::End
+            );
+        }
+    }
+
+    /// §3.3 step 8: whole seconds since the container started, truncated (`TestInitialDelay`).
+    #[test]
+    fn r3_3_step_8_initial_delay_truncates_to_whole_seconds() {
+        let timing = ProbeTiming {
+            initial_delay_seconds: 10,
+            ..ProbeTiming::default()
+        };
+        let s = running(true);
+        for (now_ms, probes) in [(9_999, false), (10_000, true)] {
+            let mut w = worker(ProbeType::Liveness, timing);
+            let v = View {
+                now: Instant::from_millis(now_ms),
+                ..view(&s, RestartPolicy::Always)
+            };
+            let got = w.begin(&v, &mut ResultsCache::default(), &mut Published::new());
+            assert_eq!(matches!(got, Begin::Probe(_)), probes, "at {now_ms} ms");
+        }
+    }
+}

@@ -22,7 +22,10 @@ fn raw() -> impl Strategy<Value = Option<RawResult>> {
 }
 
 /// Scripts answers from `outcomes` in order (cycling), with `latency_ms` in order too.
-fn scripted(outcomes: Vec<Option<RawResult>>, latencies_ms: Vec<u64>) -> impl FnMut(&probelet::driver::ProbeCall<'_>) -> (ProbeOutcome, Duration) {
+fn scripted(
+    outcomes: Vec<Option<RawResult>>,
+    latencies_ms: Vec<u64>,
+) -> impl FnMut(&probelet::driver::ProbeCall<'_>) -> (ProbeOutcome, Duration) {
     let mut i = 0usize;
     move |_| {
         let o = match outcomes[i % outcomes.len()] {
