@@ -7,10 +7,12 @@
 //! * [`outcome`]: the vocabulary a probe handler answers with (R6.1), shared by handlers and engine.
 //! * [`engine`]: the pure, clock-free state machines that decide when to probe, when a result
 //!   counts, when a container is killed and when it is ready.
+//! * [`runtime`]: containers as local processes (spawn, stop, logs, environment).
 //! * [`driver`]: what feeds the engine time and outcomes (the virtual driver for tests and
 //!   simulation).
 
 pub mod driver;
 pub mod engine;
 pub mod outcome;
+pub mod runtime;
 pub mod spec;

@@ -1,0 +1,95 @@
+//! Bounded container logs: what `kubectl logs` (and `--previous`) will read.
+
+use std::collections::VecDeque;
+
+/// Which stream a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// The last lines a container instance wrote, bounded in bytes (oldest lines dropped).
+#[derive(Debug, Clone)]
+pub struct LogBuffer {
+    lines: VecDeque<(Stream, String)>,
+    bytes: usize,
+    cap: usize,
+    dropped: u64,
+}
+
+impl LogBuffer {
+    /// A buffer holding at most `cap` bytes of text.
+    pub fn new(cap: usize) -> Self {
+        LogBuffer {
+            lines: VecDeque::new(),
+            bytes: 0,
+            cap,
+            dropped: 0,
+        }
+    }
+
+    /// Appends one line (without its newline); a line longer than the cap is cut to it.
+    pub fn push(&mut self, stream: Stream, mut line: String) {
+        if line.len() > self.cap {
+            let mut cut = self.cap;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            line.truncate(cut);
+        }
+        self.bytes += line.len();
+        self.lines.push_back((stream, line));
+        while self.bytes > self.cap {
+            match self.lines.pop_front() {
+                Some((_, old)) => {
+                    self.bytes -= old.len();
+                    self.dropped += 1;
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// The lines kept, oldest first.
+    pub fn lines(&self) -> impl Iterator<Item = &(Stream, String)> {
+        self.lines.iter()
+    }
+
+    /// The last `n` lines.
+    pub fn tail(&self, n: usize) -> impl Iterator<Item = &(Stream, String)> {
+        self.lines.iter().skip(self.lines.len().saturating_sub(n))
+    }
+
+    /// How many lines were dropped to stay within the cap.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Bytes of text held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_newest_lines_within_the_cap() {
+        let mut b = LogBuffer::new(10);
+        for i in 0..10 {
+            b.push(Stream::Stdout, format!("line{i}"));
+        }
+        let kept: Vec<_> = b.lines().map(|(_, l)| l.as_str()).collect();
+        assert_eq!(kept, vec!["line8", "line9"]);
+        assert_eq!(b.dropped(), 8);
+        assert!(b.bytes() <= 10);
+        b.push(Stream::Stderr, "é".repeat(20));
+        assert!(b.bytes() <= 10);
+        assert_eq!(b.tail(1).count(), 1);
+    }
+}

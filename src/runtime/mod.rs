@@ -1,0 +1,6 @@
+//! The local container runtime: containers as processes (spawn, stop with a grace period,
+//! exit statuses, output capture) and their environment.
+
+pub mod env;
+pub mod logs;
+pub mod process;
