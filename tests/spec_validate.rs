@@ -3,7 +3,7 @@
 //! validation, the way `probelet validate` runs them.
 
 use probelet::spec::load::load_str;
-use probelet::spec::validate::validate_pod_spec;
+use probelet::spec::validate::{validate_pod_spec, validate_template};
 
 /// Validate every template in `yaml`, returning each error's full text.
 fn errors(yaml: &str) -> Vec<String> {
@@ -11,7 +11,7 @@ fn errors(yaml: &str) -> Vec<String> {
     loaded
         .templates
         .iter()
-        .flat_map(|t| validate_pod_spec(&t.spec, &t.field_prefix))
+        .flat_map(validate_template)
         .map(|e| e.to_string())
         .collect()
 }
@@ -358,6 +358,30 @@ fn pod_restart_policy_values() {
             "spec.restartPolicy: Unsupported value: \"always\": supported values: \"Always\", \"OnFailure\", \"Never\""
         ]
     );
+}
+
+/// Workload kinds constrain the pod's restartPolicy: Always for controllers, OnFailure/Never
+/// for Jobs (an unset policy defaults to Always and is reported as Required).
+#[test]
+fn workload_restart_policy_rules() {
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    spec:\n      containers: [{name: c}]\n";
+    assert_eq!(
+        errors(job),
+        [
+            "spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\""
+        ]
+    );
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {}\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c}]\n";
+    assert_eq!(
+        errors(deploy),
+        [
+            "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\""
+        ]
+    );
+    // validate_pod_spec alone knows nothing of the workload.
+    let loaded = load_str("d.yaml", deploy).unwrap();
+    let t = &loaded.templates[0];
+    assert!(validate_pod_spec(&t.spec, &t.field_prefix).is_empty());
 }
 
 /// Every error is reported, with the workload's prefix, never only the first.

@@ -7,7 +7,7 @@
 
 use probelet::spec::effective::{self, EffectiveTemplate};
 use probelet::spec::load::{self, LoadError};
-use probelet::spec::validate::validate_pod_spec;
+use probelet::spec::validate::validate_template;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,7 +60,7 @@ pub fn run(args: Args) -> ExitCode {
 
     let mut invalid = 0usize;
     for template in &loaded.templates {
-        for err in validate_pod_spec(&template.spec, &template.field_prefix) {
+        for err in validate_template(template) {
             // The object, then upstream's own text, as `kubectl apply` would show it.
             eprintln!("{}: {}: {err}", template.source, template.object_ref());
             invalid += 1;

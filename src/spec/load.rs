@@ -687,7 +687,7 @@ fn error_message(e: &serde_saphyr::Error) -> String {
     let text = e.without_snippet().to_string();
     let mut msg = text.lines().next().unwrap_or_default().trim();
     // serde-saphyr ends its messages with " at line L, column C".
-    if let Some(at) = msg.rfind(" at line ") {
+    if let Some(at) = msg.find(" at line ") {
         msg = &msg[..at];
     }
     // A hint about serde-saphyr's own API means nothing to someone writing a manifest.

@@ -7,7 +7,7 @@
 
 use super::defaults;
 use super::field::{BadValue, FieldError, FieldPath};
-use crate::spec::ProbeType;
+use crate::spec::{PodTemplate, ProbeType};
 use k8s_openapi::api::core::v1::{
     Container, EphemeralContainer, ExecAction, GRPCAction, HTTPGetAction, PodSpec, Probe,
 };
@@ -60,6 +60,52 @@ pub fn validate_pod_spec(spec: &PodSpec, prefix: &str) -> Vec<FieldError> {
         &path.child("restartPolicy"),
         &mut errs,
     );
+    errs
+}
+
+/// Validate a loaded template: [`validate_pod_spec`] under its field prefix, plus the rule each
+/// workload kind adds about the pod's `restartPolicy` (after defaulting, so unset means
+/// `Always`):
+///
+/// * Deployment, ReplicaSet, StatefulSet, DaemonSet, ReplicationController: only `Always`
+///   (apps validation, `ValidatePodTemplateSpecForReplicaSet` and friends);
+/// * Job and CronJob: `OnFailure` or `Never`; `Always` is reported as Required, the way
+///   `validateJobSpec` does, because it usually means "not set".
+pub fn validate_template(template: &PodTemplate) -> Vec<FieldError> {
+    let mut errs = validate_pod_spec(&template.spec, &template.field_prefix);
+    let policy = template
+        .spec
+        .restart_policy
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .unwrap_or(defaults::DEFAULT_RESTART_POLICY);
+    let path = FieldPath::new(&template.field_prefix).child("restartPolicy");
+    match template.kind.as_str() {
+        "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" | "ReplicationController"
+            if policy != "Always" =>
+        {
+            errs.push(FieldError::not_supported(
+                &path,
+                BadValue::Str(policy.to_string()),
+                &["Always"],
+            ));
+        }
+        "Job" | "CronJob" => {
+            if policy == "Always" {
+                errs.push(FieldError::required(
+                    &path,
+                    "valid values: \"OnFailure\", \"Never\"",
+                ));
+            } else if policy != "OnFailure" && policy != "Never" {
+                errs.push(FieldError::not_supported(
+                    &path,
+                    BadValue::Str(policy.to_string()),
+                    &["OnFailure", "Never"],
+                ));
+            }
+        }
+        _ => {}
+    }
     errs
 }
 
