@@ -139,6 +139,28 @@ fn list_items_are_loaded_and_unknown_fields_attributed_to_items() {
 }
 
 #[test]
+fn null_and_empty_list_items_are_empty_lists() {
+    for items in ["", " null", " []", " ~"] {
+        let yaml = format!("apiVersion: v1\nkind: List\nitems:{items}\n");
+        let loaded = load_str("l.yaml", &yaml).unwrap_or_else(|e| panic!("{items:?}: {e}"));
+        assert!(loaded.templates.is_empty());
+    }
+}
+
+#[test]
+fn typed_lists_such_as_pod_list_are_lists() {
+    let yaml = "apiVersion: v1\nkind: PodList\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: x}\n  spec: {containers: [{name: c}]}\n";
+    let loaded = load_str("l.yaml", yaml).unwrap();
+    assert_eq!(loaded.templates[0].name, "x");
+}
+
+#[test]
+fn crlf_and_byte_order_mark_are_accepted() {
+    let yaml = "\u{feff}apiVersion: v1\r\nkind: Pod\r\nmetadata: {name: crlf}\r\nspec:\r\n  containers: [{name: c}]\r\n";
+    assert_eq!(load_str("c.yaml", yaml).unwrap().templates[0].name, "crlf");
+}
+
+#[test]
 fn unknown_fields_are_warnings_with_paths() {
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labelz: {}}\nspec:\n  containers:\n  - name: c\n    readinessProbe:\n      exec: {command: [x]}\n      periodSecond: 5\n  extra: 1\nstatus2: {}\n";
     let loaded = load_str("u.yaml", yaml).unwrap();

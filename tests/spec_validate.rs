@@ -348,6 +348,18 @@ fn containers_required() {
     assert_eq!(errors(yaml), ["spec.containers: Required value"]);
 }
 
+/// An object needs a name or generateName (`ValidateObjectMeta`).
+#[test]
+fn object_name_required() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {}\nspec: {containers: [{name: c}]}\n";
+    assert_eq!(
+        errors(yaml),
+        ["metadata.name: Required value: name or generateName is required"]
+    );
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {generateName: p-}\nspec: {containers: [{name: c}]}\n";
+    assert_eq!(errors(yaml), Vec::<String>::new());
+}
+
 /// Pod restartPolicy: NotSupported outside Always/OnFailure/Never.
 #[test]
 fn pod_restart_policy_values() {

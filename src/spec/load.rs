@@ -614,7 +614,7 @@ impl<'de> Visitor<'de> for ListVisitor<'_> {
         let mut items = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
-                "items" => items = map.next_value_seed(ItemsSeed(self.0))?,
+                "items" => items = map.next_value_seed(OptionalItems(self.0))?,
                 "apiVersion" | "kind" | "metadata" => {
                     map.next_value::<Skip>()?;
                 }
@@ -624,6 +624,37 @@ impl<'de> Visitor<'de> for ListVisitor<'_> {
             }
         }
         Ok(Parsed::List(items))
+    }
+}
+
+/// `items: null` (or an empty `items:`) is an empty list, as kubectl reads it.
+struct OptionalItems<'p>(&'p [Plan]);
+
+impl<'de> DeserializeSeed<'de> for OptionalItems<'_> {
+    type Value = Vec<Parsed>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Parsed>, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OptionalItems<'_> {
+    type Value = Vec<Parsed>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_none<E>(self) -> Result<Vec<Parsed>, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_unit<E>(self) -> Result<Vec<Parsed>, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Parsed>, D::Error> {
+        ItemsSeed(self.0).deserialize(d)
     }
 }
 

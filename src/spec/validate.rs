@@ -63,7 +63,8 @@ pub fn validate_pod_spec(spec: &PodSpec, prefix: &str) -> Vec<FieldError> {
     errs
 }
 
-/// Validate a loaded template: [`validate_pod_spec`] under its field prefix, plus the rule each
+/// Validate a loaded template: the object's name, [`validate_pod_spec`] under its field prefix,
+/// plus the rule each
 /// workload kind adds about the pod's `restartPolicy` (after defaulting, so unset means
 /// `Always`):
 ///
@@ -72,7 +73,18 @@ pub fn validate_pod_spec(spec: &PodSpec, prefix: &str) -> Vec<FieldError> {
 /// * Job and CronJob: `OnFailure` or `Never`; `Always` is reported as Required, the way
 ///   `validateJobSpec` does, because it usually means "not set".
 pub fn validate_template(template: &PodTemplate) -> Vec<FieldError> {
-    let mut errs = validate_pod_spec(&template.spec, &template.field_prefix);
+    let mut errs = Vec::new();
+    // `ValidateObjectMeta`: the one metadata rule every object hits.
+    let meta = &template.metadata;
+    if meta.name.as_deref().unwrap_or_default().is_empty()
+        && meta.generate_name.as_deref().unwrap_or_default().is_empty()
+    {
+        errs.push(FieldError::required(
+            &FieldPath::new("metadata").child("name"),
+            "name or generateName is required",
+        ));
+    }
+    errs.extend(validate_pod_spec(&template.spec, &template.field_prefix));
     let policy = template
         .spec
         .restart_policy
