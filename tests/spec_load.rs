@@ -373,3 +373,13 @@ fn merge_keys_and_anchors_work_like_kubectl() {
     assert_eq!(s.period_seconds, Some(3));
     assert_eq!(s.failure_threshold, Some(30));
 }
+
+#[test]
+fn many_documents_in_one_file_load() {
+    // More than serde-saphyr's default stream budget of 1,024 documents.
+    let doc =
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n---\n";
+    let loaded = load_str("many.yaml", &doc.repeat(1500)).unwrap();
+    assert_eq!(loaded.templates.len(), 1500);
+    assert_eq!(loaded.templates[1499].document, 1499);
+}

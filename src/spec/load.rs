@@ -725,10 +725,29 @@ fn error_message(e: &serde_saphyr::Error) -> String {
     msg.replace(", set DuplicateKeyPolicy in Options if acceptable", "")
 }
 
+/// serde-saphyr's limits, sized for one file of up to [`MAX_FILE_BYTES`].
+///
+/// Its defaults count over the whole stream and stop at 1,024 documents and 250,000 nodes,
+/// which a few megabytes of ordinary multi-document manifests exceed. The structural limits
+/// are raised to what 16 MiB of text can hold; alias replay, the one way a small input can
+/// grow without bound (the "billion laughs"), is kept tight, since manifests rarely use aliases.
+fn yaml_options() -> serde_saphyr::Options {
+    // Both types are non-exhaustive, so they are built by mutation, not struct expressions.
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = 100_000;
+    budget.max_nodes = 8_000_000;
+    budget.max_events = 32_000_000;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options.alias_limits.max_total_replayed_events = 250_000;
+    options
+}
+
 fn load_text(source: &str, text: &str, loaded: &mut Loaded) -> Result<(), LoadError> {
     // Pass 1.
     let headers: Vec<Spanned<Header>> =
-        serde_saphyr::from_multiple(text).map_err(|e| saphyr_error(source, &e, None))?;
+        serde_saphyr::from_multiple_with_options(text, yaml_options())
+            .map_err(|e| saphyr_error(source, &e, None))?;
     let mut plans = VecDeque::new();
     {
         let mut ctx = Ctx {
@@ -743,10 +762,11 @@ fn load_text(source: &str, text: &str, loaded: &mut Loaded) -> Result<(), LoadEr
     let _guard = PassGuard;
     PLANS.with(|p| *p.borrow_mut() = plans);
     ERROR_PATH.with(|p| p.borrow_mut().take());
-    let docs: Vec<TypedDoc> = serde_saphyr::from_multiple(text).map_err(|e| {
-        let field = ERROR_PATH.with(|p| p.borrow_mut().take());
-        saphyr_error(source, &e, field)
-    })?;
+    let docs: Vec<TypedDoc> = serde_saphyr::from_multiple_with_options(text, yaml_options())
+        .map_err(|e| {
+            let field = ERROR_PATH.with(|p| p.borrow_mut().take());
+            saphyr_error(source, &e, field)
+        })?;
     for (document, doc) in docs.into_iter().enumerate() {
         let mut objects = Vec::new();
         flatten(doc.parsed, &mut Vec::new(), &mut objects);
