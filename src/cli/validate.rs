@@ -57,6 +57,10 @@ pub fn run(args: Args) -> ExitCode {
     for warning in &loaded.warnings {
         eprintln!("warning: {warning}");
     }
+    if loaded.templates.is_empty() {
+        // Exit 0 is right (nothing is invalid), but an empty table alone would be puzzling.
+        eprintln!("warning: no pod templates found");
+    }
 
     let mut invalid = 0usize;
     for template in &loaded.templates {
