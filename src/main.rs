@@ -3,6 +3,8 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod cli;
+
 /// The kubelet's probe manager, standalone and exact.
 #[derive(Debug, Parser)]
 #[command(name = "probelet", version, about)]
@@ -12,9 +14,15 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Load manifests, apply the API server's defaults, validate every pod template like the
+    /// API server does, and print the effective probes.
+    Validate(cli::validate::Args),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Validate(args) => cli::validate::run(args),
+    }
 }

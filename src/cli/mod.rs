@@ -1,0 +1,3 @@
+//! The subcommands: argument structs (clap) and what each one does.
+
+pub mod validate;

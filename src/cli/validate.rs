@@ -1,0 +1,206 @@
+//! `probelet validate FILE...`: load manifests, apply the API server's defaults, validate, and
+//! print the effective probes.
+//!
+//! Exit codes: 0 when every pod template is valid; 1 when a manifest cannot be loaded or any
+//! template fails validation (every error is printed, not only the first); 2 for usage errors
+//! (clap's default).
+
+use probelet::spec::effective::{self, EffectiveTemplate};
+use probelet::spec::load::{self, LoadError};
+use probelet::spec::validate::validate_template;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `probelet validate`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Manifests to read: files, directories (searched recursively for *.yaml, *.yml and
+    /// *.json, in sorted order) or `-` for standard input. Multi-document YAML and `kind: List`
+    /// are accepted; Pods and the workloads that carry a pod template (Deployment, StatefulSet,
+    /// DaemonSet, ReplicaSet, ReplicationController, Job, CronJob) are checked, other kinds are
+    /// skipped with a warning.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Output format for the effective probes: `table` (readable), or `yaml`/`json` (one
+    /// document listing every pod template with its defaulted probes, per container).
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+
+    /// Treat warnings (unknown fields, skipped kinds) as errors: print them and exit 1.
+    /// Useful in CI, where a misspelt field such as `httpGett` should fail the build.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// How `validate` prints the effective probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A table: one row per probe.
+    Table,
+    /// A YAML document.
+    Yaml,
+    /// A JSON document.
+    Json,
+}
+
+/// Run `probelet validate`.
+pub fn run(args: Args) -> ExitCode {
+    let loaded = match load::load_paths(&args.files) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("error: {}", chain(&e));
+            return ExitCode::FAILURE;
+        }
+    };
+    for warning in &loaded.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if loaded.templates.is_empty() {
+        // Exit 0 is right (nothing is invalid), but an empty table alone would be puzzling.
+        eprintln!("warning: no pod templates found");
+    }
+
+    let mut invalid = 0usize;
+    for template in &loaded.templates {
+        for err in validate_template(template) {
+            // The object, then upstream's own text, as `kubectl apply` would show it.
+            eprintln!("{}: {}: {err}", template.source, template.object_ref());
+            invalid += 1;
+        }
+    }
+    if invalid > 0 {
+        eprintln!("error: {invalid} validation error(s)");
+        return ExitCode::FAILURE;
+    }
+    if args.strict && !loaded.warnings.is_empty() {
+        eprintln!(
+            "error: {} warning(s), and --strict treats warnings as errors",
+            loaded.warnings.len()
+        );
+        return ExitCode::FAILURE;
+    }
+
+    let templates: Vec<EffectiveTemplate> = loaded
+        .templates
+        .iter()
+        .map(effective::effective_template)
+        .collect();
+    let out = match args.output {
+        Format::Table => render_table(&templates),
+        Format::Json => match serde_json::to_string_pretty(&Document { templates }) {
+            Ok(s) => s + "\n",
+            Err(e) => return internal(&e),
+        },
+        Format::Yaml => match serde_saphyr::to_string(&Document { templates }) {
+            Ok(s) => s,
+            Err(e) => return internal(&e),
+        },
+    };
+    // A closed pipe (`| head`) is not an error worth a message.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    ExitCode::SUCCESS
+}
+
+/// The structured output of `-o yaml|json`.
+#[derive(serde::Serialize)]
+struct Document {
+    templates: Vec<EffectiveTemplate>,
+}
+
+fn internal(e: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("error: cannot render output: {e}");
+    ExitCode::FAILURE
+}
+
+/// The error and its causes, joined by ": " (the library's errors never repeat their source).
+fn chain(e: &LoadError) -> String {
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+const HEADERS: [&str; 9] = [
+    "OBJECT",
+    "CONTAINER",
+    "PROBE",
+    "HANDLER",
+    "DELAY",
+    "TIMEOUT",
+    "PERIOD",
+    "SUCCESS",
+    "FAILURE",
+];
+
+/// One row per probe; objects without probes get one row saying so, so nothing loaded is
+/// silently missing from the table.
+fn render_table(templates: &[EffectiveTemplate]) -> String {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for t in templates {
+        let object = format!("{}/{}", t.kind, t.name);
+        let mut any = false;
+        for c in &t.containers {
+            let container = if c.init_container {
+                format!("{} (init)", c.name)
+            } else {
+                c.name.clone()
+            };
+            for (ty, probe) in c.probes() {
+                any = true;
+                let n = |v: Option<i32>| v.map(|v| v.to_string()).unwrap_or_default();
+                let secs = |v: Option<i32>| v.map(|v| format!("{v}s")).unwrap_or_default();
+                rows.push(vec![
+                    object.clone(),
+                    container.clone(),
+                    ty.field().trim_end_matches("Probe").to_string(),
+                    effective::handler_summary(probe),
+                    secs(probe.initial_delay_seconds),
+                    secs(probe.timeout_seconds),
+                    secs(probe.period_seconds),
+                    n(probe.success_threshold),
+                    n(probe.failure_threshold),
+                ]);
+            }
+        }
+        if !any {
+            rows.push(vec![
+                object,
+                "-".into(),
+                "-".into(),
+                "(no probes)".into(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+        }
+    }
+    let mut widths: Vec<usize> = HEADERS.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i > 0 {
+                line.push_str("   ");
+            }
+            line.push_str(cell);
+            line.push_str(&" ".repeat(widths[i] - cell.chars().count()));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

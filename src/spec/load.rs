@@ -1,0 +1,900 @@
+//! Loading Kubernetes manifests: files, directories and stdin, multi-document YAML, `kind: List`,
+//! and every workload kind that carries a pod template.
+//!
+//! Objects are deserialised into the `k8s-openapi` types, so a manifest that `kubectl` accepts
+//! parses the same way here. Reading happens in two passes over each file's text:
+//!
+//! 1. every document is read into a small header (`apiVersion`, `kind`, `metadata.name`,
+//!    `items`) to decide which type each object is, with the location of each object;
+//! 2. every document is read again straight into its typed object, wrapped in
+//!    `serde_path_to_error` (so an error names the field path as well as line and column) and
+//!    `serde_ignored` (so unknown fields become warnings instead of vanishing).
+//!
+//! The second pass needs to know, per document, which type to build. `serde-saphyr` only hands
+//! out typed documents through `from_multiple`, which takes a type rather than a seed, so the
+//! plan from pass 1 reaches the deserialiser through a thread-local queue, set and cleared
+//! around that one call.
+
+use super::PodTemplate;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec, ReplicationController};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::Spanned;
+use std::cell::RefCell;
+use std::collections::{HashSet, VecDeque};
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The largest manifest file (or stdin) accepted: 16 MiB. Larger input is refused before it is
+/// read into memory, because a manifest that size is a mistake or an attack.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// How deep `kind: List` objects may nest inside each other.
+const MAX_LIST_DEPTH: usize = 8;
+
+/// How deep a directory tree is searched for manifests; guards against symlink loops.
+const MAX_DIR_DEPTH: usize = 32;
+
+/// The name used for standard input in messages and in [`PodTemplate::source`].
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// Everything loaded from a set of paths: the pod templates in input order, and the warnings.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    /// One entry per workload object, in file order, then document order, then list order.
+    pub templates: Vec<PodTemplate>,
+    /// Unknown fields, skipped kinds and similar notes, in the order they were found.
+    pub warnings: Vec<Warning>,
+}
+
+/// A problem that does not stop loading: an unknown field, a kind with no pod template, ...
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Warning {
+    /// The file the warning is about (`<stdin>` for standard input).
+    pub source: String,
+    /// The object it is about, as `Kind/name`, when known.
+    pub object: Option<String>,
+    /// The unknown field's path (`spec.containers[0].livenessProbe.httpGett`), for unknown fields.
+    pub field: Option<String>,
+    /// What happened, in words.
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.source)?;
+        if let Some(object) = &self.object {
+            write!(f, "{object}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Why a set of manifests could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The path could not be opened or read.
+    #[error("{path}: cannot read")]
+    Io {
+        /// The path as given.
+        path: String,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The input is larger than [`MAX_FILE_BYTES`].
+    #[error("{path}: input is larger than the limit of {limit} bytes (16 MiB)")]
+    TooLarge {
+        /// The path as given.
+        path: String,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The input is not UTF-8.
+    #[error("{path}:{line}:{column}: input is not valid UTF-8")]
+    NotUtf8 {
+        /// The path as given.
+        path: String,
+        /// 1-based line of the first bad byte.
+        line: u64,
+        /// 1-based column (in characters) of the first bad byte.
+        column: u64,
+    },
+    /// The input is not a valid manifest: bad YAML, a wrong type for a field, a document with
+    /// no `kind` or `apiVersion`, a kind in the wrong API version.
+    #[error("{}", render_invalid(.path, .line, .column, .field.as_deref(), .message))]
+    Invalid {
+        /// The path as given.
+        path: String,
+        /// 1-based line, 0 when unknown.
+        line: u64,
+        /// 1-based column, 0 when unknown.
+        column: u64,
+        /// The field path inside the document (`spec.containers[0].livenessProbe.periodSeconds`)
+        /// when known.
+        field: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn render_invalid(path: &str, line: &u64, column: &u64, field: Option<&str>, msg: &str) -> String {
+    let mut out = path.to_string();
+    if *line > 0 {
+        out.push_str(&format!(":{line}:{column}"));
+    }
+    out.push_str(": ");
+    if let Some(field) = field {
+        out.push_str(field);
+        out.push_str(": ");
+    }
+    out.push_str(msg);
+    out
+}
+
+/// Load every manifest under `paths`: files, directories (recursively, `*.yaml`, `*.yml` and
+/// `*.json`, sorted by path) and `-` for standard input. Defaults are not applied.
+pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
+    let mut loaded = Loaded::default();
+    for path in paths {
+        if path.as_os_str() == "-" {
+            let text = read_limited(std::io::stdin().lock(), STDIN_NAME)?;
+            load_text(STDIN_NAME, &text, &mut loaded)?;
+            continue;
+        }
+        let mut files = Vec::new();
+        let meta = std::fs::metadata(path).map_err(|source| LoadError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        if meta.is_dir() {
+            let mut seen = HashSet::new();
+            collect_dir(path, 0, &mut seen, &mut files)?;
+            files.sort();
+            if files.is_empty() {
+                loaded.warnings.push(Warning {
+                    source: path.display().to_string(),
+                    object: None,
+                    field: None,
+                    message: "no *.yaml, *.yml or *.json files in this directory".into(),
+                });
+            }
+        } else {
+            files.push(path.clone());
+        }
+        for file in files {
+            let name = file.display().to_string();
+            let text = read_file(&file, &name)?;
+            load_text(&name, &text, &mut loaded)?;
+        }
+    }
+    Ok(loaded)
+}
+
+/// Load manifests from a string; `name` stands for the file in messages.
+pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(LoadError::TooLarge {
+            path: name.to_string(),
+            limit: MAX_FILE_BYTES,
+        });
+    }
+    let mut loaded = Loaded::default();
+    load_text(name, text, &mut loaded)?;
+    Ok(loaded)
+}
+
+fn collect_dir(
+    dir: &Path,
+    depth: usize,
+    seen: &mut HashSet<PathBuf>,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), LoadError> {
+    let io = |source| LoadError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    // Symlinked directories are followed, but each real directory only once.
+    let real = std::fs::canonicalize(dir).map_err(io)?;
+    if depth > MAX_DIR_DEPTH || !seen.insert(real) {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        // A dangling symlink has no metadata; it cannot be a manifest, so it is passed over.
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            collect_dir(&path, depth + 1, seen, out)?;
+        } else if meta.is_file() && is_manifest_name(&path) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn is_manifest_name(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
+}
+
+fn read_file(path: &Path, name: &str) -> Result<String, LoadError> {
+    let io = |source| LoadError::Io {
+        path: name.to_string(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    // Refuse early from the size on disk; read_limited still caps what is read, for files that
+    // grow or lie about their size (pipes, /proc).
+    if file.metadata().map_err(io)?.len() > MAX_FILE_BYTES {
+        return Err(LoadError::TooLarge {
+            path: name.to_string(),
+            limit: MAX_FILE_BYTES,
+        });
+    }
+    read_limited(file, name)
+}
+
+fn read_limited(reader: impl Read, name: &str) -> Result<String, LoadError> {
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| LoadError::Io {
+            path: name.to_string(),
+            source,
+        })?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(LoadError::TooLarge {
+            path: name.to_string(),
+            limit: MAX_FILE_BYTES,
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        // The prefix is valid UTF-8 by construction.
+        let good = std::str::from_utf8(good).unwrap_or_default();
+        let line = good.matches('\n').count() as u64 + 1;
+        let column = good.rsplit('\n').next().unwrap_or_default().chars().count() as u64 + 1;
+        LoadError::NotUtf8 {
+            path: name.to_string(),
+            line,
+            column,
+        }
+    })
+}
+
+// === Pass 1: headers ===
+
+#[derive(Deserialize)]
+struct Header {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
+    kind: Option<String>,
+    metadata: Option<HeaderMeta>,
+    items: Option<Vec<Spanned<Header>>>,
+}
+
+#[derive(Deserialize)]
+struct HeaderMeta {
+    name: Option<String>,
+    #[serde(rename = "generateName")]
+    generate_name: Option<String>,
+}
+
+/// The workload kinds that carry a pod template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WorkloadKind {
+    Pod,
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+    ReplicaSet,
+    ReplicationController,
+    Job,
+    CronJob,
+}
+
+impl WorkloadKind {
+    fn parse(kind: &str) -> Option<Self> {
+        Some(match kind {
+            "Pod" => Self::Pod,
+            "Deployment" => Self::Deployment,
+            "StatefulSet" => Self::StatefulSet,
+            "DaemonSet" => Self::DaemonSet,
+            "ReplicaSet" => Self::ReplicaSet,
+            "ReplicationController" => Self::ReplicationController,
+            "Job" => Self::Job,
+            "CronJob" => Self::CronJob,
+            _ => return None,
+        })
+    }
+
+    fn api_version(self) -> &'static str {
+        match self {
+            Self::Pod | Self::ReplicationController => "v1",
+            Self::Deployment | Self::StatefulSet | Self::DaemonSet | Self::ReplicaSet => "apps/v1",
+            Self::Job | Self::CronJob => "batch/v1",
+        }
+    }
+}
+
+/// What pass 2 builds for one document or list item.
+enum Plan {
+    Object(WorkloadKind),
+    List(Vec<Plan>),
+    Skip,
+}
+
+struct Ctx<'a> {
+    source: &'a str,
+    warnings: &'a mut Vec<Warning>,
+}
+
+impl Ctx<'_> {
+    fn invalid(&self, at: &serde_saphyr::Location, message: String) -> LoadError {
+        LoadError::Invalid {
+            path: self.source.to_string(),
+            line: at.line(),
+            column: at.column(),
+            field: None,
+            message,
+        }
+    }
+}
+
+fn plan_for(header: &Spanned<Header>, depth: usize, ctx: &mut Ctx<'_>) -> Result<Plan, LoadError> {
+    let at = &header.referenced;
+    let h = &header.value;
+    let kind = match h.kind.as_deref() {
+        Some(k) if !k.is_empty() => k,
+        _ => return Err(ctx.invalid(at, "kind not set".into())),
+    };
+    let api_version = match h.api_version.as_deref() {
+        Some(v) if !v.is_empty() => v,
+        _ => return Err(ctx.invalid(at, "apiVersion not set".into())),
+    };
+    if kind == "List" || (kind.ends_with("List") && h.items.is_some()) {
+        if depth >= MAX_LIST_DEPTH {
+            return Err(ctx.invalid(at, format!("lists nested deeper than {MAX_LIST_DEPTH}")));
+        }
+        let mut plans = Vec::new();
+        for item in h.items.iter().flatten() {
+            plans.push(plan_for(item, depth + 1, ctx)?);
+        }
+        return Ok(Plan::List(plans));
+    }
+    match WorkloadKind::parse(kind) {
+        Some(wk) if wk.api_version() == api_version => Ok(Plan::Object(wk)),
+        // kubectl's wording for a kind the server does not serve in that version.
+        Some(_) => Err(ctx.invalid(
+            at,
+            format!("no matches for kind \"{kind}\" in version \"{api_version}\""),
+        )),
+        None => {
+            let name = h
+                .metadata
+                .as_ref()
+                .and_then(|m| m.name.clone().or_else(|| m.generate_name.clone()))
+                .unwrap_or_default();
+            ctx.warnings.push(Warning {
+                source: ctx.source.to_string(),
+                object: Some(format!("{kind}/{name}")),
+                field: None,
+                message: format!(
+                    "skipped: {api_version} {kind} has no pod template (line {})",
+                    at.line()
+                ),
+            });
+            Ok(Plan::Skip)
+        }
+    }
+}
+
+// === Pass 2: typed objects ===
+
+/// One typed workload object.
+enum Object {
+    Pod(Box<Pod>),
+    Deployment(Box<Deployment>),
+    StatefulSet(Box<StatefulSet>),
+    DaemonSet(Box<DaemonSet>),
+    ReplicaSet(Box<ReplicaSet>),
+    ReplicationController(Box<ReplicationController>),
+    Job(Box<Job>),
+    CronJob(Box<CronJob>),
+}
+
+enum Parsed {
+    Object(Object),
+    List(Vec<Parsed>),
+    Skipped,
+}
+
+/// A path segment of an unknown field, as reported by `serde_ignored`.
+#[derive(Debug, Clone)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+struct TypedDoc {
+    parsed: Parsed,
+    ignored: Vec<Vec<Seg>>,
+}
+
+thread_local! {
+    /// The plans from pass 1, one per non-empty document, consumed by pass 2.
+    static PLANS: RefCell<VecDeque<Plan>> = const { RefCell::new(VecDeque::new()) };
+    /// The field path at which pass 2 failed, if it did.
+    static ERROR_PATH: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+impl<'de> Deserialize<'de> for TypedDoc {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let plan = PLANS
+            .with(|p| p.borrow_mut().pop_front())
+            .ok_or_else(|| de::Error::custom("internal error: documents changed between passes"))?;
+        let mut ignored = Vec::new();
+        let mut track = serde_path_to_error::Track::new();
+        let mut on_ignored = |path: serde_ignored::Path<'_>| ignored.push(segments(&path));
+        let result = {
+            let d = serde_path_to_error::Deserializer::new(d, &mut track);
+            let d = serde_ignored::Deserializer::new(d, &mut on_ignored);
+            PlanSeed(&plan).deserialize(d)
+        };
+        match result {
+            Ok(parsed) => Ok(TypedDoc { parsed, ignored }),
+            Err(e) => {
+                let path = track.path().to_string();
+                ERROR_PATH.with(|p| *p.borrow_mut() = Some(path));
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Flatten a `serde_ignored` path, dropping the `?` segments that stand for `Option` layers.
+fn segments(path: &serde_ignored::Path<'_>) -> Vec<Seg> {
+    let mut out = Vec::new();
+    let mut cur = path;
+    loop {
+        match cur {
+            serde_ignored::Path::Root => break,
+            serde_ignored::Path::Seq { parent, index } => {
+                out.push(Seg::Index(*index));
+                cur = parent;
+            }
+            serde_ignored::Path::Map { parent, key } => {
+                out.push(Seg::Key(key.clone()));
+                cur = parent;
+            }
+            serde_ignored::Path::Some { parent }
+            | serde_ignored::Path::NewtypeStruct { parent }
+            | serde_ignored::Path::NewtypeVariant { parent } => cur = parent,
+        }
+    }
+    out.reverse();
+    out
+}
+
+fn render_segments(segs: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in segs {
+        match seg {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+struct PlanSeed<'p>(&'p Plan);
+
+impl<'de> DeserializeSeed<'de> for PlanSeed<'_> {
+    type Value = Parsed;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Parsed, D::Error> {
+        let obj = match self.0 {
+            Plan::Skip => {
+                Skip::deserialize(d)?;
+                return Ok(Parsed::Skipped);
+            }
+            Plan::List(items) => return d.deserialize_map(ListVisitor(items)),
+            Plan::Object(kind) => match kind {
+                WorkloadKind::Pod => Object::Pod(Deserialize::deserialize(d)?),
+                WorkloadKind::Deployment => Object::Deployment(Deserialize::deserialize(d)?),
+                WorkloadKind::StatefulSet => Object::StatefulSet(Deserialize::deserialize(d)?),
+                WorkloadKind::DaemonSet => Object::DaemonSet(Deserialize::deserialize(d)?),
+                WorkloadKind::ReplicaSet => Object::ReplicaSet(Deserialize::deserialize(d)?),
+                WorkloadKind::ReplicationController => {
+                    Object::ReplicationController(Deserialize::deserialize(d)?)
+                }
+                WorkloadKind::Job => Object::Job(Deserialize::deserialize(d)?),
+                WorkloadKind::CronJob => Object::CronJob(Deserialize::deserialize(d)?),
+            },
+        };
+        Ok(Parsed::Object(obj))
+    }
+}
+
+/// Consumes any value without reporting any part of it as unknown. `serde_ignored` reports
+/// every value read through `deserialize_ignored_any`, and `IgnoredAny` reads nested values
+/// that way, so a skipped object would be reported field by field; `Skip` recurses with
+/// `deserialize_any` instead. Recursion depth is bounded by serde-saphyr's nesting budget.
+struct Skip;
+
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Skip)
+    }
+}
+
+impl<'de> Visitor<'de> for Skip {
+    type Value = Skip;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_i128<E>(self, _: i128) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_u128<E>(self, _: u128) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_bytes<E>(self, _: &[u8]) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_unit<E>(self) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_none<E>(self) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
+        Skip::deserialize(d)
+    }
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
+        Skip::deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+        while seq.next_element::<Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+        while map.next_entry::<Skip, Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<Skip, A::Error> {
+        use de::VariantAccess;
+        let (Skip, variant) = data.variant::<Skip>()?;
+        variant.newtype_variant::<Skip>()?;
+        Ok(Skip)
+    }
+}
+
+struct ListVisitor<'p>(&'p [Plan]);
+
+impl<'de> Visitor<'de> for ListVisitor<'_> {
+    type Value = Parsed;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a List object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Parsed, A::Error> {
+        let mut items = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "items" => items = map.next_value_seed(OptionalItems(self.0))?,
+                "apiVersion" | "kind" | "metadata" => {
+                    map.next_value::<Skip>()?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Parsed::List(items))
+    }
+}
+
+/// `items: null` (or an empty `items:`) is an empty list, as kubectl reads it.
+struct OptionalItems<'p>(&'p [Plan]);
+
+impl<'de> DeserializeSeed<'de> for OptionalItems<'_> {
+    type Value = Vec<Parsed>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Parsed>, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OptionalItems<'_> {
+    type Value = Vec<Parsed>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_none<E>(self) -> Result<Vec<Parsed>, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_unit<E>(self) -> Result<Vec<Parsed>, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Parsed>, D::Error> {
+        ItemsSeed(self.0).deserialize(d)
+    }
+}
+
+struct ItemsSeed<'p>(&'p [Plan]);
+
+impl<'de> DeserializeSeed<'de> for ItemsSeed<'_> {
+    type Value = Vec<Parsed>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Parsed>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ItemsSeed<'_> {
+    type Value = Vec<Parsed>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Parsed>, A::Error> {
+        let mut out = Vec::new();
+        for plan in self.0 {
+            match seq.next_element_seed(PlanSeed(plan))? {
+                Some(parsed) => out.push(parsed),
+                None => break,
+            }
+        }
+        while seq.next_element::<Skip>()?.is_some() {}
+        Ok(out)
+    }
+}
+
+/// Clears the thread-local state even if deserialisation unwinds.
+struct PassGuard;
+
+impl Drop for PassGuard {
+    fn drop(&mut self) {
+        PLANS.with(|p| p.borrow_mut().clear());
+        ERROR_PATH.with(|p| p.borrow_mut().take());
+    }
+}
+
+fn saphyr_error(source: &str, e: &serde_saphyr::Error, field: Option<String>) -> LoadError {
+    let (line, column) = e
+        .location()
+        .map(|l| (l.line(), l.column()))
+        .unwrap_or((0, 0));
+    LoadError::Invalid {
+        path: source.to_string(),
+        line,
+        column,
+        field: field.filter(|f| !f.is_empty() && f != "."),
+        message: error_message(e),
+    }
+}
+
+/// The error's message without the location and source snippet serde-saphyr adds, since
+/// [`LoadError`] prints the location itself.
+fn error_message(e: &serde_saphyr::Error) -> String {
+    let text = e.without_snippet().to_string();
+    let mut msg = text.lines().next().unwrap_or_default().trim();
+    // serde-saphyr ends its messages with " at line L, column C".
+    if let Some(at) = msg.find(" at line ") {
+        msg = &msg[..at];
+    }
+    // A hint about serde-saphyr's own API means nothing to someone writing a manifest.
+    msg.replace(", set DuplicateKeyPolicy in Options if acceptable", "")
+}
+
+/// serde-saphyr's limits, sized for one file of up to [`MAX_FILE_BYTES`].
+///
+/// Its defaults count over the whole stream and stop at 1,024 documents and 250,000 nodes,
+/// which a few megabytes of ordinary multi-document manifests exceed. The structural limits
+/// are raised to what 16 MiB of text can hold; alias replay, the one way a small input can
+/// grow without bound (the "billion laughs"), is kept tight, since manifests rarely use aliases.
+fn yaml_options() -> serde_saphyr::Options {
+    // Both types are non-exhaustive, so they are built by mutation, not struct expressions.
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = 100_000;
+    budget.max_nodes = 8_000_000;
+    budget.max_events = 32_000_000;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options.alias_limits.max_total_replayed_events = 250_000;
+    options
+}
+
+fn load_text(source: &str, text: &str, loaded: &mut Loaded) -> Result<(), LoadError> {
+    // Pass 1.
+    let headers: Vec<Spanned<Header>> =
+        serde_saphyr::from_multiple_with_options(text, yaml_options())
+            .map_err(|e| saphyr_error(source, &e, None))?;
+    let mut plans = VecDeque::new();
+    {
+        let mut ctx = Ctx {
+            source,
+            warnings: &mut loaded.warnings,
+        };
+        for header in &headers {
+            plans.push_back(plan_for(header, 0, &mut ctx)?);
+        }
+    }
+    // Pass 2.
+    let _guard = PassGuard;
+    PLANS.with(|p| *p.borrow_mut() = plans);
+    ERROR_PATH.with(|p| p.borrow_mut().take());
+    let docs: Vec<TypedDoc> = serde_saphyr::from_multiple_with_options(text, yaml_options())
+        .map_err(|e| {
+            let field = ERROR_PATH.with(|p| p.borrow_mut().take());
+            saphyr_error(source, &e, field)
+        })?;
+    for (document, doc) in docs.into_iter().enumerate() {
+        let mut objects = Vec::new();
+        flatten(doc.parsed, &mut Vec::new(), &mut objects);
+        let mut labels = Vec::new();
+        for (item_path, object) in objects {
+            let template = template_of(source, document, object);
+            labels.push((item_path, format!("{}/{}", template.kind, template.name)));
+            loaded.templates.push(template);
+        }
+        for segs in doc.ignored {
+            // Attribute a field inside a list item to that item, with a path relative to it.
+            let owner = labels
+                .iter()
+                .filter(|(prefix, _)| starts_with(&segs, prefix))
+                .max_by_key(|(prefix, _)| prefix.len());
+            let (object, rel) = match owner {
+                Some((prefix, label)) => (Some(label.clone()), &segs[prefix.len()..]),
+                None => (None, &segs[..]),
+            };
+            let field = render_segments(rel);
+            loaded.warnings.push(Warning {
+                source: source.to_string(),
+                object,
+                message: format!("unknown field \"{field}\""),
+                field: Some(field),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn starts_with(segs: &[Seg], prefix: &[Seg]) -> bool {
+    prefix.len() <= segs.len()
+        && prefix.iter().zip(segs).all(|(a, b)| match (a, b) {
+            (Seg::Key(x), Seg::Key(y)) => x == y,
+            (Seg::Index(x), Seg::Index(y)) => x == y,
+            _ => false,
+        })
+}
+
+fn flatten(parsed: Parsed, path: &mut Vec<Seg>, out: &mut Vec<(Vec<Seg>, Object)>) {
+    match parsed {
+        Parsed::Object(object) => out.push((path.clone(), object)),
+        Parsed::Skipped => {}
+        Parsed::List(items) => {
+            for (i, item) in items.into_iter().enumerate() {
+                path.push(Seg::Key("items".into()));
+                path.push(Seg::Index(i));
+                flatten(item, path, out);
+                path.truncate(path.len() - 2);
+            }
+        }
+    }
+}
+
+fn template_of(source: &str, document: usize, object: Object) -> PodTemplate {
+    fn tpl(t: Option<PodTemplateSpec>) -> (Option<ObjectMeta>, Option<PodSpec>) {
+        t.map(|t| (t.metadata, t.spec)).unwrap_or_default()
+    }
+    let (kind, metadata, (template_metadata, spec), prefix) = match object {
+        Object::Pod(o) => (
+            "Pod",
+            o.metadata.clone(),
+            (Some(o.metadata), o.spec),
+            "spec",
+        ),
+        Object::Deployment(o) => (
+            "Deployment",
+            o.metadata,
+            tpl(o.spec.map(|s| s.template)),
+            "spec.template.spec",
+        ),
+        Object::StatefulSet(o) => (
+            "StatefulSet",
+            o.metadata,
+            tpl(o.spec.map(|s| s.template)),
+            "spec.template.spec",
+        ),
+        Object::DaemonSet(o) => (
+            "DaemonSet",
+            o.metadata,
+            tpl(o.spec.map(|s| s.template)),
+            "spec.template.spec",
+        ),
+        Object::ReplicaSet(o) => (
+            "ReplicaSet",
+            o.metadata,
+            tpl(o.spec.and_then(|s| s.template)),
+            "spec.template.spec",
+        ),
+        Object::ReplicationController(o) => (
+            "ReplicationController",
+            o.metadata,
+            tpl(o.spec.and_then(|s| s.template)),
+            "spec.template.spec",
+        ),
+        Object::Job(o) => (
+            "Job",
+            o.metadata,
+            tpl(o.spec.map(|s| s.template)),
+            "spec.template.spec",
+        ),
+        Object::CronJob(o) => (
+            "CronJob",
+            o.metadata,
+            tpl(o.spec.and_then(|s| s.job_template.spec).map(|s| s.template)),
+            "spec.jobTemplate.spec.template.spec",
+        ),
+    };
+    let name = metadata
+        .name
+        .clone()
+        .or_else(|| metadata.generate_name.clone())
+        .unwrap_or_default();
+    let namespace = metadata
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".to_string());
+    PodTemplate {
+        source: source.to_string(),
+        document,
+        kind: kind.to_string(),
+        name,
+        namespace,
+        template_metadata: template_metadata.unwrap_or_default(),
+        metadata,
+        field_prefix: prefix.to_string(),
+        spec: spec.unwrap_or_default(),
+    }
+}

@@ -1,0 +1,223 @@
+//! `probelet validate`, driven as a user would: the real binary, real files, exit codes.
+
+use assert_cmd::Command;
+use std::path::PathBuf;
+
+fn example(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
+
+fn validate() -> Command {
+    let mut cmd = Command::cargo_bin("probelet").unwrap();
+    cmd.arg("validate");
+    cmd
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(cmd: &mut Command) -> Run {
+    let out = cmd.output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn valid_demo_prints_table_and_exits_0() {
+    let r = run(validate().arg(example("demo.yaml")));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines[0].starts_with("OBJECT"), "{}", r.stdout);
+    assert!(lines[0].contains("FAILURE"));
+    let startup = lines.iter().find(|l| l.contains("startup")).unwrap();
+    assert!(startup.contains("Pod/demo"), "{startup}");
+    assert!(
+        startup.contains("exec [test -f /tmp/probelet-demo-started]"),
+        "{startup}"
+    );
+    // R1.1 defaults show up as effective values: timeout 1s, success 1.
+    let cells: Vec<&str> = startup.split_whitespace().collect();
+    assert_eq!(cells[cells.len() - 5..], ["0s", "1s", "1s", "1", "10"]);
+    assert_eq!(r.stderr, "");
+}
+
+#[test]
+fn handler_summaries_for_each_handler() {
+    let r = run(validate()
+        .arg(example("deployment-named-ports.yaml"))
+        .arg(example("multi-doc.yaml")));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for needle in [
+        "http-get http://:http/healthz",
+        "grpc :9090 service=\"\"",
+        "tcp-socket :pg",
+        "exec [pg_isready -U postgres]",
+        "log-shipper (init)",
+        "CronJob/backup",
+    ] {
+        assert!(r.stdout.contains(needle), "missing {needle}:\n{}", r.stdout);
+    }
+    assert!(r.stderr.contains("warning: "), "{}", r.stderr);
+    assert!(r.stderr.contains("Service/db: skipped"), "{}", r.stderr);
+}
+
+#[test]
+fn broken_prints_every_error_and_exits_1() {
+    let r = run(validate().arg(example("broken.yaml")));
+    assert_eq!(r.code, 1);
+    assert_eq!(r.stdout, "");
+    let path = example("broken.yaml").display().to_string();
+    for line in [
+        format!(
+            "{path}: Deployment/web: spec.template.spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1"
+        ),
+        format!(
+            "{path}: Deployment/web: spec.template.spec.containers[0].livenessProbe.httpGet.scheme: Unsupported value: \"http\": supported values: \"HTTP\", \"HTTPS\""
+        ),
+        format!(
+            "{path}: Deployment/web: spec.template.spec.containers[0].startupProbe.httpGet: Forbidden: may not specify more than 1 handler type"
+        ),
+        format!(
+            "{path}: Deployment/web: spec.template.spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"
+        ),
+        format!(
+            "{path}: Pod/grpc: spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\""
+        ),
+    ] {
+        assert!(
+            r.stderr.lines().any(|l| l == line),
+            "missing {line}\n{}",
+            r.stderr
+        );
+    }
+    assert!(
+        r.stderr.contains("error: 16 validation error(s)"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn load_error_exits_1_with_file_line_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    livenessProbe:\n      periodSeconds: five\n",
+    )
+    .unwrap();
+    let r = run(validate().arg(&path));
+    assert_eq!(r.code, 1);
+    let expected = format!(
+        "error: {}:8:22: spec.containers[0].livenessProbe.periodSeconds: ",
+        path.display()
+    );
+    assert!(r.stderr.starts_with(&expected), "{}", r.stderr);
+}
+
+#[test]
+fn missing_file_exits_1_with_cause() {
+    let r = run(validate().arg("/nonexistent/pod.yaml"));
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .starts_with("error: /nonexistent/pod.yaml: cannot read: "),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(run(&mut validate()).code, 2);
+    assert_eq!(run(validate().args(["-o", "xml", "x.yaml"])).code, 2);
+    assert_eq!(run(validate().args(["--bogus", "x.yaml"])).code, 2);
+}
+
+#[test]
+fn stdin_is_read_with_dash() {
+    let yaml = std::fs::read_to_string(example("demo.yaml")).unwrap();
+    let r = run(validate().arg("-").write_stdin(yaml));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("Pod/demo"));
+}
+
+#[test]
+fn stdin_over_the_size_limit_is_refused() {
+    let big = "#".repeat(17 * 1024 * 1024);
+    let r = run(validate().arg("-").write_stdin(big));
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("<stdin>: input is larger than the limit"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn json_output_has_defaulted_probes() {
+    let r = run(validate().args(["-o", "json"]).arg(example("demo.yaml")));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let t = &doc["templates"][0];
+    assert_eq!(t["kind"], "Pod");
+    assert_eq!(t["name"], "demo");
+    assert_eq!(t["terminationGracePeriodSeconds"], 5);
+    let live = &t["containers"][0]["livenessProbe"];
+    assert_eq!(live["successThreshold"], 1);
+    assert_eq!(live["failureThreshold"], 3);
+    assert_eq!(live["initialDelaySeconds"], 0);
+    assert_eq!(live["timeoutSeconds"], 2);
+}
+
+#[test]
+fn yaml_output_round_trips() {
+    let r = run(validate()
+        .args(["-o", "yaml"])
+        .arg(example("deployment-named-ports.yaml")));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("templates:"), "{}", r.stdout);
+    assert!(r.stdout.contains("scheme: HTTP"));
+    assert!(
+        r.stdout.contains("service: ''") || r.stdout.contains("service: \"\""),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn unknown_fields_warn_and_strict_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    livenessProbe:\n      tcpSocket: {port: 80}\n      httpGett: {port: 80}\n",
+    )
+    .unwrap();
+    let r = run(validate().arg(&path));
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stderr
+            .contains("Pod/p: unknown field \"spec.containers[0].livenessProbe.httpGett\""),
+        "{}",
+        r.stderr
+    );
+    let r = run(validate().arg("--strict").arg(&path));
+    assert_eq!(r.code, 1);
+}
+
+#[test]
+fn directory_argument_loads_all_examples() {
+    let r = run(validate().arg(example("")));
+    // broken.yaml is in there, so the directory as a whole is invalid.
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("Deployment/web"));
+}
