@@ -3,7 +3,7 @@
 //! Built once from a (defaulted) `k8s_openapi` `PodSpec` and shared behind an `Arc`, so a worker
 //! carries a copy of its few timing numbers and never the whole container spec.
 
-use crate::spec::ProbeType;
+use crate::spec::{ProbeType, defaults};
 use k8s_openapi::api::core::v1::{Container, PodSpec, Probe};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -52,33 +52,35 @@ pub struct ProbeTiming {
 impl Default for ProbeTiming {
     /// The API defaults of an empty probe (R1.1).
     fn default() -> Self {
-        ProbeTiming {
-            initial_delay_seconds: 0,
-            timeout_seconds: 1,
-            period_seconds: 10,
-            success_threshold: 1,
-            failure_threshold: 3,
-            termination_grace_period_seconds: None,
-        }
+        ProbeTiming::from_probe(&Probe::default())
     }
 }
 
 impl ProbeTiming {
-    /// Reads a probe's timing. Fields that are unset or zero take the API defaults (R1.1), so
-    /// a spec that skipped defaulting still gets the values the API server would have stored.
+    /// Reads a probe's timing after applying the API server's defaults (R1.1) to a copy, so a
+    /// spec that skipped defaulting gets the values the API server would have stored.
     pub fn from_probe(probe: &Probe) -> Self {
-        let d = ProbeTiming::default();
-        let or = |v: Option<i32>, default: i32| match v {
-            Some(v) if v != 0 => v,
-            _ => default,
+        let mut p = Probe {
+            exec: None,
+            http_get: None,
+            grpc: None,
+            tcp_socket: None,
+            ..probe.clone()
         };
+        defaults::apply_probe(&mut p);
         ProbeTiming {
-            initial_delay_seconds: probe.initial_delay_seconds.unwrap_or(0).max(0),
-            timeout_seconds: or(probe.timeout_seconds, d.timeout_seconds),
-            period_seconds: or(probe.period_seconds, d.period_seconds),
-            success_threshold: or(probe.success_threshold, d.success_threshold),
-            failure_threshold: or(probe.failure_threshold, d.failure_threshold),
-            termination_grace_period_seconds: probe.termination_grace_period_seconds,
+            initial_delay_seconds: p.initial_delay_seconds.unwrap_or(0).max(0),
+            timeout_seconds: p
+                .timeout_seconds
+                .unwrap_or(defaults::DEFAULT_TIMEOUT_SECONDS),
+            period_seconds: p.period_seconds.unwrap_or(defaults::DEFAULT_PERIOD_SECONDS),
+            success_threshold: p
+                .success_threshold
+                .unwrap_or(defaults::DEFAULT_SUCCESS_THRESHOLD),
+            failure_threshold: p
+                .failure_threshold
+                .unwrap_or(defaults::DEFAULT_FAILURE_THRESHOLD),
+            termination_grace_period_seconds: p.termination_grace_period_seconds,
         }
     }
 
@@ -169,7 +171,9 @@ impl PodInfo {
             name: name.into(),
             namespace: namespace.into(),
             restart_policy,
-            termination_grace_period_seconds: spec.termination_grace_period_seconds.unwrap_or(30),
+            termination_grace_period_seconds: spec
+                .termination_grace_period_seconds
+                .unwrap_or(defaults::DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS),
             readiness_gates: spec.readiness_gates.as_ref().map_or(0, Vec::len),
             containers: init.chain(regular).collect(),
         }
