@@ -1,7 +1,9 @@
 //! Drivers feed the engine time and outcomes and carry out what it asks for.
 //!
+//! * [`events`]: the event store, identical events merged (R9.3), bounded.
 //! * [`virtual_driver`]: virtual time, scripted targets and processes (tests, `simulate`).
 
+pub mod events;
 pub mod virtual_driver;
 
 pub use virtual_driver::{ProbeCall, ProcessBehaviour, ProcessCall, VirtualDriver};

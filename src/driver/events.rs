@@ -1,0 +1,170 @@
+//! The event store: what `kubectl describe` and `kubectl get events` show.
+//!
+//! Mirrors the part of client-go's event recorder that is visible when counting events
+//! (kubelet-semantics.md R9.3): identical events (same object, field path, reason, message)
+//! are folded into one with an increasing `count` and a new last timestamp. The store is
+//! bounded: past its capacity the least recently seen event is dropped. Unlike client-go there
+//! is no token bucket (25 events, refilling one per 5 minutes): a local run shows every event.
+
+use crate::engine::{Event, EventType, Instant, PodId};
+use std::collections::HashMap;
+
+/// One stored event (a `v1.Event`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StoredEvent {
+    /// The pod involved.
+    pub pod: PodId,
+    /// `spec.containers{app}` (empty for pod-level events).
+    pub field_path: String,
+    /// Reason (`Unhealthy`, `Killing`, ...).
+    pub reason: String,
+    /// Normal or Warning.
+    pub kind: EventType,
+    /// Message.
+    pub message: String,
+    /// How many identical events were folded into this one.
+    pub count: u32,
+    /// First occurrence.
+    pub first: Instant,
+    /// Last occurrence.
+    pub last: Instant,
+    /// Increases on every change, for watches.
+    pub version: u64,
+}
+
+type Key = (PodId, String, String, String);
+
+/// Stored events, merged and bounded.
+#[derive(Debug)]
+pub struct EventStore {
+    events: HashMap<Key, StoredEvent>,
+    capacity: usize,
+    version: u64,
+}
+
+impl EventStore {
+    /// A store keeping at most `capacity` distinct events.
+    pub fn new(capacity: usize) -> Self {
+        EventStore {
+            events: HashMap::new(),
+            capacity: capacity.max(1),
+            version: 0,
+        }
+    }
+
+    /// Records an engine event; returns the stored (possibly merged) event.
+    pub fn record(&mut self, e: &Event) -> &StoredEvent {
+        self.record_parts(e.pod, &e.field_path, e.reason, e.kind, &e.message, e.at)
+    }
+
+    /// Records an event given by its parts (for events the driver itself emits, such as
+    /// `Created` and `Started`).
+    pub fn record_parts(
+        &mut self,
+        pod: PodId,
+        field_path: &str,
+        reason: &str,
+        kind: EventType,
+        message: &str,
+        at: Instant,
+    ) -> &StoredEvent {
+        self.version += 1;
+        let key: Key = (pod, field_path.into(), reason.into(), message.into());
+        if !self.events.contains_key(&key) && self.events.len() >= self.capacity {
+            // Bounded memory: drop the event seen longest ago.
+            if let Some(oldest) = self
+                .events
+                .iter()
+                .min_by_key(|(_, e)| (e.last, e.version))
+                .map(|(k, _)| k.clone())
+            {
+                self.events.remove(&oldest);
+            }
+        }
+        let version = self.version;
+        let e = self.events.entry(key).or_insert_with(|| StoredEvent {
+            pod,
+            field_path: field_path.into(),
+            reason: reason.into(),
+            kind,
+            message: message.into(),
+            count: 0,
+            first: at,
+            last: at,
+            version,
+        });
+        e.count += 1;
+        e.last = at;
+        e.version = version;
+        e
+    }
+
+    /// Every stored event, oldest first.
+    pub fn list(&self) -> Vec<&StoredEvent> {
+        let mut v: Vec<_> = self.events.values().collect();
+        v.sort_by_key(|e| (e.first, e.version));
+        v
+    }
+
+    /// The events of one pod, oldest first.
+    pub fn for_pod(&self, pod: PodId) -> Vec<&StoredEvent> {
+        self.list().into_iter().filter(|e| e.pod == pod).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{EngineConfig, Manager, PodInfo};
+
+    fn pod() -> PodId {
+        let mut m = Manager::new(EngineConfig::default(), Instant::ZERO);
+        let spec =
+            serde_json::from_value(serde_json::json!({"containers": [{"name": "app"}]})).unwrap();
+        m.add_pod(Instant::ZERO, PodInfo::from_pod_spec("u", "p", "ns", &spec))
+            .unwrap()
+    }
+
+    fn event(pod: PodId, message: &str, at: u64) -> Event {
+        Event {
+            pod,
+            field_path: "spec.containers{app}".into(),
+            reason: "Unhealthy",
+            kind: EventType::Warning,
+            message: message.into(),
+            at: Instant::from_secs(at),
+        }
+    }
+
+    /// R9.3: identical events fold into one with a count and first/last timestamps; a
+    /// different message is a different event.
+    #[test]
+    fn r9_3_identical_events_merge_with_count() {
+        let p = pod();
+        let mut s = EventStore::new(100);
+        s.record(&event(p, "Liveness probe failed: x", 1));
+        s.record(&event(p, "Liveness probe failed: x", 2));
+        s.record(&event(p, "Liveness probe failed: x", 3));
+        s.record(&event(p, "Liveness probe failed: y", 4));
+        let list = s.list();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].count, 3);
+        assert_eq!(
+            (list[0].first, list[0].last),
+            (Instant::from_secs(1), Instant::from_secs(3))
+        );
+        assert_eq!(s.for_pod(p).len(), 2);
+    }
+
+    #[test]
+    fn bounded_by_dropping_the_least_recently_seen() {
+        let p = pod();
+        let mut s = EventStore::new(2);
+        s.record(&event(p, "a", 1));
+        s.record(&event(p, "b", 2));
+        s.record(&event(p, "a", 3)); // a is now newer than b
+        s.record(&event(p, "c", 4));
+        let messages: Vec<_> = s.list().iter().map(|e| e.message.clone()).collect();
+        assert_eq!(messages, vec!["a", "c"]);
+    }
+}
