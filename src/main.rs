@@ -18,11 +18,15 @@ enum Command {
     /// Load manifests, apply the API server's defaults, validate every pod template like the
     /// API server does, and print the effective probes.
     Validate(cli::validate::Args),
+    /// A small HTTP server whose health is set by flags (start-up delay, unhealthy after,
+    /// readiness flaps, slow answers, hangs, exits): the app of `examples/demo.yaml`.
+    DemoApp(cli::demo_app::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Validate(args) => cli::validate::run(args),
+        Command::DemoApp(args) => cli::demo_app::run(args),
     }
 }

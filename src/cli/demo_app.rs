@@ -1,0 +1,289 @@
+//! `probelet demo-app`: a small HTTP server whose health is set by flags, so a manifest can show
+//! every probe behaviour with nothing else installed (`examples/demo.yaml` runs it).
+//!
+//! Endpoints: `/healthz` (liveness), `/readyz` (readiness), `/startupz` (startup) and `/`.
+//! The clock starts when the process starts; every flag below counts from there.
+
+use clap::Args as ClapArgs;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How the demo app behaves over time.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Do not open the port until this long after start (a slow starter: probes get "connection
+    /// refused" meanwhile).
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub startup_delay: Duration,
+    /// `/healthz` answers 500 from this long after start on (a deadlocked app).
+    #[arg(long, value_parser = parse_duration)]
+    pub unhealthy_after: Option<Duration>,
+    /// `/readyz` alternates between 200 and 503 every this long (a flapping dependency).
+    #[arg(long, value_parser = parse_duration)]
+    pub flap_readiness: Option<Duration>,
+    /// Every answer takes this long (an overloaded app).
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub slow: Duration,
+    /// From this long after start on, accept connections but never answer (a hung app).
+    #[arg(long, value_parser = parse_duration)]
+    pub hang_after: Option<Duration>,
+    /// Exit by itself this long after start, with `--exit-code`.
+    #[arg(long, value_parser = parse_duration)]
+    pub exit_after: Option<Duration>,
+    /// The exit code for `--exit-after`.
+    #[arg(long, default_value_t = 1)]
+    pub exit_code: u8,
+    /// On SIGTERM, take this long to shut down (past the grace period the kubelet sends SIGKILL).
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub stop_delay: Duration,
+    /// Ignore SIGTERM entirely (only SIGKILL ends it).
+    #[arg(long)]
+    pub ignore_sigterm: bool,
+}
+
+/// Parses `500ms`, `5s`, `2m`, `1h`, `1m30s` (Go-style durations, as Kubernetes tools print them).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad =
+        || format!("invalid duration {s:?}: use a number with a unit, e.g. 500ms, 5s, 2m, 1h");
+    let mut total = Duration::ZERO;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let value: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        rest = &rest[unit_len..];
+        total += Duration::try_from_secs_f64(value * unit).map_err(|_| bad())?;
+    }
+    Ok(total)
+}
+
+/// The answer to one request at `elapsed` since start: `None` means hang.
+fn answer(args: &Args, path: &str, elapsed: Duration) -> Option<(u16, String)> {
+    if args.hang_after.is_some_and(|h| elapsed >= h) {
+        return None;
+    }
+    let healthy = args.unhealthy_after.is_none_or(|u| elapsed < u);
+    let ready = match args.flap_readiness {
+        Some(p) if !p.is_zero() => (elapsed.as_nanos() / p.as_nanos()).is_multiple_of(2),
+        _ => true,
+    };
+    let (ok, what) = match path.split('?').next().unwrap_or("") {
+        "/healthz" | "/livez" => (healthy, "healthy"),
+        "/readyz" => (healthy && ready, "ready"),
+        "/startupz" | "/" => (true, "started"),
+        _ => return Some((404, "not found\n".into())),
+    };
+    let secs = elapsed.as_secs_f64();
+    Some(if ok {
+        (200, format!("{what} at {secs:.1}s\n"))
+    } else {
+        let status = if what == "healthy" { 500 } else { 503 };
+        (status, format!("not {what} at {secs:.1}s\n"))
+    })
+}
+
+async fn serve_one(mut conn: TcpStream, args: Arc<Args>, start: Instant) {
+    let mut buf = vec![0u8; 8192];
+    let mut len = 0;
+    // Read the request head (bounded: 8 KiB).
+    while len < buf.len() {
+        match conn.read(&mut buf[len..]).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => len += n,
+        }
+        if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    let head = String::from_utf8_lossy(&buf[..len]);
+    let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+    tokio::time::sleep(args.slow).await;
+    let Some((status, body)) = answer(&args, &path, start.elapsed()) else {
+        // Hung: keep the connection open and never answer.
+        std::future::pending::<()>().await;
+        return;
+    };
+    let reason = match status {
+        200 => "OK",
+        404 => "Not Found",
+        500 => "Internal Server Error",
+        _ => "Service Unavailable",
+    };
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = conn.write_all(response.as_bytes()).await;
+    let _ = conn.shutdown().await;
+}
+
+async fn serve(args: Args) -> ExitCode {
+    let start = Instant::now();
+    let args = Arc::new(args);
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("demo-app: cannot handle SIGTERM: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let exit_at = args
+        .exit_after
+        .map(|d| tokio::time::Instant::from_std(start + d));
+    let exit = async {
+        match exit_at {
+            Some(t) => tokio::time::sleep_until(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(exit);
+    let listen = async {
+        tokio::time::sleep(args.startup_delay).await;
+        TcpListener::bind(args.listen).await
+    };
+    tokio::pin!(listen);
+    let mut listener: Option<TcpListener> = None;
+    eprintln!(
+        "demo-app: starting, will listen on {} in {:?}",
+        args.listen, args.startup_delay
+    );
+    loop {
+        tokio::select! {
+            bound = &mut listen, if listener.is_none() => match bound {
+                Ok(l) => {
+                    eprintln!("demo-app: listening on {}", args.listen);
+                    listener = Some(l);
+                }
+                Err(e) => {
+                    eprintln!("demo-app: cannot listen on {}: {e}", args.listen);
+                    return ExitCode::from(2);
+                }
+            },
+            accepted = async { listener.as_ref().expect("guarded").accept().await }, if listener.is_some() => {
+                if let Ok((conn, _)) = accepted {
+                    tokio::spawn(serve_one(conn, args.clone(), start));
+                }
+            }
+            _ = &mut exit => {
+                eprintln!("demo-app: exiting with code {} as asked", args.exit_code);
+                return ExitCode::from(args.exit_code);
+            }
+            _ = term.recv() => {
+                if args.ignore_sigterm {
+                    eprintln!("demo-app: SIGTERM ignored");
+                    continue;
+                }
+                eprintln!("demo-app: SIGTERM, stopping in {:?}", args.stop_delay);
+                tokio::time::sleep(args.stop_delay).await;
+                return ExitCode::SUCCESS;
+            }
+        }
+    }
+}
+
+/// Runs the demo app until it exits.
+pub fn run(args: Args) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(serve(args)),
+        Err(e) => {
+            eprintln!("demo-app: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn args(flags: &[&str]) -> Args {
+        let mut argv = vec!["demo-app"];
+        argv.extend_from_slice(flags);
+        Wrap::parse_from(argv).args
+    }
+
+    #[test]
+    fn durations_parse_like_go() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("5x").is_err());
+    }
+
+    #[test]
+    fn health_over_time() {
+        let a = args(&[
+            "--unhealthy-after",
+            "30s",
+            "--flap-readiness",
+            "10s",
+            "--hang-after",
+            "60s",
+        ]);
+        let s = Duration::from_secs;
+        assert_eq!(answer(&a, "/healthz", s(29)).unwrap().0, 200);
+        assert_eq!(answer(&a, "/healthz", s(30)).unwrap().0, 500);
+        assert_eq!(answer(&a, "/readyz", s(5)).unwrap().0, 200);
+        assert_eq!(answer(&a, "/readyz", s(15)).unwrap().0, 503);
+        assert_eq!(answer(&a, "/readyz", s(25)).unwrap().0, 200);
+        assert_eq!(answer(&a, "/nope", s(1)).unwrap().0, 404);
+        assert!(answer(&a, "/healthz", s(60)).is_none(), "hangs");
+    }
+
+    /// A real socket: the port opens after the start-up delay and answers over HTTP/1.1.
+    #[tokio::test]
+    async fn serves_http_on_loopback() {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        let a = args(&["--listen", &addr.to_string(), "--startup-delay", "200ms"]);
+        tokio::spawn(serve(a));
+        assert!(TcpStream::connect(addr).await.is_err(), "not listening yet");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).await.unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(
+            out.ends_with("healthy at 0.4s\n") || out.contains("healthy at"),
+            "{out}"
+        );
+    }
+}
