@@ -1,5 +1,7 @@
 //! The `probelet` command line.
 
+mod cli;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -12,9 +14,15 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Run one probe once (HTTP, TCP, gRPC or exec) and exit 0 if healthy, 1 if not, 2 on a
+    /// usage error: a Docker HEALTHCHECK without curl.
+    Check(cli::check::Args),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Check(args) => cli::check::run(args),
+    }
 }

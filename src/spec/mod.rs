@@ -16,7 +16,11 @@ pub enum ProbeType {
 
 impl ProbeType {
     /// All probe types, in the kubelet's order.
-    pub const ALL: [ProbeType; 3] = [ProbeType::Liveness, ProbeType::Readiness, ProbeType::Startup];
+    pub const ALL: [ProbeType; 3] = [
+        ProbeType::Liveness,
+        ProbeType::Readiness,
+        ProbeType::Startup,
+    ];
 
     /// The capitalised name used in events and metrics (`Liveness`, `Readiness`, `Startup`).
     pub fn title(self) -> &'static str {
