@@ -69,3 +69,18 @@ async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
     socket2::SockRef::from(&socket).set_linger(Some(LINGER))?;
     socket.connect(addr).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn r7_4_probe_sockets_linger_one_second() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let stream = dial("127.0.0.1", port, deadline).await.unwrap();
+        let linger = socket2::SockRef::from(&stream).linger().unwrap();
+        assert_eq!(linger, Some(LINGER));
+    }
+}

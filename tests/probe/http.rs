@@ -447,6 +447,28 @@ async fn r7_10_hostile_one_gib_body() {
 }
 
 #[tokio::test]
+async fn hostile_endless_headers_are_bounded() {
+    let addr = serve(|mut s| async move {
+        read_head(&mut s).await;
+        if s.write_all(b"HTTP/1.1 200 OK\r\n").await.is_err() {
+            return;
+        }
+        let line =
+            b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n".repeat(1000);
+        while s.write_all(&line).await.is_ok() {}
+    })
+    .await;
+    let ((out, stats), took) = timed(probe(&local(addr, "/"), SHORT, &cfg())).await;
+    assert_bounded(took, SHORT);
+    assert_eq!(completed(&out).0, RawResult::Failure);
+    assert!(
+        stats.bytes_read < 1 << 20,
+        "read {} bytes",
+        stats.bytes_read
+    );
+}
+
+#[tokio::test]
 async fn r7_11_stall_after_headers_is_an_error() {
     let addr = serve(|mut s| async move {
         read_head(&mut s).await;
