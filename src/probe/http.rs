@@ -253,12 +253,7 @@ fn is_followed(status: u16) -> bool {
 
 fn is_absolute(reference: &str) -> bool {
     // Go's `URL.IsAbs`: the reference has a scheme.
-    ProbeUrl::parse(reference).is_ok()
-        || reference.split_once(':').is_some_and(|(s, _)| {
-            s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-        })
+    super::url::split_scheme(reference).is_some()
 }
 
 /// Reads at most 10 KiB of the final response's body and maps its status (R7.9–R7.11).

@@ -173,7 +173,7 @@ fn split_query(s: &str) -> (&str, Option<&str>) {
 }
 
 /// `scheme:rest` when `s` starts with an RFC 3986 scheme.
-fn split_scheme(s: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_scheme(s: &str) -> Option<(&str, &str)> {
     let colon = s.find(':')?;
     let scheme = &s[..colon];
     let mut chars = scheme.chars();
