@@ -5,6 +5,7 @@
 //!
 //! * [`spec`]: Kubernetes manifests in, API-server defaults and validation, effective probes out.
 //! * [`outcome`]: the vocabulary a probe handler answers with (R6.1), shared by handlers and engine.
+//! * [`probe`]: the HTTP, TCP, gRPC and exec handlers, bounded in time and memory (§6–§7).
 //! * [`engine`]: the pure, clock-free state machines that decide when to probe, when a result
 //!   counts, when a container is killed and when it is ready.
 //! * [`runtime`]: containers as local processes (spawn, stop, logs, environment).
@@ -14,5 +15,6 @@
 pub mod driver;
 pub mod engine;
 pub mod outcome;
+pub mod probe;
 pub mod runtime;
 pub mod spec;

@@ -1,9 +1,9 @@
 //! The `probelet` command line.
 
+mod cli;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-
-mod cli;
 
 /// The kubelet's probe manager, standalone and exact.
 #[derive(Debug, Parser)]
@@ -21,6 +21,9 @@ enum Command {
     /// A small HTTP server whose health is set by flags (start-up delay, unhealthy after,
     /// readiness flaps, slow answers, hangs, exits): the app of `examples/demo.yaml`.
     DemoApp(cli::demo_app::Args),
+    /// Run one probe once (HTTP, TCP, gRPC or exec) and exit 0 if healthy, 1 if not, 2 on a
+    /// usage error: a Docker HEALTHCHECK without curl.
+    Check(cli::check::Args),
 }
 
 fn main() -> ExitCode {
@@ -28,5 +31,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Validate(args) => cli::validate::run(args),
         Command::DemoApp(args) => cli::demo_app::run(args),
+        Command::Check(args) => cli::check::run(args),
     }
 }

@@ -1,4 +1,5 @@
 //! The subcommands: argument structs (clap) and what each one does.
 
+pub mod check;
 pub mod demo_app;
 pub mod validate;

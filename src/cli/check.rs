@@ -1,0 +1,430 @@
+//! `probelet check`: run one probe once, print the result, exit 0 (healthy) or 1 (not).
+//!
+//! The static health-check binary that distroless images lack: a Docker `HEALTHCHECK` without
+//! curl, with the kubelet's semantics and grpc_health_probe's conventions. Start-up cost is the
+//! whole budget of a one-shot check, so this path stays light: arguments are validated before
+//! anything else, one current-thread runtime, TLS set up only for `https://`, and manifests
+//! parsed only with `--from`.
+//!
+//! Exit codes: 0 success or warning, 1 failure, unknown or error, 2 usage error.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use k8s_openapi::api::core::v1::{Container, PodSpec, Probe};
+use probelet::outcome::{ProbeOutcome, RawResult};
+use probelet::probe::http::HttpTarget;
+use probelet::probe::url::ProbeUrl;
+use probelet::probe::{self, ProbeConfig, ProbeTarget};
+use probelet::spec::ProbeType;
+
+/// Exit code for a usage error (bad arguments, unreadable manifest).
+const EXIT_USAGE: u8 = 2;
+
+/// Run one probe once and report its result.
+///
+/// TARGET is one of `http://HOST[:PORT]/PATH`, `https://HOST[:PORT]/PATH`, `tcp://HOST:PORT`,
+/// `grpc://HOST:PORT[/SERVICE]` or `exec -- CMD [ARGS...]`. Exit status: 0 success or warning,
+/// 1 failure, unknown or error, 2 usage error.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What to probe: http://HOST[:PORT]/PATH, https://..., tcp://HOST:PORT,
+    /// grpc://HOST:PORT[/SERVICE], or `exec` followed by `-- CMD [ARGS...]`.
+    #[arg(
+        value_name = "TARGET",
+        required_unless_present = "from",
+        conflicts_with = "from"
+    )]
+    pub target: Option<String>,
+
+    /// The command of an `exec` target, after `--`; run without a shell.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+
+    /// Add an HTTP request header, `Name: value` (repeatable). An empty value removes a default
+    /// header (`User-Agent`, `Accept`); `Host` sets the virtual host.
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+
+    /// The probe's timeout (`1s`, `500ms`, `2m`, or plain seconds), covering connect, request
+    /// and response. Default: 1s like the kubelet, or the manifest's timeoutSeconds with --from.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+
+    /// Output format: `text` prints one line `<result>: <output>`, `json` prints
+    /// `{"result": ..., "output": ..., "durationSeconds": ...}`.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+
+    /// Run a probe from a manifest (a Pod, or a workload with a pod template such as a
+    /// Deployment) instead of TARGET. Needs --container and --probe.
+    #[arg(long, value_name = "FILE", requires_all = ["container", "probe"])]
+    pub from: Option<PathBuf>,
+
+    /// With --from: the container whose probe runs.
+    #[arg(long, value_name = "NAME", requires = "from")]
+    pub container: Option<String>,
+
+    /// With --from: which of the container's probes runs.
+    #[arg(long, value_enum, value_name = "TYPE", requires = "from")]
+    pub probe: Option<Kind>,
+
+    /// With --from: the pod IP the probe targets when it names no host (gRPC always uses it).
+    #[arg(
+        long,
+        value_name = "HOST",
+        default_value = "127.0.0.1",
+        requires = "from"
+    )]
+    pub host: String,
+
+    /// The emulated kubelet's `<major>.<minor>` version, sent as `User-Agent: kube-probe/<version>`.
+    #[arg(long, value_name = "VERSION", default_value = probe::DEFAULT_KUBELET_VERSION)]
+    pub kubelet_version: String,
+}
+
+/// How the result is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One line: `<result>: <output>`.
+    Text,
+    /// One JSON object: `{"result": ..., "output": ..., "durationSeconds": ...}`.
+    Json,
+}
+
+/// Which probe of the container `--from` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// `livenessProbe`.
+    Liveness,
+    /// `readinessProbe`.
+    Readiness,
+    /// `startupProbe`.
+    Startup,
+}
+
+impl From<Kind> for ProbeType {
+    fn from(k: Kind) -> ProbeType {
+        match k {
+            Kind::Liveness => ProbeType::Liveness,
+            Kind::Readiness => ProbeType::Readiness,
+            Kind::Startup => ProbeType::Startup,
+        }
+    }
+}
+
+/// A probe ready to run: everything validated, nothing touched yet.
+enum Plan {
+    Http(HttpTarget, Duration),
+    Tcp(String, u16, Duration),
+    Grpc(String, u16, String, Duration),
+    Exec(Vec<String>, Duration),
+    Manifest(Box<Probe>, ProbeTarget),
+}
+
+/// Runs `probelet check`.
+pub fn run(args: Args) -> ExitCode {
+    let cfg = ProbeConfig {
+        kubelet_version: args.kubelet_version.clone(),
+        ..ProbeConfig::default()
+    };
+    let plan = match plan(&args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    // One thread is all a single probe needs, and a multi-thread runtime costs start-up time.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: starting the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let started = Instant::now();
+    let outcome = runtime.block_on(async {
+        match plan {
+            Plan::Http(target, timeout) => probe::http::probe(&target, timeout, &cfg).await.0,
+            Plan::Tcp(host, port, timeout) => probe::tcp::probe(&host, port, timeout).await,
+            Plan::Grpc(host, port, service, timeout) => {
+                probe::grpc::probe(&host, port, &service, timeout, &cfg).await
+            }
+            Plan::Exec(argv, timeout) => probe::exec::probe(&argv, &[], timeout, &cfg).await.0,
+            Plan::Manifest(p, target) => probe::run_probe(&p, &target, &cfg).await,
+        }
+    });
+    let elapsed = started.elapsed();
+    println!("{}", render(&outcome, elapsed, args.output));
+    match outcome {
+        ProbeOutcome::Completed {
+            result: RawResult::Success | RawResult::Warning,
+            ..
+        } => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
+    }
+}
+
+/// Validates the arguments into a [`Plan`]; every error names the argument at fault.
+fn plan(args: &Args) -> anyhow::Result<Plan> {
+    if let Some(path) = &args.from {
+        if !args.headers.is_empty() {
+            bail!("--header cannot be used with --from (the manifest's httpHeaders apply)");
+        }
+        let (name, kind) = match (&args.container, args.probe) {
+            (Some(n), Some(k)) => (n, ProbeType::from(k)),
+            _ => bail!("--from needs --container and --probe"),
+        };
+        let container = load_container(path, name)?;
+        let mut p = match kind {
+            ProbeType::Liveness => container.liveness_probe,
+            ProbeType::Readiness => container.readiness_probe,
+            ProbeType::Startup => container.startup_probe,
+        }
+        .ok_or_else(|| {
+            anyhow!(
+                "container {name:?} in {} has no {}",
+                path.display(),
+                kind.field()
+            )
+        })?;
+        if let Some(t) = args.timeout {
+            // Probes count in whole seconds; round a finer --timeout up.
+            let secs = t.as_secs() + u64::from(t.subsec_nanos() > 0);
+            p.timeout_seconds = Some(i32::try_from(secs).unwrap_or(i32::MAX));
+        }
+        let target = ProbeTarget {
+            host: args.host.clone(),
+            ports: container.ports.unwrap_or_default(),
+            env: container.env.unwrap_or_default(),
+        };
+        return Ok(Plan::Manifest(Box::new(p), target));
+    }
+    let target = args
+        .target
+        .as_deref()
+        .ok_or_else(|| anyhow!("TARGET or --from is required"))?;
+    let timeout = args.timeout.unwrap_or(Duration::from_secs(1));
+    if target == "exec" {
+        if args.command.is_empty() || args.command[0].is_empty() {
+            bail!("exec needs a command: probelet check exec -- CMD [ARGS...]");
+        }
+        if !args.headers.is_empty() {
+            bail!("--header only applies to http:// and https:// targets");
+        }
+        return Ok(Plan::Exec(args.command.clone(), timeout));
+    }
+    if !args.command.is_empty() {
+        bail!("a command after `--` needs the target `exec`");
+    }
+    let url = ProbeUrl::parse(target).with_context(|| format!("invalid TARGET {target:?}"))?;
+    let need_port = |url: &ProbeUrl| {
+        url.port
+            .ok_or_else(|| anyhow!("invalid TARGET {target:?}: a port is required"))
+    };
+    if url.scheme != "http" && url.scheme != "https" && !args.headers.is_empty() {
+        bail!("--header only applies to http:// and https:// targets");
+    }
+    match url.scheme.as_str() {
+        "http" | "https" => {
+            let headers = args
+                .headers
+                .iter()
+                .map(|h| parse_header(h))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok(Plan::Http(HttpTarget { url, headers }, timeout))
+        }
+        "tcp" => {
+            let port = need_port(&url)?;
+            Ok(Plan::Tcp(url.hostname, port, timeout))
+        }
+        "grpc" => {
+            let port = need_port(&url)?;
+            let service = url.path.trim_start_matches('/').to_string();
+            Ok(Plan::Grpc(url.hostname, port, service, timeout))
+        }
+        other => bail!(
+            "invalid TARGET {target:?}: unknown scheme {other:?} (expected http, https, tcp, grpc or exec)"
+        ),
+    }
+}
+
+/// Parses `-H 'Name: value'`, rejecting names that are not HTTP tokens.
+fn parse_header(arg: &str) -> anyhow::Result<(String, String)> {
+    let (name, value) = arg
+        .split_once(':')
+        .ok_or_else(|| anyhow!("invalid --header {arg:?}: expected `Name: value`"))?;
+    let name = name.trim();
+    if name.is_empty() || http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        bail!("invalid --header {arg:?}: {name:?} is not a valid header name");
+    }
+    let value = value.trim();
+    if http::HeaderValue::from_str(value).is_err() {
+        // Not the value itself: it may be a credential.
+        bail!(
+            "invalid --header for {name:?}: the value contains characters not allowed in a header"
+        );
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
+/// Parses `1s`, `500ms`, `2m`, `1h` or plain seconds; zero is refused because a probe with
+/// no time cannot succeed.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 1s, 500ms, 2m)"))?;
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    let secs = value * scale;
+    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+        return Err(format!("{text:?} must be more than 0 and at most 24h"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Reads one container of a Pod or pod-template manifest.
+///
+/// Deliberately small and isolated: the integrator replaces it with the shared `spec::load`
+/// (defaults, validation, line and column in errors). The YAML goes through a generic value
+/// first so that only `PodSpec` is deserialised into Kubernetes types.
+fn load_container(path: &Path, name: &str) -> anyhow::Result<Container> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--from {}: cannot read", path.display()))?;
+    let doc: serde_json::Value = serde_saphyr::from_str(&text)
+        .map_err(|e| anyhow!("--from {}: invalid YAML: {e}", path.display()))?;
+    let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+    let pointer = match kind {
+        "Pod" => "/spec",
+        "Deployment"
+        | "StatefulSet"
+        | "DaemonSet"
+        | "ReplicaSet"
+        | "Job"
+        | "ReplicationController" => "/spec/template/spec",
+        "CronJob" => "/spec/jobTemplate/spec/template/spec",
+        other => bail!(
+            "--from {}: kind {other:?} is not a Pod or a workload with a pod template",
+            path.display()
+        ),
+    };
+    let spec = doc
+        .pointer(pointer)
+        .cloned()
+        .ok_or_else(|| anyhow!("--from {}: no pod spec at {pointer}", path.display()))?;
+    let spec: PodSpec = serde_json::from_value(spec)
+        .map_err(|e| anyhow!("--from {}: invalid pod spec: {e}", path.display()))?;
+    let names: Vec<String> = spec.containers.iter().map(|c| c.name.clone()).collect();
+    spec.containers
+        .into_iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| {
+            anyhow!(
+                "--container {name:?} not found in {} (containers: {})",
+                path.display(),
+                names.join(", ")
+            )
+        })
+}
+
+/// The one line (or JSON object) `check` prints.
+fn render(outcome: &ProbeOutcome, elapsed: Duration, format: Format) -> String {
+    let (result, raw, output) = match outcome {
+        ProbeOutcome::Completed { result, output } => (result.as_str(), None, output.as_str()),
+        ProbeOutcome::Errored { result, error } => ("error", Some(result.as_str()), error.as_str()),
+    };
+    match format {
+        Format::Json => {
+            // Written by hand to keep the documented key order.
+            let quote = |s: &str| serde_json::Value::from(s).to_string();
+            let raw = raw.map_or(String::new(), |r| format!(", \"rawResult\": {}", quote(r)));
+            format!(
+                "{{\"result\": {}{raw}, \"output\": {}, \"durationSeconds\": {}}}",
+                quote(result),
+                quote(output),
+                elapsed.as_secs_f64()
+            )
+        }
+        Format::Text => {
+            let mut line = match raw {
+                Some(raw) => format!("{result} ({raw})"),
+                None => result.to_string(),
+            };
+            if !output.is_empty() {
+                line.push_str(": ");
+                // One line, whatever the body or command printed.
+                for c in output.trim_end().chars() {
+                    if c.is_control() {
+                        line.extend(c.escape_debug());
+                    } else {
+                        line.push(c);
+                    }
+                }
+            }
+            line
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts() {
+        assert_eq!(parse_timeout("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_timeout("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_timeout("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_timeout("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_timeout("0").is_err());
+        assert!(parse_timeout("-1s").is_err());
+        assert!(parse_timeout("1d").is_err());
+        assert!(parse_timeout("").is_err());
+    }
+
+    #[test]
+    fn headers() {
+        assert_eq!(
+            parse_header("X-A:  b c ").unwrap(),
+            ("X-A".to_string(), "b c".to_string())
+        );
+        assert_eq!(parse_header("User-Agent:").unwrap().1, "");
+        assert!(parse_header("bad name: x").is_err());
+        assert!(parse_header("novalue").is_err());
+        let e = parse_header("Authorization: sec\u{1}ret")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("sec"), "{e}");
+    }
+
+    #[test]
+    fn text_render_is_one_line() {
+        let o = ProbeOutcome::completed(RawResult::Success, "a\nb\n");
+        assert_eq!(render(&o, Duration::ZERO, Format::Text), "success: a\\nb");
+        let o = ProbeOutcome::errored("port \"x\" not found");
+        assert_eq!(
+            render(&o, Duration::ZERO, Format::Text),
+            "error (unknown): port \"x\" not found"
+        );
+    }
+}

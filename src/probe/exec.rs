@@ -1,0 +1,244 @@
+//! The exec handler (R7.21, R7.22; pkg/probe/exec/exec.go and the runtime's `ExecSync`).
+//!
+//! The "container" is a local process tree: the command runs without a shell, in its own
+//! process group, so that on timeout the whole group is killed and a grandchild that keeps the
+//! pipes open cannot hold the probe beyond its deadline.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::EnvVar;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio::time::Instant;
+
+use super::{MAX_OUTPUT, ProbeConfig, ProbeStats, go_duration, os_error_text};
+use crate::outcome::{ProbeOutcome, RawResult};
+
+/// How long to wait for a killed command to be reaped before leaving it to tokio's orphan
+/// reaper: SIGKILL cannot be caught, so this is only ever hit by a process stuck in the kernel.
+const REAP_GRACE: Duration = Duration::from_millis(100);
+
+/// Runs `command` (argv, no shell) with `$(VAR)` expanded from the static entries of `env`,
+/// which are also set in its environment on top of probelet's own (R7.21).
+///
+/// Exit 0 is a success, any other exit a failure; the output is stdout then stderr, cut at
+/// 10 KiB (R7.22). Output beyond that is read and discarded so the command can finish. On
+/// timeout the process group is killed and the result is a failure
+/// (`command timed out: "<cmd>" timed out after <timeout>`), or an error when the
+/// `ExecProbeTimeout` gate is off. A command that cannot start is a failure with the OS error,
+/// as container runtimes report it (R7.22, port note).
+///
+/// Once the command itself has exited, its exit status decides even if a daemon it forked
+/// still holds the pipes: those are read until the deadline, then the group is killed.
+pub async fn probe(
+    command: &[String],
+    env: &[EnvVar],
+    timeout: Duration,
+    cfg: &ProbeConfig,
+) -> (ProbeOutcome, ProbeStats) {
+    let mut stats = ProbeStats::default();
+    let vars = static_env(env);
+    let argv: Vec<String> = command.iter().map(|a| expand(a, &vars)).collect();
+    let Some((program, args)) = argv.split_first() else {
+        return (ProbeOutcome::errored("exec: empty command"), stats);
+    };
+    let deadline = Instant::now() + timeout;
+    let mut child = match Command::new(program)
+        .args(args)
+        .envs(&vars)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so the timeout can kill every process the command started.
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            let text = format!("exec {program:?}: {}", os_error_text(&e));
+            return (ProbeOutcome::completed(RawResult::Failure, text), stats);
+        }
+    };
+    let pgid = child.id();
+    let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
+    let (mut out, mut err) = (Capped::default(), Capped::default());
+    let mut status = None;
+    let mut timed_out = false;
+    while status.is_none() || stdout.is_some() || stderr.is_some() {
+        tokio::select! {
+            s = child.wait(), if status.is_none() => status = Some(s),
+            done = out.read_from(stdout.as_mut()), if stdout.is_some() => {
+                if done { stdout = None; }
+            }
+            done = err.read_from(stderr.as_mut()), if stderr.is_some() => {
+                if done { stderr = None; }
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                timed_out = true;
+                break;
+            }
+        }
+    }
+    stats.bytes_read = out.total + err.total;
+    if timed_out {
+        if let Some(pgid) = pgid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+            // The group may already be gone (ESRCH): nothing left to kill then.
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+        if status.is_none() {
+            let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
+        }
+    }
+    let mut output = out.data;
+    output.extend_from_slice(&err.data);
+    output.truncate(MAX_OUTPUT);
+    let output = String::from_utf8_lossy(&output).into_owned();
+    let outcome = match status {
+        Some(Ok(s)) if s.success() => ProbeOutcome::completed(RawResult::Success, output),
+        Some(Ok(_)) => ProbeOutcome::completed(RawResult::Failure, output),
+        Some(Err(e)) => ProbeOutcome::errored(format!("exec: wait: {}", os_error_text(&e))),
+        None => {
+            let text = format!(
+                "command timed out: {:?} timed out after {}",
+                argv.join(" "),
+                go_duration(timeout)
+            );
+            if cfg.exec_probe_timeout {
+                ProbeOutcome::completed(RawResult::Failure, text)
+            } else {
+                ProbeOutcome::errored(text)
+            }
+        }
+    };
+    (outcome, stats)
+}
+
+/// The container's static environment: entries with a plain value; `valueFrom` entries are
+/// not visible to the probe (R7.21). A later duplicate wins, as in the kubelet's map.
+fn static_env(env: &[EnvVar]) -> HashMap<String, String> {
+    env.iter()
+        .filter(|e| e.value_from.is_none())
+        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .collect()
+}
+
+/// Kubernetes `$(VAR)` expansion (third_party/forked/golang/expansion): defined references
+/// are replaced, undefined ones stay literal, `$$` escapes a `$`, anything else is kept.
+pub fn expand(input: &str, vars: &HashMap<String, String>) -> String {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        match after.chars().next() {
+            // A trailing `$` is kept as is.
+            None => {
+                out.push('$');
+                rest = after;
+            }
+            Some('$') => {
+                out.push('$');
+                rest = &after[1..];
+            }
+            Some('(') => match after.find(')') {
+                Some(close) => {
+                    let name = &after[1..close];
+                    match vars.get(name) {
+                        Some(v) => out.push_str(v),
+                        None => {
+                            out.push_str("$(");
+                            out.push_str(name);
+                            out.push(')');
+                        }
+                    }
+                    rest = &after[close + 1..];
+                }
+                // An unclosed reference: `$(` is kept and scanning goes on after it.
+                None => {
+                    out.push_str("$(");
+                    rest = &after[1..];
+                }
+            },
+            Some(c) => {
+                out.push('$');
+                out.push(c);
+                rest = &after[c.len_utf8()..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// An output buffer that keeps the first 10 KiB and counts (and discards) the rest.
+#[derive(Default)]
+struct Capped {
+    data: Vec<u8>,
+    total: u64,
+    /// Reused for every read: a pipe holds up to 64 KiB, so large outputs drain in few reads.
+    scratch: Vec<u8>,
+}
+
+/// The read size for draining pipes.
+const SCRATCH: usize = 64 * 1024;
+
+impl Capped {
+    /// Reads once from `pipe`; returns true at end of file or on a read error.
+    async fn read_from<R: AsyncRead + Unpin>(&mut self, pipe: Option<&mut R>) -> bool {
+        let Some(pipe) = pipe else { return true };
+        if self.scratch.is_empty() {
+            self.scratch = vec![0; SCRATCH];
+        }
+        match pipe.read(&mut self.scratch).await {
+            Ok(0) | Err(_) => true,
+            Ok(n) => {
+                self.total += n as u64;
+                let room = MAX_OUTPUT.saturating_sub(self.data.len());
+                self.data.extend_from_slice(&self.scratch[..n.min(room)]);
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r7_21_expansion() {
+        let vars: HashMap<String, String> = [("A".to_string(), "script".to_string())].into();
+        assert_eq!(expand("some $(A) $(B)", &vars), "some script $(B)");
+        assert_eq!(expand("$$(A)", &vars), "$(A)");
+        assert_eq!(expand("$$$(A)", &vars), "$script");
+        assert_eq!(expand("a$", &vars), "a$");
+        assert_eq!(expand("$x$(A", &vars), "$x$(A");
+        assert_eq!(expand("é$(A)é", &vars), "éscriptè".replace('è', "é"));
+    }
+
+    #[test]
+    fn r7_21_value_from_is_not_static() {
+        let env = vec![
+            EnvVar {
+                name: "A".into(),
+                value: Some("1".into()),
+                ..Default::default()
+            },
+            EnvVar {
+                name: "B".into(),
+                value_from: Some(Default::default()),
+                ..Default::default()
+            },
+            EnvVar {
+                name: "A".into(),
+                value: Some("2".into()),
+                ..Default::default()
+            },
+        ];
+        let vars = static_env(&env);
+        assert_eq!(expand("$(A)$(B)", &vars), "2$(B)");
+    }
+}

@@ -1,0 +1,629 @@
+//! The HTTP(S) handler (R7.1–R7.16; pkg/probe/http/{request,http}.go).
+//!
+//! Built on hyper's connection-level client so that every kubelet transport rule is explicit:
+//! a new connection per probe with `Connection: close` (R7.3), no proxy (R7.5), every header
+//! written by us (R7.2), a hand-written redirect loop that knows local from non-local redirects
+//! (R7.12–R7.16), a 10 KiB body cap (R7.10) and one deadline over the whole exchange (R7.7).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use k8s_openapi::api::core::v1::HTTPGetAction;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
+
+use super::url::ProbeUrl;
+use super::{MAX_OUTPUT, ProbeConfig, ProbeStats, error_chain};
+use crate::outcome::{ProbeOutcome, RawResult};
+
+/// Go's client gives up when the 10th redirect response arrives (R7.15).
+const MAX_REQUESTS: usize = 10;
+
+/// One HTTP probe's request: the URL and the user's headers, in order.
+///
+/// `Debug` prints header names only: values can hold credentials.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpTarget {
+    /// The URL to GET; the connection goes to its host and port.
+    pub url: ProbeUrl,
+    /// User headers (`httpHeaders`), in order; names are compared case-insensitively.
+    pub headers: Vec<(String, String)>,
+}
+
+impl HttpTarget {
+    /// Builds the kubelet's request from an `httpGet` action (R7.1): scheme (default HTTP),
+    /// `host` or else `pod_host`, the resolved `port`, and `path` as a URL reference.
+    pub fn from_action(action: &HTTPGetAction, pod_host: &str, port: u16) -> HttpTarget {
+        let scheme = action.scheme.as_deref().unwrap_or("HTTP");
+        let host = match action.host.as_deref() {
+            Some(h) if !h.is_empty() => h,
+            _ => pod_host,
+        };
+        let path = action.path.as_deref().unwrap_or("");
+        HttpTarget {
+            url: ProbeUrl::for_probe(scheme, host, port, path),
+            headers: action
+                .http_headers
+                .iter()
+                .flatten()
+                .map(|h| (h.name.clone(), h.value.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// Runs one HTTP probe within `timeout` and reports the socket bytes it read.
+pub async fn probe(
+    target: &HttpTarget,
+    timeout: Duration,
+    cfg: &ProbeConfig,
+) -> (ProbeOutcome, ProbeStats) {
+    let counter = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + timeout;
+    let outcome = match RequestHeaders::build(&target.headers, &cfg.user_agent()) {
+        Ok(headers) => run(target, &headers, deadline, &counter).await,
+        // Go's client rejects such a request before sending: a transport error, so a failure.
+        Err(e) => {
+            ProbeOutcome::completed(RawResult::Failure, format!("Get \"{}\": {e}", target.url))
+        }
+    };
+    let stats = ProbeStats {
+        bytes_read: counter.load(Ordering::Relaxed),
+    };
+    (outcome, stats)
+}
+
+impl std::fmt::Debug for HttpTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self
+            .headers
+            .iter()
+            .map(|(n, _)| format!("{n}: <redacted>"))
+            .collect();
+        f.debug_struct("HttpTarget")
+            .field("url", &self.url.to_string())
+            .field("headers", &names)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for RequestHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestHeaders")
+            .field(
+                "host_override",
+                &self.host_override.as_ref().map(|_| "<redacted>"),
+            )
+            .field("headers", &self.redacted())
+            .finish()
+    }
+}
+
+/// A user header the HTTP client cannot send.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// The name is not an RFC 9110 token.
+    #[error("net/http: invalid header field name {0:?}")]
+    InvalidName(String),
+    /// The value holds bytes not allowed in a header (e.g. a newline).
+    #[error("net/http: invalid header field value for {0:?}")]
+    InvalidValue(String),
+}
+
+/// The headers of every request of one probe, after the kubelet's rules (R7.2).
+///
+/// `Debug` prints header names only: values can hold credentials.
+#[derive(Clone)]
+pub struct RequestHeaders {
+    /// The user's `Host` header, which becomes the virtual host (R7.2, R7.16).
+    host_override: Option<String>,
+    /// Everything else, in send order (`Host` is added per request).
+    map: HeaderMap,
+}
+
+impl RequestHeaders {
+    /// Applies R7.2 to the user's headers: `User-Agent` and `Accept` defaults, empty values
+    /// removing them, `Host` as virtual host. Names are validated here so no request fails
+    /// half-built.
+    pub fn build(
+        user: &[(String, String)],
+        user_agent: &str,
+    ) -> Result<RequestHeaders, HeaderError> {
+        let mut parsed = Vec::with_capacity(user.len());
+        for (name, value) in user {
+            let n = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| HeaderError::InvalidName(name.clone()))?;
+            let v = HeaderValue::from_str(value)
+                .map_err(|_| HeaderError::InvalidValue(name.clone()))?;
+            parsed.push((n, v));
+        }
+        let first = |n: &HeaderName| parsed.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+        let mut map = HeaderMap::new();
+        // Go writes User-Agent from `Header.Get` (the first value) and omits it when empty.
+        match first(&header::USER_AGENT) {
+            None => {
+                map.insert(
+                    header::USER_AGENT,
+                    HeaderValue::from_str(user_agent)
+                        .map_err(|_| HeaderError::InvalidValue("User-Agent".into()))?,
+                );
+            }
+            Some(v) if v.is_empty() => {}
+            Some(v) => {
+                map.insert(header::USER_AGENT, v);
+            }
+        }
+        let drop_accept = first(&header::ACCEPT).is_some_and(|v| v.is_empty());
+        if first(&header::ACCEPT).is_none() {
+            map.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        }
+        // Go writes the remaining headers sorted by name, each name's values in order.
+        let mut rest: Vec<&(HeaderName, HeaderValue)> = parsed
+            .iter()
+            .filter(|(k, _)| {
+                k != header::HOST
+                    && k != header::USER_AGENT
+                    && !(drop_accept && k == header::ACCEPT)
+            })
+            .collect();
+        rest.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        for (k, v) in rest {
+            map.append(k.clone(), v.clone());
+        }
+        let host_override = first(&header::HOST)
+            .filter(|v| !v.is_empty())
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        Ok(RequestHeaders { host_override, map })
+    }
+
+    /// The headers with their values redacted, for debug output: names only, since values
+    /// can hold credentials (`Authorization`, tokens in custom headers).
+    pub fn redacted(&self) -> Vec<String> {
+        self.map
+            .keys()
+            .map(|k| format!("{}: <redacted>", k))
+            .collect()
+    }
+}
+
+async fn run(
+    target: &HttpTarget,
+    headers: &RequestHeaders,
+    deadline: Instant,
+    counter: &Arc<AtomicU64>,
+) -> ProbeOutcome {
+    let original = &target.url;
+    let mut url = original.clone();
+    let mut host_override = headers.host_override.clone();
+    let mut requests = 0;
+    loop {
+        requests += 1;
+        let host = host_override.as_deref().unwrap_or(&url.authority);
+        let (response, conn) = match send(&url, host, &headers.map, deadline, counter).await {
+            Ok(r) => r,
+            Err(text) => return ProbeOutcome::completed(RawResult::Failure, text),
+        };
+        let location = is_followed(response.status().as_u16())
+            .then(|| response.headers().get(header::LOCATION))
+            .flatten()
+            .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+        if let Some(location) = location {
+            let next = match url.join(&location) {
+                Ok(n) => n,
+                Err(e) => {
+                    let text =
+                        format!("Get \"{url}\": failed to parse Location header {location:?}: {e}");
+                    return ProbeOutcome::completed(RawResult::Failure, text);
+                }
+            };
+            // R7.12/R7.13: hostname only, as a string, against the *original* request.
+            if next.hostname == original.hostname {
+                if requests >= MAX_REQUESTS {
+                    let text = format!("Get \"{next}\": stopped after 10 redirects");
+                    return ProbeOutcome::completed(RawResult::Failure, text);
+                }
+                // R7.16 (Go issue #22233): a custom Host survives only a relative Location.
+                host_override = headers
+                    .host_override
+                    .clone()
+                    .filter(|h| *h != original.authority && !is_absolute(&location));
+                drop((response, conn));
+                url = next;
+                continue;
+            }
+        }
+        return read_final(response, conn, &url, deadline).await;
+    }
+}
+
+/// The statuses Go's client follows when a `Location` is present (R7.12, R7.14).
+fn is_followed(status: u16) -> bool {
+    matches!(status, 301 | 302 | 303 | 307 | 308)
+}
+
+fn is_absolute(reference: &str) -> bool {
+    // Go's `URL.IsAbs`: the reference has a scheme.
+    super::url::split_scheme(reference).is_some()
+}
+
+/// Reads at most 10 KiB of the final response's body and maps its status (R7.9–R7.11).
+async fn read_final(
+    response: Response<Incoming>,
+    conn: AbortOnDrop,
+    url: &ProbeUrl,
+    deadline: Instant,
+) -> ProbeOutcome {
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut data: Vec<u8> = Vec::new();
+    while data.len() < MAX_OUTPUT {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => {
+                // R7.11: a stall after the headers is an error, discarded by the worker.
+                return ProbeOutcome::Errored {
+                    result: RawResult::Failure,
+                    error: format!(
+                        "Get \"{url}\": context deadline exceeded (Client.Timeout or context cancellation while reading body)"
+                    ),
+                };
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return ProbeOutcome::Errored {
+                    result: RawResult::Failure,
+                    error: error_chain(&e),
+                };
+            }
+            Ok(Some(Ok(frame))) => {
+                if let Ok(chunk) = frame.into_data() {
+                    let room = MAX_OUTPUT - data.len();
+                    data.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                }
+            }
+        }
+    }
+    // Closing the connection now: the rest of a long body is never read (R7.10).
+    drop((body, conn));
+    let body = String::from_utf8_lossy(&data);
+    match status {
+        200..=299 => ProbeOutcome::completed(RawResult::Success, body),
+        300..=399 => ProbeOutcome::completed(
+            RawResult::Warning,
+            format!("Probe terminated redirects, Response body: {body}"),
+        ),
+        // Never the body: SSRF mitigation (issue #99425).
+        _ => ProbeOutcome::completed(
+            RawResult::Failure,
+            format!("HTTP probe failed with statuscode: {status}"),
+        ),
+    }
+}
+
+/// Opens a new connection to `url` and sends one GET; returns the response head and the
+/// connection task, which is aborted (closing the socket) when dropped.
+async fn send(
+    url: &ProbeUrl,
+    host: &str,
+    headers: &HeaderMap,
+    deadline: Instant,
+    counter: &Arc<AtomicU64>,
+) -> Result<(Response<Incoming>, AbortOnDrop), String> {
+    let https = match url.scheme.as_str() {
+        "http" => false,
+        "https" => true,
+        other => {
+            return Err(format!(
+                "Get \"{url}\": unsupported protocol scheme {other:?}"
+            ));
+        }
+    };
+    let port = url.effective_port().unwrap_or(if https { 443 } else { 80 });
+    let stream = super::tcp::dial(&url.hostname, port, deadline)
+        .await
+        .map_err(|e| format!("Get \"{url}\": {e}"))?;
+    let io = Counting {
+        inner: stream,
+        count: Arc::clone(counter),
+    };
+    let timeout_text = || {
+        format!(
+            "Get \"{url}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+        )
+    };
+    let exchange = async {
+        if https {
+            let config = tls_config().map_err(|e| format!("Get \"{url}\": {e}"))?;
+            // SNI from the URL host, never from a Host override; none for IP literals (R7.6).
+            let name = rustls::pki_types::ServerName::try_from(url.hostname.clone())
+                .map_err(|e| format!("Get \"{url}\": tls: {e}"))?;
+            let tls = tokio_rustls::TlsConnector::from(config)
+                .connect(name, io)
+                .await
+                .map_err(|e| format!("Get \"{url}\": {}", error_chain(&e)))?;
+            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            exchange(tls, h2, url, host, headers).await
+        } else {
+            exchange(io, false, url, host, headers).await
+        }
+    };
+    match tokio::time::timeout_at(deadline, exchange).await {
+        Ok(r) => r,
+        Err(_) => Err(timeout_text()),
+    }
+}
+
+async fn exchange<I>(
+    io: I,
+    h2: bool,
+    url: &ProbeUrl,
+    host: &str,
+    headers: &HeaderMap,
+) -> Result<(Response<Incoming>, AbortOnDrop), String>
+where
+    I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let fail = |e: hyper::Error| format!("Get \"{url}\": {}", error_chain(&e));
+    let mut builder = if h2 {
+        // HTTP/2 carries the virtual host as :authority and forbids Connection.
+        Request::get(format!("https://{host}{}", url.path_and_query()))
+    } else {
+        Request::get(url.path_and_query())
+    };
+    let req_headers = builder
+        .headers_mut()
+        .ok_or_else(|| format!("Get \"{url}\": invalid request target"))?;
+    if !h2 {
+        let host_value = HeaderValue::from_str(host)
+            .map_err(|_| format!("Get \"{url}\": invalid Host header"))?;
+        req_headers.insert(header::HOST, host_value);
+    }
+    req_headers.extend(headers.clone());
+    if !h2 {
+        // Keep-alive disabled (R7.3): the server closes after answering.
+        req_headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    let request = builder
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| format!("Get \"{url}\": {e}"))?;
+    if h2 {
+        let (mut sender, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
+                .await
+                .map_err(fail)?;
+        let guard = AbortOnDrop(tokio::spawn(async move {
+            let _ = conn.await;
+        }));
+        let response = sender.send_request(request).await.map_err(fail)?;
+        Ok((response, guard))
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+            // Go sends canonical header names (`User-Agent`, `X-Foo`).
+            .title_case_headers(true)
+            .handshake(TokioIo::new(io))
+            .await
+            .map_err(fail)?;
+        let guard = AbortOnDrop(tokio::spawn(async move {
+            let _ = conn.await;
+        }));
+        let response = sender.send_request(request).await.map_err(fail)?;
+        Ok((response, guard))
+    }
+}
+
+/// Aborts the connection task, and so closes its socket, when the probe is done with it: a
+/// hung server must not keep a task and a socket alive after the probe returned.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A transport that counts the bytes read from the socket, to show the probe stays bounded.
+struct Counting<T> {
+    inner: T,
+    count: Arc<AtomicU64>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Counting<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        let read = buf.filled().len() - before;
+        this.count.fetch_add(read as u64, Ordering::Relaxed);
+        poll
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Counting<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// The probes' TLS client configuration, built on first HTTPS use only (so `check` against
+/// plain HTTP never pays for it) and kept inside this module: it must never reach any other
+/// client.
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut config = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| format!("tls: {e}"))?
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+                .with_no_client_auth();
+            // Like Go's client, HTTP/2 may be negotiated (R7.6).
+            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+            Ok(Arc::new(config))
+        })
+        .clone()
+}
+
+/// Accepts any server certificate, like Go's `InsecureSkipVerify` (R7.6), but still checks the
+/// handshake signatures, which Go does too.
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    fn sent(headers: &RequestHeaders) -> Vec<(String, String)> {
+        headers
+            .map
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn r7_2_defaults() {
+        let r = RequestHeaders::build(&[], "kube-probe/1.33").unwrap();
+        assert_eq!(
+            sent(&r),
+            h(&[("user-agent", "kube-probe/1.33"), ("accept", "*/*")])
+        );
+        assert_eq!(r.host_override, None);
+    }
+
+    #[test]
+    fn r7_2_overrides_and_removal() {
+        let r = RequestHeaders::build(
+            &h(&[
+                ("user-agent", ""),
+                ("accept", ""),
+                ("x-b", "2"),
+                ("X-A", "1"),
+                ("x-b", "3"),
+                ("host", "vh"),
+            ]),
+            "kube-probe/1.33",
+        )
+        .unwrap();
+        assert_eq!(sent(&r), h(&[("x-a", "1"), ("x-b", "2"), ("x-b", "3")]));
+        assert_eq!(r.host_override.as_deref(), Some("vh"));
+        let r = RequestHeaders::build(
+            &h(&[("USER-AGENT", "mine"), ("Accept", "text/plain")]),
+            "kp",
+        )
+        .unwrap();
+        assert_eq!(
+            sent(&r),
+            h(&[("user-agent", "mine"), ("accept", "text/plain")])
+        );
+    }
+
+    #[test]
+    fn bad_header_names_and_values_are_errors() {
+        assert_eq!(
+            RequestHeaders::build(&h(&[("bad name", "x")]), "kp").unwrap_err(),
+            HeaderError::InvalidName("bad name".into())
+        );
+        assert!(matches!(
+            RequestHeaders::build(&h(&[("X", "a\nb")]), "kp"),
+            Err(HeaderError::InvalidValue(_))
+        ));
+    }
+
+    #[test]
+    fn redacted_debug_output_hides_values() {
+        let r = RequestHeaders::build(&h(&[("Authorization", "Bearer secret")]), "kp").unwrap();
+        let text = r.redacted().join("\n");
+        assert!(!text.contains("secret"));
+        assert!(text.contains("authorization: <redacted>"));
+    }
+}

@@ -1,0 +1,338 @@
+//! `probelet check`, driven as a user would: exit codes 0/1/2, the one-line and JSON outputs,
+//! `--from` manifests, and bad input that must never panic.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::thread;
+
+use assert_cmd::Command;
+
+/// A std HTTP server on 127.0.0.1 answering `/healthz` 200 "ok", `/redirect` 302 elsewhere,
+/// anything else 503; returns its port.
+fn http_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head);
+            let path = head.split(' ').nth(1).unwrap_or("");
+            let (status, extra, body) = match path {
+                "/healthz" => (200, "", "ok\n"),
+                "/redirect" => (302, "Location: http://elsewhere.invalid/\r\n", "moved"),
+                "/ua" if head.contains("User-Agent: kube-probe/1.35\r\n") => (200, "", "ua ok"),
+                "/auth" if head.contains("Authorization: Bearer t0ken\r\n") => (200, "", "auth ok"),
+                _ => (503, "", "down"),
+            };
+            let _ = write!(
+                s,
+                "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+fn check() -> Command {
+    let mut cmd = Command::cargo_bin("probelet").unwrap();
+    cmd.arg("check");
+    cmd
+}
+
+fn stdout_of(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn http_success_prints_one_line_and_exits_0() {
+    let port = http_server();
+    let (code, out, _) = stdout_of(check().arg(format!("http://127.0.0.1:{port}/healthz")));
+    assert_eq!((code, out.as_str()), (0, "success: ok\n"));
+}
+
+#[test]
+fn http_failure_exits_1() {
+    let port = http_server();
+    let (code, out, _) = stdout_of(check().arg(format!("http://127.0.0.1:{port}/down")));
+    assert_eq!(
+        (code, out.as_str()),
+        (1, "failure: HTTP probe failed with statuscode: 503\n")
+    );
+}
+
+#[test]
+fn http_warning_exits_0() {
+    let port = http_server();
+    let (code, out, _) = stdout_of(check().arg(format!("http://127.0.0.1:{port}/redirect")));
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            0,
+            "warning: Probe terminated redirects, Response body: moved\n"
+        )
+    );
+}
+
+#[test]
+fn json_output() {
+    let port = http_server();
+    let (code, out, _) =
+        stdout_of(check().args(["-o", "json", &format!("http://127.0.0.1:{port}/healthz")]));
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["result"], "success");
+    assert_eq!(v["output"], "ok\n");
+    assert!(v["durationSeconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(out.lines().count(), 1);
+    assert!(out.starts_with("{\"result\": "), "{out}");
+}
+
+#[test]
+fn headers_and_kubelet_version() {
+    let port = http_server();
+    let (code, ..) = stdout_of(check().args([
+        "--kubelet-version",
+        "1.35",
+        &format!("http://127.0.0.1:{port}/ua"),
+    ]));
+    assert_eq!(code, 0);
+    let (code, out, _) = stdout_of(check().args([
+        "-H",
+        "Authorization: Bearer t0ken",
+        &format!("http://127.0.0.1:{port}/auth"),
+    ]));
+    assert_eq!((code, out.as_str()), (0, "success: auth ok\n"));
+}
+
+#[test]
+fn r7_5_proxy_environment_is_ignored() {
+    let port = http_server();
+    let (code, out, _) = stdout_of(
+        check()
+            .arg(format!("http://127.0.0.1:{port}/healthz"))
+            .env("HTTP_PROXY", "http://127.0.0.1:1")
+            .env("http_proxy", "http://127.0.0.1:1")
+            .env("NO_PROXY", ""),
+    );
+    assert_eq!((code, out.as_str()), (0, "success: ok\n"));
+}
+
+#[test]
+fn tcp_success_and_refused() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (code, out, _) = stdout_of(check().arg(format!("tcp://127.0.0.1:{port}")));
+    assert_eq!((code, out.as_str()), (0, "success\n"));
+    drop(listener);
+    let (code, out, _) = stdout_of(check().arg(format!("tcp://127.0.0.1:{port}")));
+    assert_eq!(code, 1);
+    assert!(out.starts_with("failure: dial tcp 127.0.0.1:"), "{out}");
+}
+
+#[test]
+fn grpc_refused_is_a_failure_within_the_timeout() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let start = std::time::Instant::now();
+    let (code, out, _) = stdout_of(check().args([
+        "--timeout",
+        "300ms",
+        &format!("grpc://127.0.0.1:{port}/svc"),
+    ]));
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("failure: timeout: failed to connect service"),
+        "{out}"
+    );
+    assert!(start.elapsed().as_millis() < 2000);
+}
+
+#[test]
+fn exec_exit_codes() {
+    let (code, out, _) = stdout_of(check().args(["exec", "--", "sh", "-c", "echo fine"]));
+    assert_eq!((code, out.as_str()), (0, "success: fine\n"));
+    let (code, out, _) = stdout_of(check().args(["exec", "--", "sh", "-c", "echo bad; exit 1"]));
+    assert_eq!((code, out.as_str()), (1, "failure: bad\n"));
+    let (code, out, _) =
+        stdout_of(check().args(["--timeout", "200ms", "exec", "--", "sleep", "5"]));
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            1,
+            "failure: command timed out: \"sleep 5\" timed out after 200ms\n"
+        )
+    );
+}
+
+/// Bad input: exit 2, an error naming the argument, never a panic.
+#[test]
+fn usage_errors_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["ftp://127.0.0.1:21/"], "unknown scheme"),
+        (&["not a url"], "TARGET"),
+        (&["http://127.0.0.1:70000/"], "invalid port"),
+        (&["http://127.0.0.1:0/"], "invalid port"),
+        (&["http://[::1/"], "TARGET"),
+        (&["tcp://127.0.0.1"], "port is required"),
+        (&["-H", "bad name: x", "http://127.0.0.1:1/"], "--header"),
+        (&["-H", "novalue", "http://127.0.0.1:1/"], "--header"),
+        (&["-H", "X: y", "tcp://127.0.0.1:1"], "--header"),
+        (&["exec"], "exec needs a command"),
+        (&["exec", "--", ""], "exec needs a command"),
+        (&["--timeout", "0", "tcp://127.0.0.1:1"], "--timeout"),
+        (&["--timeout", "soon", "tcp://127.0.0.1:1"], "--timeout"),
+        (&["tcp://127.0.0.1:1", "--", "ls"], "exec"),
+        (&[], "TARGET"),
+        (&["-o", "yaml", "tcp://127.0.0.1:1"], "--output"),
+        (&["--probe", "liveness", "tcp://127.0.0.1:1"], "--from"),
+    ];
+    for (args, needle) in cases {
+        let (code, out, err) = stdout_of(check().args(*args));
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: stderr {err:?} lacks {needle:?}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn secrets_in_rejected_headers_are_not_echoed() {
+    let (code, _, err) = stdout_of(check().args([
+        "-H",
+        "Authorization: Bearer s3cret\u{7f}",
+        "http://127.0.0.1:1/",
+    ]));
+    assert_eq!(code, 2);
+    assert!(!err.contains("s3cret"), "{err}");
+}
+
+fn manifest(name: &str, text: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("probelet-{}-{name}.yaml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn from_pod_manifest_with_named_port() {
+    let port = http_server();
+    let path = manifest(
+        "pod",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: web}}
+spec:
+  containers:
+  - name: app
+    image: app
+    ports: [{{name: http, containerPort: {port}}}]
+    livenessProbe:
+      httpGet: {{path: /healthz, port: http}}
+    readinessProbe:
+      httpGet: {{path: /healthz, port: metrics}}
+"#
+        ),
+    );
+    let p = path.to_str().unwrap();
+    let (code, out, _) =
+        stdout_of(check().args(["--from", p, "--container", "app", "--probe", "liveness"]));
+    assert_eq!((code, out.as_str()), (0, "success: ok\n"));
+    // R7.24: an error, shown with its raw result.
+    let (code, out, _) =
+        stdout_of(check().args(["--from", p, "--container", "app", "--probe", "readiness"]));
+    assert_eq!(
+        (code, out.as_str()),
+        (1, "error (unknown): port \"metrics\" not found\n")
+    );
+    let (code, _, err) =
+        stdout_of(check().args(["--from", p, "--container", "app", "--probe", "startup"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("has no startupProbe"), "{err}");
+    let (code, _, err) =
+        stdout_of(check().args(["--from", p, "--container", "db", "--probe", "liveness"]));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--container \"db\" not found") && err.contains("containers: app"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn from_deployment_manifest_tcp_and_exec() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let path = manifest(
+        "deploy",
+        &format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web}}
+spec:
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+      - name: app
+        image: app
+        env: [{{name: WORD, value: hello}}]
+        readinessProbe:
+          tcpSocket: {{port: {port}}}
+        startupProbe:
+          exec: {{command: [echo, "$(WORD)"]}}
+"#
+        ),
+    );
+    let p = path.to_str().unwrap();
+    let (code, out, _) =
+        stdout_of(check().args(["--from", p, "--container", "app", "--probe", "readiness"]));
+    assert_eq!((code, out.as_str()), (0, "success\n"));
+    let (code, out, _) =
+        stdout_of(check().args(["--from", p, "--container", "app", "--probe", "startup"]));
+    assert_eq!((code, out.as_str()), (0, "success: hello\n"));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn from_bad_manifest_exits_2() {
+    let path = manifest("bad", "kind: Pod\nspec: [unclosed\n");
+    let (code, _, err) = stdout_of(check().args([
+        "--from",
+        path.to_str().unwrap(),
+        "--container",
+        "a",
+        "--probe",
+        "liveness",
+    ]));
+    assert_eq!(code, 2);
+    assert!(err.contains("--from") && !err.contains("panicked"), "{err}");
+    let (code, _, err) = stdout_of(check().args([
+        "--from",
+        "/nonexistent.yaml",
+        "--container",
+        "a",
+        "--probe",
+        "liveness",
+    ]));
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot read"), "{err}");
+    let _ = std::fs::remove_file(path);
+}
