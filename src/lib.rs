@@ -14,6 +14,7 @@
 
 pub mod driver;
 pub mod engine;
+pub mod errors;
 pub mod outcome;
 pub mod probe;
 pub mod runtime;

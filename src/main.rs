@@ -15,6 +15,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Supervise the containers of Kubernetes manifests as local processes, probing them with
+    /// the kubelet's exact semantics: startup gating, liveness restarts with CrashLoopBackOff,
+    /// readiness, events.
+    Run(cli::run::Args),
     /// Load manifests, apply the API server's defaults, validate every pod template like the
     /// API server does, and print the effective probes.
     Validate(cli::validate::Args),
@@ -29,6 +33,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Run(args) => cli::run::run(args),
         Command::Validate(args) => cli::validate::run(args),
         Command::DemoApp(args) => cli::demo_app::run(args),
         Command::Check(args) => cli::check::run(args),

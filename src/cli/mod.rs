@@ -2,4 +2,5 @@
 
 pub mod check;
 pub mod demo_app;
+pub mod run;
 pub mod validate;

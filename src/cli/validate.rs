@@ -6,7 +6,7 @@
 //! (clap's default).
 
 use probelet::spec::effective::{self, EffectiveTemplate};
-use probelet::spec::load::{self, LoadError};
+use probelet::spec::load;
 use probelet::spec::validate::validate_template;
 use std::io::Write;
 use std::path::PathBuf;
@@ -50,7 +50,7 @@ pub fn run(args: Args) -> ExitCode {
     let loaded = match load::load_paths(&args.files) {
         Ok(loaded) => loaded,
         Err(e) => {
-            eprintln!("error: {}", chain(&e));
+            eprintln!("error: {}", probelet::errors::chain(&e));
             return ExitCode::FAILURE;
         }
     };
@@ -115,16 +115,6 @@ fn internal(e: &dyn std::fmt::Display) -> ExitCode {
 }
 
 /// The error and its causes, joined by ": " (the library's errors never repeat their source).
-fn chain(e: &LoadError) -> String {
-    let mut out = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
 
 const HEADERS: [&str; 9] = [
     "OBJECT",

@@ -215,6 +215,22 @@ impl Process {
     }
 }
 
+/// SIGKILLs the process group of every child probelet started and has not yet seen exit
+/// (the second Ctrl-C: stop at once, leave nothing behind).
+pub fn kill_all_groups() {
+    let pids: Vec<i32> = our_children()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .copied()
+        .collect();
+    for pid in pids {
+        if let Some(pgid) = Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+        }
+    }
+}
+
 /// Reads a pipe and hands out lines of at most [`MAX_LINE`] bytes.
 async fn pump<R: AsyncRead + Unpin>(
     mut pipe: R,

@@ -1,0 +1,200 @@
+//! `probelet run`: supervise the containers of Kubernetes manifests as local processes, with
+//! the kubelet's probe semantics.
+
+use clap::Args as ClapArgs;
+use probelet::driver::real::{Line, Supervisor, SupervisorConfig};
+use probelet::engine::backoff::BackoffPolicy;
+use probelet::spec::load;
+use probelet::spec::validate::validate_template;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Arguments of `probelet run`.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct Args {
+    /// Manifests: files, directories, or `-` for stdin. Each pod template (Pod, Deployment,
+    /// StatefulSet, ...) becomes one local pod.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// How to print events and container output: `text` (one timestamped line each) or `json`
+    /// (one JSON object per line, for machines).
+    #[arg(long, value_enum, default_value = "text")]
+    pub events: EventFormat,
+    /// The address probes use as the pod IP when a probe has no `host`.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub pod_ip: String,
+    /// Allow probes to reach link-local and cloud-metadata addresses (169.254.0.0/16,
+    /// fe80::/10). Refused by default: a manifest must not read a metadata service through
+    /// probelet (upstream issue #99425).
+    #[arg(long)]
+    pub allow_link_local: bool,
+    /// The kubelet version to emulate (`User-Agent: kube-probe/<version>`).
+    #[arg(long, default_value = probelet::probe::DEFAULT_KUBELET_VERSION)]
+    pub kubelet_version: String,
+    /// Seed for the probe start-up jitter and resync jitter (default: random).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Cap on the CrashLoopBackOff delay, like the kubelet's
+    /// `crashLoopBackOff.maxContainerRestartPeriod` (the first delay is lowered to it when
+    /// smaller). Default 300s; tests use e.g. `1s` to see restarts quickly.
+    #[arg(long, value_parser = super::demo_app::parse_duration)]
+    pub max_container_restart_period: Option<Duration>,
+}
+
+/// Output format of events and container output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EventFormat {
+    /// Human-readable lines.
+    Text,
+    /// JSON lines.
+    Json,
+}
+
+fn print_line(format: EventFormat, line: &Line) {
+    let mut out = std::io::stdout().lock();
+    let _ = match format {
+        EventFormat::Json => writeln!(out, "{}", serde_json::to_string(line).unwrap_or_default()),
+        EventFormat::Text if line.kind == "event" => writeln!(
+            out,
+            "{} {} {} {}: {}",
+            line.time,
+            pod_container(line),
+            line.event_type,
+            line.reason,
+            line.message
+        ),
+        EventFormat::Text => writeln!(
+            out,
+            "{} {} | {}",
+            line.time,
+            pod_container(line),
+            line.message
+        ),
+    };
+}
+
+fn pod_container(line: &Line) -> String {
+    if line.container.is_empty() {
+        line.pod.clone()
+    } else {
+        format!("{}[{}]", line.pod, line.container)
+    }
+}
+
+/// Runs `probelet run`.
+pub fn run(args: Args) -> ExitCode {
+    let loaded = match load::load_paths(&args.paths) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {}", probelet::errors::chain(&e));
+            return ExitCode::from(2);
+        }
+    };
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut templates = Vec::new();
+    for t in loaded.templates {
+        let errors = validate_template(&t);
+        let no_command: Vec<String> = t
+            .spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&t.spec.containers)
+            .filter(|c| c.command.as_ref().is_none_or(Vec::is_empty))
+            .map(|c| c.name.clone())
+            .collect();
+        if !errors.is_empty() || !no_command.is_empty() {
+            for e in errors {
+                eprintln!("error: {}: {}: {e}", t.source, t.object_ref());
+            }
+            for c in no_command {
+                eprintln!(
+                    "error: {}: {}: container {c:?} has no command: probelet runs containers as local processes, and without an image there is no entrypoint to take one from",
+                    t.source,
+                    t.object_ref()
+                );
+            }
+            eprintln!("error: {}: {} not started", t.source, t.object_ref());
+            continue;
+        }
+        templates.push(t);
+    }
+    if templates.is_empty() {
+        eprintln!("error: no pod to run");
+        return ExitCode::from(1);
+    }
+    let mut config = SupervisorConfig {
+        pod_ip: args.pod_ip.clone(),
+        allow_link_local: args.allow_link_local,
+        ..SupervisorConfig::default()
+    };
+    config.probe.kubelet_version = args.kubelet_version.clone();
+    config.engine.seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    });
+    if let Some(max) = args.max_container_restart_period {
+        config.engine.backoff = BackoffPolicy::with_max(max);
+    }
+    let format = args.events;
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let interactive = std::io::stderr().is_terminal();
+    runtime.block_on(async move {
+        let mut supervisor = Supervisor::new(config, move |line| print_line(format, &line));
+        for t in templates {
+            supervisor.add_pod(t);
+        }
+        let stop = async {
+            wait_for_signal().await;
+            if interactive {
+                eprintln!("\nstopping every pod gracefully (Ctrl-C again to kill at once)");
+            }
+            // A second signal kills every container process group and exits at once.
+            tokio::spawn(async {
+                wait_for_signal().await;
+                probelet::runtime::process::kill_all_groups();
+                std::process::exit(130);
+            });
+        };
+        supervisor.run(stop).await;
+        let failed = supervisor.pods().any(|(id, _)| {
+            supervisor
+                .status(id)
+                .is_some_and(|s| s.phase == probelet::engine::PodPhase::Failed)
+        });
+        if failed {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        }
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn wait_for_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async {
+            match term.as_mut() {
+                Some(t) => { t.recv().await; }
+                None => std::future::pending::<()>().await,
+            }
+        } => {}
+    }
+}

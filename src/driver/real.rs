@@ -1,0 +1,651 @@
+//! The real driver: the engine on tokio, with real probes and real processes.
+//!
+//! [`Supervisor`] owns the [`Manager`] and turns its actions into I/O: `Probe` runs a handler
+//! from `probe` in a task, `Start` spawns a process through `runtime`, `Kill` stops one with its
+//! grace period. Everything that comes back (probe outcomes, exits) returns through one channel
+//! and is fed to the engine with the time it happened. The engine's clock is tokio's, so tests
+//! can run the whole supervisor under a paused clock.
+
+use super::events::EventStore;
+use crate::engine::{
+    Action, ContainerId, EngineConfig, EventType, Instant, KillRequest, Manager, PodId, PodInfo,
+    PodStatus, ProbeRequest,
+};
+use crate::outcome::ProbeOutcome;
+use crate::probe::{ProbeConfig, ProbeTarget, run_probe};
+use crate::runtime::logs::{LogBuffer, Stream};
+use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
+use crate::spec::{PodTemplate, ProbeType};
+use k8s_openapi::api::core::v1::{Container, Probe};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::sync::mpsc;
+
+/// Bytes of output kept per container instance (current and previous).
+pub const LOG_BYTES: usize = 256 * 1024;
+
+/// How the supervisor runs.
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    /// Engine settings (jitter seed, compatibility switches, back-off).
+    pub engine: EngineConfig,
+    /// Handler settings (emulated kubelet version, exec timeout gate).
+    pub probe: ProbeConfig,
+    /// The "pod IP" probes use when a probe has no `host`: where local processes listen.
+    pub pod_ip: String,
+    /// Let probes reach link-local and cloud-metadata addresses (169.254.0.0/16, fe80::/10).
+    pub allow_link_local: bool,
+    /// Events kept in memory (identical ones merged).
+    pub event_capacity: usize,
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        SupervisorConfig {
+            engine: EngineConfig::default(),
+            probe: ProbeConfig::default(),
+            pod_ip: "127.0.0.1".to_string(),
+            allow_link_local: false,
+            event_capacity: 1000,
+        }
+    }
+}
+
+/// A line of what happened, for the terminal or a JSON stream.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Line {
+    /// Wall-clock time, RFC 3339 with milliseconds.
+    pub time: String,
+    /// `namespace/pod`.
+    pub pod: String,
+    /// Container name (empty for pod-level lines).
+    pub container: String,
+    /// `event` for an event, `stdout`/`stderr` for container output.
+    pub kind: &'static str,
+    /// Event reason, or empty.
+    pub reason: String,
+    /// `Normal`/`Warning` for events, else empty.
+    #[serde(rename = "type")]
+    pub event_type: &'static str,
+    /// Event message or output line.
+    pub message: String,
+}
+
+/// Logs of one container: the current instance and the previous one (`kubectl logs -p`).
+#[derive(Debug)]
+pub struct ContainerLogs {
+    /// The running (or last) instance.
+    pub current: LogBuffer,
+    /// The instance before it.
+    pub previous: Option<LogBuffer>,
+}
+
+struct ContainerRun {
+    spec: Container,
+    kill: Option<mpsc::UnboundedSender<Duration>>,
+    logs: Arc<Mutex<ContainerLogs>>,
+    instances: u32,
+}
+
+struct PodRun {
+    template: PodTemplate,
+    containers: HashMap<String, ContainerRun>,
+}
+
+enum Msg {
+    ProbeDone {
+        worker: crate::engine::WorkerId,
+        outcome: ProbeOutcome,
+    },
+    Exited {
+        pod: PodId,
+        container: String,
+        status: ExitStatus,
+    },
+}
+
+/// Runs pods as local processes with the kubelet's probe semantics.
+pub struct Supervisor {
+    manager: Manager,
+    config: SupervisorConfig,
+    origin: tokio::time::Instant,
+    origin_wall: SystemTime,
+    pods: HashMap<PodId, PodRun>,
+    events: EventStore,
+    tx: mpsc::UnboundedSender<Msg>,
+    rx: mpsc::UnboundedReceiver<Msg>,
+    sink: Arc<dyn Fn(Line) + Send + Sync>,
+    probe_config: Arc<ProbeConfig>,
+}
+
+impl Supervisor {
+    /// A supervisor whose lines (events, container output) go to `sink`. Its clock starts now,
+    /// and so does the engine's start-up jitter window (R3.6).
+    pub fn new(config: SupervisorConfig, sink: impl Fn(Line) + Send + Sync + 'static) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Supervisor {
+            manager: Manager::new(config.engine.clone(), Instant::ZERO),
+            origin: tokio::time::Instant::now(),
+            origin_wall: SystemTime::now(),
+            pods: HashMap::new(),
+            events: EventStore::new(config.event_capacity),
+            tx,
+            rx,
+            sink: Arc::new(sink),
+            probe_config: Arc::new(config.probe.clone()),
+            config,
+        }
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.origin.elapsed().as_nanos() as u64)
+    }
+
+    fn wall(&self, at: Instant) -> String {
+        format_rfc3339(self.origin_wall + at.since_origin())
+    }
+
+    /// Adds a pod from a loaded (and validated) template, under a fresh UID.
+    pub fn add_pod(&mut self, template: PodTemplate) -> PodId {
+        let uid = new_uid();
+        let info =
+            PodInfo::from_pod_spec(&uid, &template.name, &template.namespace, &template.spec);
+        let now = self.now();
+        let id = self
+            .manager
+            .add_pod(now, info)
+            .expect("a fresh UID is never a duplicate");
+        let containers = template
+            .spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(template.spec.containers.iter())
+            .map(|c| {
+                let logs = ContainerLogs {
+                    current: LogBuffer::new(LOG_BYTES),
+                    previous: None,
+                };
+                let run = ContainerRun {
+                    spec: c.clone(),
+                    kill: None,
+                    logs: Arc::new(Mutex::new(logs)),
+                    instances: 0,
+                };
+                (c.name.clone(), run)
+            })
+            .collect();
+        self.pods.insert(
+            id,
+            PodRun {
+                template,
+                containers,
+            },
+        );
+        id
+    }
+
+    /// The engine's view of a pod.
+    pub fn status(&self, pod: PodId) -> Option<&PodStatus> {
+        self.manager.pod_status(pod)
+    }
+
+    /// Every pod, with its template.
+    pub fn pods(&self) -> impl Iterator<Item = (PodId, &PodTemplate)> {
+        self.pods.iter().map(|(id, p)| (*id, &p.template))
+    }
+
+    /// The stored events (identical ones merged).
+    pub fn events(&self) -> &EventStore {
+        &self.events
+    }
+
+    /// A container's logs.
+    pub fn logs(&self, pod: PodId, container: &str) -> Option<Arc<Mutex<ContainerLogs>>> {
+        self.pods
+            .get(&pod)?
+            .containers
+            .get(container)
+            .map(|c| c.logs.clone())
+    }
+
+    /// True when every pod has finished (terminal phase and nothing running).
+    pub fn all_finished(&self) -> bool {
+        self.pods.keys().all(|id| {
+            self.manager.pod_status(*id).is_none_or(|s| {
+                s.phase.is_terminal() && s.containers.iter().all(|c| !c.is_running())
+            })
+        })
+    }
+
+    /// Begins graceful termination of every pod (R8.14).
+    pub fn terminate_all(&mut self) {
+        let now = self.now();
+        let ids: Vec<PodId> = self.pods.keys().copied().collect();
+        for id in ids {
+            let _ = self.manager.terminate_pod(now, id, None);
+        }
+        self.dispatch();
+    }
+
+    /// SIGKILLs every container process group at once (a second Ctrl-C).
+    pub fn kill_all_now(&mut self) {
+        for pod in self.pods.values() {
+            for c in pod.containers.values() {
+                if let Some(kill) = &c.kill {
+                    let _ = kill.send(Duration::ZERO);
+                }
+            }
+        }
+    }
+
+    /// Runs until `stop` resolves (then terminates every pod gracefully and waits for them),
+    /// or until every pod has finished on its own.
+    pub async fn run(&mut self, stop: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stop);
+        let mut stopping = false;
+        loop {
+            self.dispatch();
+            if self.all_finished() {
+                break;
+            }
+            let deadline = self
+                .manager
+                .next_deadline()
+                .map(|at| self.origin + at.since_origin());
+            tokio::select! {
+                _ = async { tokio::time::sleep_until(deadline.expect("guarded")).await }, if deadline.is_some() => {
+                    let now = self.now();
+                    self.manager.advance(now);
+                }
+                Some(msg) = self.rx.recv() => self.apply(msg),
+                _ = &mut stop, if !stopping => {
+                    stopping = true;
+                    self.terminate_all();
+                }
+            }
+        }
+    }
+
+    /// Runs for a fixed time (tests).
+    pub async fn run_for(&mut self, d: Duration) {
+        self.run(tokio::time::sleep(d)).await;
+    }
+
+    fn apply(&mut self, msg: Msg) {
+        let now = self.now();
+        match msg {
+            Msg::ProbeDone { worker, outcome } => {
+                self.manager.probe_completed(now, worker, outcome)
+            }
+            Msg::Exited {
+                pod,
+                container,
+                status,
+            } => {
+                if let Some(c) = self
+                    .pods
+                    .get_mut(&pod)
+                    .and_then(|p| p.containers.get_mut(&container))
+                {
+                    c.kill = None;
+                }
+                let _ =
+                    self.manager
+                        .container_exited(now, pod, &container, status.code, status.signal);
+            }
+        }
+    }
+
+    /// Carries out every pending engine action.
+    fn dispatch(&mut self) {
+        while let Some(action) = self.manager.poll_action() {
+            match action {
+                Action::Probe(req) => self.start_probe(req),
+                Action::Start { pod, container } => self.start_container(pod, &container),
+                Action::Kill(kill) => self.kill_container(kill),
+                Action::Event(e) => {
+                    let pod = self.pod_name(e.pod);
+                    let container = container_of(&e.field_path);
+                    let line = Line {
+                        time: self.wall(e.at),
+                        pod,
+                        container,
+                        kind: "event",
+                        reason: e.reason.to_string(),
+                        event_type: event_type(e.kind),
+                        message: e.message.clone(),
+                    };
+                    self.events.record(&e);
+                    (self.sink)(line);
+                }
+                Action::ProbeCounted { .. }
+                | Action::ResultChanged { .. }
+                | Action::WorkerStopped { .. } => {}
+            }
+        }
+    }
+
+    fn pod_name(&self, pod: PodId) -> String {
+        self.pods
+            .get(&pod)
+            .map(|p| format!("{}/{}", p.template.namespace, p.template.name))
+            .unwrap_or_default()
+    }
+
+    fn emit(
+        &mut self,
+        pod: PodId,
+        container: &str,
+        reason: &str,
+        kind: EventType,
+        message: String,
+    ) {
+        let now = self.now();
+        let init = self
+            .manager
+            .pod_info(pod)
+            .and_then(|i| i.containers.iter().find(|c| &*c.name == container))
+            .is_some_and(|c| c.kind != crate::engine::ContainerKind::Regular);
+        let field_path = if init {
+            format!("spec.initContainers{{{container}}}")
+        } else {
+            format!("spec.containers{{{container}}}")
+        };
+        self.events
+            .record_parts(pod, &field_path, reason, kind, &message, now);
+        let line = Line {
+            time: self.wall(now),
+            pod: self.pod_name(pod),
+            container: container.to_string(),
+            kind: "event",
+            reason: reason.to_string(),
+            event_type: event_type(kind),
+            message,
+        };
+        (self.sink)(line);
+    }
+
+    fn start_probe(&mut self, req: ProbeRequest) {
+        let Some(c) = self
+            .pods
+            .get(&req.pod)
+            .and_then(|p| p.containers.get(&*req.container))
+        else {
+            return;
+        };
+        let probe = match req.probe_type {
+            ProbeType::Liveness => c.spec.liveness_probe.clone(),
+            ProbeType::Readiness => c.spec.readiness_probe.clone(),
+            ProbeType::Startup => c.spec.startup_probe.clone(),
+        };
+        let Some(probe) = probe else { return };
+        let target = ProbeTarget {
+            host: self.config.pod_ip.clone(),
+            ports: c.spec.ports.clone().unwrap_or_default(),
+            env: c.spec.env.clone().unwrap_or_default(),
+        };
+        let refused = (!self.config.allow_link_local)
+            .then(|| link_local_target(&probe, &target.host))
+            .flatten();
+        let cfg = self.probe_config.clone();
+        let tx = self.tx.clone();
+        let worker = req.worker;
+        tokio::spawn(async move {
+            let outcome = match refused {
+                Some(addr) => ProbeOutcome::errored(format!(
+                    "probe target {addr} is a link-local (cloud metadata) address; refused (use --allow-link-local to permit it)"
+                )),
+                None => run_probe(&probe, &target, &cfg).await,
+            };
+            let _ = tx.send(Msg::ProbeDone { worker, outcome });
+        });
+    }
+
+    fn start_container(&mut self, pod: PodId, name: &str) {
+        let pod_name = self.pod_name(pod);
+        let Some(c) = self
+            .pods
+            .get_mut(&pod)
+            .and_then(|p| p.containers.get_mut(name))
+        else {
+            return;
+        };
+        let instance = c.instances;
+        c.instances += 1;
+        {
+            let mut logs = c.logs.lock().unwrap_or_else(|e| e.into_inner());
+            if instance > 0 {
+                let current = std::mem::replace(&mut logs.current, LogBuffer::new(LOG_BYTES));
+                logs.previous = Some(current);
+            }
+        }
+        let spawned = ProcessSpec::from_container(&c.spec).and_then(|mut spec| {
+            // `probelet ...` runs this very binary (the demo app needs nothing installed).
+            if spec.argv[0] == "probelet"
+                && let Ok(me) = std::env::current_exe()
+            {
+                spec.argv[0] = me.to_string_lossy().into_owned();
+            }
+            let logs = c.logs.clone();
+            let sink = self.sink.clone();
+            let (pod_label, container) = (pod_name.clone(), name.to_string());
+            let origin_wall = self.origin_wall;
+            let origin = self.origin;
+            Process::spawn(&spec, move |stream, line| {
+                let at = origin_wall + origin.elapsed();
+                logs.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .current
+                    .push(stream, line.clone());
+                sink(Line {
+                    time: format_rfc3339(at),
+                    pod: pod_label.clone(),
+                    container: container.clone(),
+                    kind: match stream {
+                        Stream::Stdout => "stdout",
+                        Stream::Stderr => "stderr",
+                    },
+                    reason: String::new(),
+                    event_type: "",
+                    message: line,
+                });
+            })
+        });
+        let uid_prefix: String = self
+            .manager
+            .pod_info(pod)
+            .map(|i| i.uid.chars().take(8).collect())
+            .unwrap_or_default();
+        let id = ContainerId::new(format!("probelet://{uid_prefix}-{name}-{instance}"));
+        let now = self.now();
+        match spawned {
+            Ok(mut process) => {
+                let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<Duration>();
+                if let Some(c) = self
+                    .pods
+                    .get_mut(&pod)
+                    .and_then(|p| p.containers.get_mut(name))
+                {
+                    c.kill = Some(kill_tx);
+                }
+                let tx = self.tx.clone();
+                let container = name.to_string();
+                tokio::spawn(async move {
+                    let grace = tokio::select! {
+                        _ = process.wait() => None,
+                        g = kill_rx.recv() => g,
+                    };
+                    let status = match grace {
+                        Some(grace) => process.stop(grace).await,
+                        None => process.wait().await,
+                    };
+                    let _ = tx.send(Msg::Exited {
+                        pod,
+                        container,
+                        status,
+                    });
+                });
+                self.emit(
+                    pod,
+                    name,
+                    "Created",
+                    EventType::Normal,
+                    format!("Created container: {name}"),
+                );
+                self.emit(
+                    pod,
+                    name,
+                    "Started",
+                    EventType::Normal,
+                    format!("Started container {name}"),
+                );
+                let _ = self.manager.container_started(now, pod, name, id);
+            }
+            Err(e) => {
+                let message = format!("Error: {}", crate::errors::chain(&e));
+                self.emit(pod, name, "Failed", EventType::Warning, message);
+                // Like a runtime's StartError: the instance "ran" and exited with 128, so the
+                // engine applies the restart policy and back-off to it.
+                let _ = self.manager.container_started(now, pod, name, id);
+                let _ = self.manager.container_exited(now, pod, name, 128, None);
+            }
+        }
+    }
+
+    fn kill_container(&mut self, kill: KillRequest) {
+        if let Some(tx) = self
+            .pods
+            .get(&kill.pod)
+            .and_then(|p| p.containers.get(&*kill.container))
+            .and_then(|c| c.kill.as_ref())
+        {
+            let _ = tx.send(kill.grace_period);
+        }
+    }
+}
+
+fn event_type(kind: EventType) -> &'static str {
+    match kind {
+        EventType::Normal => "Normal",
+        EventType::Warning => "Warning",
+    }
+}
+
+/// `spec.containers{app}` → `app`.
+fn container_of(field_path: &str) -> String {
+    field_path
+        .split_once('{')
+        .and_then(|(_, rest)| rest.strip_suffix('}'))
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The link-local address a probe would reach, if any (upstream #99425: a manifest must not
+/// read a cloud metadata service through the prober).
+fn link_local_target(probe: &Probe, pod_ip: &str) -> Option<IpAddr> {
+    let host = probe
+        .http_get
+        .as_ref()
+        .and_then(|h| h.host.clone())
+        .or_else(|| probe.tcp_socket.as_ref().and_then(|t| t.host.clone()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| pod_ip.to_string());
+    let ip: IpAddr = host.trim_matches(|c| c == '[' || c == ']').parse().ok()?;
+    let link_local = match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+    };
+    link_local.then_some(ip)
+}
+
+/// A random (version 4) UUID, as Kubernetes gives pods.
+pub fn new_uid() -> String {
+    let mut b = [0u8; 16];
+    if rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).is_err() {
+        // No entropy source: fall back on time and address bits; uniqueness within one
+        // process is all a local pod UID needs.
+        let t = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        b.copy_from_slice(&t.to_le_bytes());
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// RFC 3339 UTC with milliseconds (`2026-11-29T18:23:24.123Z`).
+pub fn format_rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = if month <= 2 { y + 1 } else { y };
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_formatting() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_976_604_123);
+        assert_eq!(format_rfc3339(t), "2026-11-29T18:23:24.123Z");
+        assert_eq!(
+            format_rfc3339(SystemTime::UNIX_EPOCH),
+            "1970-01-01T00:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn uids_are_v4_uuids() {
+        let a = new_uid();
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert_ne!(a, new_uid());
+    }
+
+    #[test]
+    fn link_local_targets_are_detected() {
+        let probe = |host: &str| Probe {
+            http_get: Some(k8s_openapi::api::core::v1::HTTPGetAction {
+                host: Some(host.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(link_local_target(&probe("169.254.169.254"), "127.0.0.1").is_some());
+        assert!(link_local_target(&probe("fe80::1"), "127.0.0.1").is_some());
+        assert!(link_local_target(&probe("10.0.0.1"), "127.0.0.1").is_none());
+        assert!(link_local_target(&probe(""), "127.0.0.1").is_none());
+        assert!(link_local_target(&Probe::default(), "169.254.1.1").is_some());
+    }
+}
