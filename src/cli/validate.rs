@@ -114,7 +114,6 @@ fn internal(e: &dyn std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// The error and its causes, joined by ": " (the library's errors never repeat their source).
 
 const HEADERS: [&str; 9] = [
     "OBJECT",
