@@ -114,7 +114,6 @@ fn internal(e: &dyn std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
-
 const HEADERS: [&str; 9] = [
     "OBJECT",
     "CONTAINER",
