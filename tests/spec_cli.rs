@@ -32,7 +32,7 @@ fn run(cmd: &mut Command) -> Run {
 
 #[test]
 fn valid_demo_prints_table_and_exits_0() {
-    let r = run(validate().arg(example("demo.yaml")));
+    let r = run(validate().arg(example("shell-demo.yaml")));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let lines: Vec<&str> = r.stdout.lines().collect();
     assert!(lines[0].starts_with("OBJECT"), "{}", r.stdout);
@@ -144,7 +144,7 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn stdin_is_read_with_dash() {
-    let yaml = std::fs::read_to_string(example("demo.yaml")).unwrap();
+    let yaml = std::fs::read_to_string(example("shell-demo.yaml")).unwrap();
     let r = run(validate().arg("-").write_stdin(yaml));
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("Pod/demo"));
@@ -164,7 +164,9 @@ fn stdin_over_the_size_limit_is_refused() {
 
 #[test]
 fn json_output_has_defaulted_probes() {
-    let r = run(validate().args(["-o", "json"]).arg(example("demo.yaml")));
+    let r = run(validate()
+        .args(["-o", "json"])
+        .arg(example("shell-demo.yaml")));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     let t = &doc["templates"][0];

@@ -41,7 +41,7 @@ fn check_loaded(loaded: &probelet::spec::load::Loaded) {
 }
 
 const EXAMPLES: [&str; 4] = [
-    include_str!("../examples/demo.yaml"),
+    include_str!("../examples/shell-demo.yaml"),
     include_str!("../examples/broken.yaml"),
     include_str!("../examples/deployment-named-ports.yaml"),
     include_str!("../examples/multi-doc.yaml"),

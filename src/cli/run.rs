@@ -65,6 +65,15 @@ fn print_line(format: EventFormat, line: &Line) {
             line.reason,
             line.message
         ),
+        EventFormat::Text if line.kind == "status" => {
+            writeln!(
+                out,
+                "{} {} is {}",
+                line.time,
+                pod_container(line),
+                line.message
+            )
+        }
         EventFormat::Text => writeln!(
             out,
             "{} {} | {}",

@@ -62,7 +62,8 @@ pub struct Line {
     pub pod: String,
     /// Container name (empty for pod-level lines).
     pub container: String,
-    /// `event` for an event, `stdout`/`stderr` for container output.
+    /// `event` for an event, `status` for a started/ready change, `stdout`/`stderr` for
+    /// container output.
     pub kind: &'static str,
     /// Event reason, or empty.
     pub reason: String,
@@ -118,6 +119,8 @@ pub struct Supervisor {
     rx: mpsc::UnboundedReceiver<Msg>,
     sink: Arc<dyn Fn(Line) + Send + Sync>,
     probe_config: Arc<ProbeConfig>,
+    /// Last reported (started, ready) per container, to report changes.
+    reported: HashMap<(PodId, String), (bool, bool)>,
 }
 
 impl Supervisor {
@@ -135,6 +138,7 @@ impl Supervisor {
             rx,
             sink: Arc::new(sink),
             probe_config: Arc::new(config.probe.clone()),
+            reported: HashMap::new(),
             config,
         }
     }
@@ -325,6 +329,54 @@ impl Supervisor {
                 | Action::ResultChanged { .. }
                 | Action::WorkerStopped { .. } => {}
             }
+        }
+        self.report_status_changes();
+    }
+
+    /// One `status` line whenever a container's `started` or `ready` flips (R5.1, R5.2): the
+    /// kubelet records no event for these, but they are what a user watches for.
+    fn report_status_changes(&mut self) {
+        let now = self.now();
+        let mut lines = Vec::new();
+        for id in self.pods.keys() {
+            let Some(status) = self.manager.pod_status(*id) else {
+                continue;
+            };
+            for c in &status.containers {
+                let key = (*id, c.name.clone());
+                let now_state = (c.started, c.ready);
+                let before = self
+                    .reported
+                    .insert(key, now_state)
+                    .unwrap_or((false, false));
+                if before == now_state {
+                    continue;
+                }
+                let mut changes = Vec::new();
+                if before.0 != now_state.0 {
+                    changes.push(if now_state.0 {
+                        "started"
+                    } else {
+                        "not started"
+                    });
+                }
+                if before.1 != now_state.1 {
+                    changes.push(if now_state.1 { "ready" } else { "not ready" });
+                }
+                let message = changes.join(", ");
+                lines.push(Line {
+                    time: self.wall(now),
+                    pod: self.pod_name(*id),
+                    container: c.name.clone(),
+                    kind: "status",
+                    reason: String::new(),
+                    event_type: "",
+                    message,
+                });
+            }
+        }
+        for line in lines {
+            (self.sink)(line);
         }
     }
 

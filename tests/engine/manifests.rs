@@ -12,7 +12,8 @@ use std::time::Duration;
 /// completes, the startup probe gates liveness and readiness, and the app becomes ready.
 #[test]
 fn demo_manifest_drives_the_engine() {
-    let loaded = probelet::spec::load::load_paths(&[PathBuf::from("examples/demo.yaml")]).unwrap();
+    let loaded =
+        probelet::spec::load::load_paths(&[PathBuf::from("examples/shell-demo.yaml")]).unwrap();
     let t = &loaded.templates[0];
     let info = PodInfo::from_pod_spec("uid-demo", &t.name, &t.namespace, &t.spec);
     let mut m = Manager::new(
