@@ -168,19 +168,31 @@ pub fn run(args: Args) -> ExitCode {
         for t in templates {
             supervisor.add_pod(t);
         }
+        // The handlers are installed before any container starts, so a Ctrl-C at any moment
+        // is a graceful stop, never the default "die at once".
+        let mut signals = match Signals::install() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: cannot handle signals: {e}");
+                return ExitCode::from(2);
+            }
+        };
         let stop = async {
-            wait_for_signal().await;
+            signals.next().await;
             if interactive {
                 eprintln!("\nstopping every pod gracefully (Ctrl-C again to kill at once)");
             }
             // A second signal kills every container process group and exits at once.
-            tokio::spawn(async {
-                wait_for_signal().await;
+            tokio::spawn(async move {
+                signals.next().await;
                 probelet::runtime::process::kill_all_groups();
                 std::process::exit(130);
             });
         };
-        supervisor.run(stop).await;
+        let stopped = supervisor.run(stop).await;
+        if stopped {
+            return ExitCode::SUCCESS;
+        }
         let failed = supervisor.pods().any(|(id, _)| {
             supervisor
                 .status(id)
@@ -194,16 +206,25 @@ pub fn run(args: Args) -> ExitCode {
     })
 }
 
-/// Ctrl-C or SIGTERM.
-async fn wait_for_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async {
-            match term.as_mut() {
-                Some(t) => { t.recv().await; }
-                None => std::future::pending::<()>().await,
-            }
-        } => {}
+/// SIGINT (Ctrl-C) and SIGTERM.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
     }
 }

@@ -246,14 +246,14 @@ impl Supervisor {
     }
 
     /// Runs until `stop` resolves (then terminates every pod gracefully and waits for them),
-    /// or until every pod has finished on its own.
-    pub async fn run(&mut self, stop: impl std::future::Future<Output = ()>) {
+    /// or until every pod has finished on its own. Returns true when `stop` ended it.
+    pub async fn run(&mut self, stop: impl std::future::Future<Output = ()>) -> bool {
         tokio::pin!(stop);
         let mut stopping = false;
         loop {
             self.dispatch();
             if self.all_finished() {
-                break;
+                return stopping;
             }
             let deadline = self
                 .manager

@@ -1,0 +1,462 @@
+//! `probelet run` end to end: the built binary, real child processes (the demo app, shell
+//! scripts, `sleep`), observed through `--events json`.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A running `probelet run` and the JSON lines it printed.
+struct Run {
+    child: Child,
+    lines: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    _dir: tempfile::TempDir,
+}
+
+impl Run {
+    fn start(manifest: &str, extra: &[&str]) -> Run {
+        let dir = tempfile::tempdir().unwrap();
+        let path: PathBuf = dir.path().join("pod.yaml");
+        std::fs::write(&path, manifest).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .arg("run")
+            .arg(&path)
+            .args(["--events", "json", "--seed", "1"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        Run {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+            _dir: dir,
+        }
+    }
+
+    /// Waits for a line matching `pred`; panics with everything seen after `timeout`.
+    fn wait_for(&mut self, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!("timed out waiting for {what}; saw:\n{}", self.dump()),
+            }
+        }
+    }
+
+    fn dump(&self) -> String {
+        self.seen
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// After exit: takes every remaining line (the reader stops at end of output).
+    fn drain(&mut self) {
+        while let Ok(v) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(v);
+        }
+    }
+
+    fn count(&self, pred: impl Fn(&Value) -> bool) -> usize {
+        self.seen.iter().filter(|v| pred(v)).count()
+    }
+
+    fn interrupt(&self) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    }
+
+    fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn event(reason: &'static str, message_contains: &'static str) -> impl Fn(&Value) -> bool {
+    move |v| {
+        v["kind"] == "event"
+            && v["reason"] == reason
+            && v["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains(message_contains)
+    }
+}
+
+fn status(container: &'static str, message: &'static str) -> impl Fn(&Value) -> bool {
+    move |v| {
+        v["kind"] == "status"
+            && v["container"] == container
+            && v["message"].as_str().unwrap_or("").contains(message)
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// R3.10 / R8.1 / R8.3 / R8.4: a liveness probe kills after exactly failureThreshold failures,
+/// with the kubelet's Killing message, and the container restarts.
+#[test]
+fn liveness_restart_after_exact_number_of_failures() {
+    let port = free_port();
+    let mut run = Run::start(
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: live}}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    command: [probelet, demo-app, --listen, "127.0.0.1:{port}", --unhealthy-after, 1s]
+    livenessProbe:
+      httpGet: {{path: /healthz, port: {port}}}
+      periodSeconds: 1
+      failureThreshold: 3
+"#
+        ),
+        &[],
+    );
+    run.wait_for(
+        "the kill",
+        Duration::from_secs(20),
+        event("Killing", "failed liveness probe, will be restarted"),
+    );
+    let failures = run.count(event(
+        "Unhealthy",
+        "Liveness probe failed: HTTP probe failed with statuscode: 500",
+    ));
+    assert_eq!(failures, 3, "{}", run.dump());
+    run.wait_for("the restart", Duration::from_secs(10), |v| {
+        v["reason"] == "Started" && v["kind"] == "event"
+    });
+    assert_eq!(run.count(|v| v["reason"] == "Started"), 2);
+}
+
+/// R3.3 step 9 / R5.1: the startup probe gates liveness and readiness: nothing but the startup
+/// probe runs until the slow starter's port opens.
+#[test]
+fn startup_probe_gates_a_slow_start() {
+    let port = free_port();
+    let mut run = Run::start(
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: slow}}
+spec:
+  containers:
+  - name: app
+    command: [probelet, demo-app, --listen, "127.0.0.1:{port}", --startup-delay, 2s]
+    startupProbe:
+      tcpSocket: {{port: {port}}}
+      periodSeconds: 1
+      failureThreshold: 10
+    livenessProbe:
+      httpGet: {{path: /healthz, port: {port}}}
+      periodSeconds: 1
+      failureThreshold: 1
+    readinessProbe:
+      httpGet: {{path: /readyz, port: {port}}}
+      periodSeconds: 1
+"#
+        ),
+        &[],
+    );
+    let start = Instant::now();
+    run.wait_for("started", Duration::from_secs(15), status("app", "started"));
+    assert!(
+        start.elapsed() >= Duration::from_millis(1500),
+        "started too early"
+    );
+    run.wait_for("ready", Duration::from_secs(5), status("app", "ready"));
+    assert!(
+        run.count(event("Unhealthy", "Startup probe failed")) >= 1,
+        "{}",
+        run.dump()
+    );
+    assert_eq!(
+        run.count(event("Unhealthy", "Liveness")),
+        0,
+        "{}",
+        run.dump()
+    );
+    assert_eq!(
+        run.count(event("Unhealthy", "Readiness")),
+        0,
+        "{}",
+        run.dump()
+    );
+    assert_eq!(run.count(event("Killing", "")), 0);
+}
+
+/// R3.11 / R5.2: a flapping readiness endpoint takes the container in and out of traffic, and
+/// readiness never restarts it.
+#[test]
+fn readiness_flaps_without_restarts() {
+    let port = free_port();
+    let mut run = Run::start(
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: flap}}
+spec:
+  containers:
+  - name: app
+    command: [probelet, demo-app, --listen, "127.0.0.1:{port}", --flap-readiness, 2s]
+    readinessProbe:
+      httpGet: {{path: /readyz, port: {port}}}
+      periodSeconds: 1
+      failureThreshold: 1
+"#
+        ),
+        &[],
+    );
+    run.wait_for("ready", Duration::from_secs(10), status("app", "ready"));
+    run.wait_for(
+        "not ready",
+        Duration::from_secs(10),
+        status("app", "not ready"),
+    );
+    run.wait_for("ready again", Duration::from_secs(10), |v| {
+        v["kind"] == "status" && v["message"] == "ready"
+    });
+    assert_eq!(run.count(event("Killing", "")), 0);
+}
+
+/// R8.9 / R8.12: a crashing container goes into CrashLoopBackOff (back-off capped at 1 s for
+/// the test with the kubelet's own `maxContainerRestartPeriod` option).
+#[test]
+fn crash_loop_back_off() {
+    let mut run = Run::start(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: crash}
+spec:
+  containers:
+  - name: app
+    command: [sh, -c, "echo bye; exit 3"]
+"#,
+        &["--max-container-restart-period", "1s"],
+    );
+    run.wait_for(
+        "back-off",
+        Duration::from_secs(20),
+        event(
+            "BackOff",
+            "Back-off restarting failed container app in pod crash_default(",
+        ),
+    );
+    run.wait_for("a later restart", Duration::from_secs(20), |v| {
+        v["reason"] == "Started"
+    });
+    assert!(
+        run.count(|v| v["reason"] == "Started") >= 3,
+        "{}",
+        run.dump()
+    );
+}
+
+/// R8.6 / process hygiene: on Ctrl-C a process that ignores SIGTERM is SIGKILLed after the
+/// grace period, and probelet exits 0 within it.
+#[test]
+fn ctrl_c_stops_within_grace_period_and_sigkills_stubborn_processes() {
+    let mut run = Run::start(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: stubborn}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    command: [sh, -c, "trap '' TERM; echo up; while true; do sleep 0.1; done"]
+  - name: polite
+    command: [sleep, "300"]
+"#,
+        &[],
+    );
+    run.wait_for("output", Duration::from_secs(10), |v| {
+        v["kind"] == "stdout" && v["message"] == "up"
+    });
+    let start = Instant::now();
+    run.interrupt();
+    let code = run.wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(0));
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(900),
+        "the stubborn one got its grace period: {took:?}"
+    );
+    assert!(took < Duration::from_secs(4), "and no more: {took:?}");
+    run.drain();
+    let kills = run.count(event("Killing", "Stopping container"));
+    assert_eq!(kills, 2, "{}", run.dump());
+}
+
+/// Process hygiene: if probelet is SIGKILLed, no container process survives it
+/// (PR_SET_PDEATHSIG). (`$$$$` is `$$` after the kubelet's `$(VAR)` escaping.)
+#[test]
+fn no_orphans_after_probelet_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let mut run = Run::start(
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: orphan}}
+spec:
+  containers:
+  - name: app
+    command: [sh, -c, "echo $$$$ > {}; exec sleep 300"]
+"#,
+            pidfile.display()
+        ),
+        &[],
+    );
+    run.wait_for("started", Duration::from_secs(10), |v| {
+        v["reason"] == "Started"
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let pid: i32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "no pid file");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    run.child.kill().unwrap(); // SIGKILL
+    run.child.wait().unwrap();
+    let pid = rustix::process::Pid::from_raw(pid).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let alive = std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero()))
+            .map(|s| {
+                !s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(false);
+        if !alive {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the container process survived probelet"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Bad input: a container without a command is refused with a message naming the pod and the
+/// container; the other pods keep running.
+#[test]
+fn container_without_command_is_refused_and_others_run() {
+    let mut run = Run::start(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: broken}
+spec:
+  containers:
+  - name: app
+    image: nginx
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: fine}
+spec:
+  containers:
+  - name: app
+    command: [sleep, "300"]
+"#,
+        &[],
+    );
+    run.wait_for("the good pod", Duration::from_secs(10), |v| {
+        v["reason"] == "Started" && v["pod"] == "default/fine"
+    });
+    run.interrupt();
+    assert_eq!(run.wait_exit(Duration::from_secs(10)), Some(0));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(run.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("Pod/broken: container \"app\" has no command"),
+        "{stderr}"
+    );
+}
+
+/// A command that does not exist: a `Failed` event naming it, and the container goes into
+/// back-off like a runtime's start error.
+#[test]
+fn missing_command_is_a_failed_event() {
+    let mut run = Run::start(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: typo}
+spec:
+  containers:
+  - name: app
+    command: [/no/such/program]
+"#,
+        &["--max-container-restart-period", "1s"],
+    );
+    let v = run.wait_for("failed", Duration::from_secs(10), |v| {
+        v["reason"] == "Failed"
+    });
+    assert_eq!(
+        v["message"],
+        "Error: cannot start \"/no/such/program\": No such file or directory (os error 2)"
+    );
+    run.wait_for(
+        "back-off",
+        Duration::from_secs(20),
+        event("BackOff", "typo_default("),
+    );
+}
