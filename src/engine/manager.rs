@@ -19,7 +19,7 @@ use super::kill::{self, KillReason};
 use super::pod::{ContainerKind, PodInfo, RestartPolicy, probe_index};
 use super::results::{ContainerId, ProbeResult, ResultsCache};
 use super::rng::Rng;
-use super::status::{self, ContainerState, PodPhase, PodStatus, Terminated};
+use super::status::{self, ContainerState, ContainerStatus, PodPhase, PodStatus, Terminated};
 use super::time::{Instant, go_duration};
 use super::worker::{Begin, Phase, Published, View, Worker};
 use crate::outcome::{ProbeOutcome, RawResult};
@@ -551,12 +551,7 @@ impl Manager {
         adopted: Option<Adopted>,
     ) -> Result<(), EngineError> {
         self.advance(now);
-        let p = self.pod_mut(pod).ok_or(EngineError::UnknownPod)?;
-        let i = p
-            .info
-            .container_index(container)
-            .ok_or_else(|| EngineError::UnknownContainer(container.to_string()))?;
-        let (s, rt) = (&mut p.status.containers[i], &mut p.runtime[i]);
+        let (s, rt) = self.container_mut(pod, container)?;
         if let ContainerState::Terminated(t) = &s.state {
             s.last_state = Some(t.clone());
         }
@@ -588,12 +583,7 @@ impl Manager {
         signal: Option<i32>,
     ) -> Result<(), EngineError> {
         self.advance(now);
-        let p = self.pod_mut(pod).ok_or(EngineError::UnknownPod)?;
-        let i = p
-            .info
-            .container_index(container)
-            .ok_or_else(|| EngineError::UnknownContainer(container.to_string()))?;
-        let (s, rt) = (&mut p.status.containers[i], &mut p.runtime[i]);
+        let (s, rt) = self.container_mut(pod, container)?;
         let ContainerState::Running { started_at } = s.state else {
             return Ok(()); // Not running: nothing exited. Duplicate reports are harmless.
         };
@@ -757,6 +747,20 @@ impl Manager {
             self.trigger_worker(w, now);
         }
         self.run_queue(now);
+    }
+
+    /// The status and engine bookkeeping of a container, by name.
+    fn container_mut(
+        &mut self,
+        pod: PodId,
+        container: &str,
+    ) -> Result<(&mut ContainerStatus, &mut Runtime), EngineError> {
+        let p = self.pod_mut(pod).ok_or(EngineError::UnknownPod)?;
+        let i = p
+            .info
+            .container_index(container)
+            .ok_or_else(|| EngineError::UnknownContainer(container.to_string()))?;
+        Ok((&mut p.status.containers[i], &mut p.runtime[i]))
     }
 
     // === internals: workers ===
