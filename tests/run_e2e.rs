@@ -460,3 +460,101 @@ spec:
         event("BackOff", "typo_default("),
     );
 }
+
+/// R8.6: the preStop hook runs before SIGTERM; a failing preStop is a FailedPreStopHook event
+/// and the stop goes on.
+#[test]
+fn pre_stop_runs_before_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("order");
+    let log = log.display();
+    let mut run = Run::start(
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: hooks}}
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: app
+    command: [sh, -c, "trap 'echo term >> {log}; exit 0' TERM; echo up; while true; do sleep 0.1; done"]
+    lifecycle:
+      preStop:
+        exec:
+          command: [sh, -c, "echo prestop >> {log}; sleep 0.3"]
+  - name: bad-hook
+    command: [sleep, "300"]
+    lifecycle:
+      preStop:
+        exec:
+          command: ["false"]
+"#
+        ),
+        &[],
+    );
+    run.wait_for("app output", Duration::from_secs(10), |v| {
+        v["kind"] == "stdout" && v["message"] == "up"
+    });
+    let bad_started = |v: &Value| v["reason"] == "Started" && v["container"] == "bad-hook";
+    if run.count(bad_started) == 0 {
+        run.wait_for("bad-hook started", Duration::from_secs(10), bad_started);
+    }
+    run.interrupt();
+    assert_eq!(run.wait_exit(Duration::from_secs(10)), Some(0));
+    run.drain();
+    let order = std::fs::read_to_string(dir.path().join("order")).unwrap();
+    assert_eq!(order, "prestop\nterm\n");
+    let failed = run
+        .seen
+        .iter()
+        .find(|v| v["reason"] == "FailedPreStopHook")
+        .cloned();
+    let failed = failed.unwrap_or_else(|| panic!("no FailedPreStopHook: {}", run.dump()));
+    assert_eq!(failed["container"], "bad-hook");
+    assert!(
+        failed["message"].as_str().unwrap().starts_with(
+            "Exec lifecycle hook ([\"false\"]) for Container \"bad-hook\" in Pod \"hooks_default("
+        ),
+        "{failed}"
+    );
+}
+
+/// A failing postStart hook kills the container (FailedPostStartHook) and the restart policy
+/// applies.
+#[test]
+fn failed_post_start_kills_and_restarts() {
+    let mut run = Run::start(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: poststart}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    command: [sleep, "300"]
+    lifecycle:
+      postStart:
+        exec:
+          command: [sh, -c, "echo cannot warm up; exit 1"]
+"#,
+        &[],
+    );
+    let v = run.wait_for("the hook failure", Duration::from_secs(10), |v| {
+        v["reason"] == "FailedPostStartHook"
+    });
+    assert!(
+        v["message"].as_str().unwrap().contains("cannot warm up"),
+        "{v}"
+    );
+    run.wait_for("a restart", Duration::from_secs(10), |v| {
+        v["reason"] == "Started"
+    });
+    // The restarted container fails its hook again: now CrashLoopBackOff spaces the restarts.
+    run.wait_for(
+        "back-off",
+        Duration::from_secs(10),
+        event("BackOff", "poststart_default("),
+    );
+}

@@ -7,6 +7,8 @@
 //! can run the whole supervisor under a paused clock.
 
 use super::events::EventStore;
+use super::hooks::run_hook;
+use crate::engine::kill::grace_after_pre_stop;
 use crate::engine::{
     Action, ContainerId, EngineConfig, EventType, Instant, KillRequest, Manager, PodId, PodInfo,
     PodStatus, ProbeRequest,
@@ -16,7 +18,7 @@ use crate::probe::{ProbeConfig, ProbeTarget, run_probe};
 use crate::runtime::logs::{LogBuffer, Stream};
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
 use crate::spec::{PodTemplate, ProbeType};
-use k8s_openapi::api::core::v1::{Container, Probe};
+use k8s_openapi::api::core::v1::{Container, LifecycleHandler, Probe};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -99,6 +101,13 @@ enum Msg {
     ProbeDone {
         worker: crate::engine::WorkerId,
         outcome: ProbeOutcome,
+    },
+    /// A Warning event from a task (hooks).
+    Event {
+        pod: PodId,
+        container: String,
+        reason: &'static str,
+        message: String,
     },
     Exited {
         pod: PodId,
@@ -281,6 +290,12 @@ impl Supervisor {
     fn apply(&mut self, msg: Msg) {
         let now = self.now();
         match msg {
+            Msg::Event {
+                pod,
+                container,
+                reason,
+                message,
+            } => self.emit(pod, &container, reason, EventType::Warning, message),
             Msg::ProbeDone { worker, outcome } => {
                 self.manager.probe_completed(now, worker, outcome)
             }
@@ -516,22 +531,59 @@ impl Supervisor {
         match spawned {
             Ok(mut process) => {
                 let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<Duration>();
+                let hooks = self.hook_context(pod, name);
                 if let Some(c) = self
                     .pods
                     .get_mut(&pod)
                     .and_then(|p| p.containers.get_mut(name))
                 {
-                    c.kill = Some(kill_tx);
+                    c.kill = Some(kill_tx.clone());
                 }
                 let tx = self.tx.clone();
                 let container = name.to_string();
+                if let Some(post_start) = hooks.post_start.clone() {
+                    // A failed postStart hook kills the container (FailedPostStartHook); the
+                    // restart policy then applies.
+                    let (hooks, tx, container) = (hooks.clone(), tx.clone(), container.clone());
+                    tokio::spawn(async move {
+                        let timeout = hooks.pod_grace;
+                        if let Err(message) = hooks.run(&post_start, timeout).await {
+                            let _ = tx.send(Msg::Event {
+                                pod,
+                                container,
+                                reason: "FailedPostStartHook",
+                                message,
+                            });
+                            let _ = kill_tx.send(hooks.pod_grace);
+                        }
+                    });
+                }
                 tokio::spawn(async move {
                     let grace = tokio::select! {
                         _ = process.wait() => None,
                         g = kill_rx.recv() => g,
                     };
                     let status = match grace {
-                        Some(grace) => process.stop(grace).await,
+                        Some(grace) => {
+                            // R8.6: preStop first; its time comes off the grace period, and at
+                            // least 2 s remain for SIGTERM.
+                            let mut left = grace;
+                            if let Some(pre_stop) =
+                                hooks.pre_stop.as_ref().filter(|_| !grace.is_zero())
+                            {
+                                let started = tokio::time::Instant::now();
+                                if let Err(message) = hooks.run(pre_stop, grace).await {
+                                    let _ = tx.send(Msg::Event {
+                                        pod,
+                                        container: container.clone(),
+                                        reason: "FailedPreStopHook",
+                                        message,
+                                    });
+                                }
+                                left = grace_after_pre_stop(grace, started.elapsed());
+                            }
+                            process.stop(left).await
+                        }
                         None => process.wait().await,
                     };
                     let _ = tx.send(Msg::Exited {
@@ -567,6 +619,34 @@ impl Supervisor {
         }
     }
 
+    /// What a container's hooks need, cloned into its task.
+    fn hook_context(&self, pod: PodId, name: &str) -> HookContext {
+        let run = self.pods.get(&pod);
+        let c = run.and_then(|p| p.containers.get(name)).map(|c| &c.spec);
+        let lifecycle = c.and_then(|c| c.lifecycle.as_ref());
+        HookContext {
+            post_start: lifecycle.and_then(|l| l.post_start.clone()),
+            pre_stop: lifecycle.and_then(|l| l.pre_stop.clone()),
+            target: ProbeTarget {
+                host: self.config.pod_ip.clone(),
+                ports: c.and_then(|c| c.ports.clone()).unwrap_or_default(),
+                env: c.and_then(|c| c.env.clone()).unwrap_or_default(),
+            },
+            config: self.probe_config.clone(),
+            container: name.to_string(),
+            pod: self
+                .manager
+                .pod_info(pod)
+                .map(|i| i.full_name())
+                .unwrap_or_default(),
+            pod_grace: Duration::from_secs(
+                run.and_then(|p| p.template.spec.termination_grace_period_seconds)
+                    .and_then(|s| u64::try_from(s).ok())
+                    .unwrap_or(30),
+            ),
+        }
+    }
+
     fn kill_container(&mut self, kill: KillRequest) {
         if let Some(tx) = self
             .pods
@@ -575,6 +655,40 @@ impl Supervisor {
             .and_then(|c| c.kill.as_ref())
         {
             let _ = tx.send(kill.grace_period);
+        }
+    }
+}
+
+/// A container's lifecycle hooks and what running them needs.
+#[derive(Clone)]
+struct HookContext {
+    post_start: Option<LifecycleHandler>,
+    pre_stop: Option<LifecycleHandler>,
+    target: ProbeTarget,
+    config: Arc<ProbeConfig>,
+    container: String,
+    pod: String,
+    pod_grace: Duration,
+}
+
+impl HookContext {
+    async fn run(&self, handler: &LifecycleHandler, timeout: Duration) -> Result<(), String> {
+        let hook = run_hook(
+            handler,
+            &self.target,
+            &self.config,
+            timeout,
+            &self.container,
+            &self.pod,
+        );
+        match tokio::time::timeout(timeout, hook).await {
+            Ok(result) => result,
+            Err(_) => Err(format!(
+                "lifecycle hook for Container \"{}\" in Pod \"{}\" did not finish within {}",
+                self.container,
+                self.pod,
+                crate::engine::time::go_duration(timeout)
+            )),
         }
     }
 }
