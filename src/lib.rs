@@ -12,6 +12,7 @@
 //! * [`driver`]: what feeds the engine time and outcomes (the virtual driver for tests and
 //!   simulation).
 
+pub mod children;
 pub mod driver;
 pub mod engine;
 pub mod errors;

@@ -558,3 +558,53 @@ spec:
         event("BackOff", "poststart_default("),
     );
 }
+
+/// Process hygiene: probelet is a subreaper, so a container's orphaned grandchild that exits is
+/// reaped, not left a zombie.
+#[test]
+fn orphaned_grandchildren_are_reaped() {
+    let mut run = Run::start(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: reaper}
+spec:
+  containers:
+  - name: app
+    command: [sh, -c, "(sleep 0.2 &); echo forked; exec sleep 300"]
+"#,
+        &[],
+    );
+    run.wait_for("the fork", Duration::from_secs(10), |v| {
+        v["message"] == "forked"
+    });
+    let me = run.child.id();
+    let zombies = || {
+        let tasks = std::fs::read_dir(format!("/proc/{me}/task")).unwrap();
+        let mut children = Vec::new();
+        for t in tasks.flatten() {
+            let list = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            children.extend(list.split_whitespace().map(str::to_string));
+        }
+        let zombie = |pid: &String| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| {
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(false)
+        };
+        (
+            children.len(),
+            children.iter().filter(|p| zombie(p)).count(),
+        )
+    };
+    // The orphan was reparented to probelet (children: the container and, briefly, it).
+    std::thread::sleep(Duration::from_millis(800));
+    let (children, zombies_now) = zombies();
+    assert_eq!(
+        zombies_now, 0,
+        "{children} children of probelet, some zombies"
+    );
+    assert_eq!(children, 1, "only the container's process remains");
+}

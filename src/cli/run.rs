@@ -164,6 +164,18 @@ pub fn run(args: Args) -> ExitCode {
     };
     let interactive = std::io::stderr().is_terminal();
     runtime.block_on(async move {
+        // Orphaned grandchildren of the containers are reparented to probelet and reaped here,
+        // so none is left a zombie (and probelet can serve as PID 1 in a container).
+        if probelet::runtime::process::become_subreaper().is_ok()
+            && let Ok(mut child_exits) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
+        {
+            tokio::spawn(async move {
+                while child_exits.recv().await.is_some() {
+                    probelet::runtime::process::reap_orphans();
+                }
+            });
+        }
         let mut supervisor = Supervisor::new(config, move |line| print_line(format, &line));
         for t in templates {
             supervisor.add_pod(t);

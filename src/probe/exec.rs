@@ -45,17 +45,17 @@ pub async fn probe(
         return (ProbeOutcome::errored("exec: empty command"), stats);
     };
     let deadline = Instant::now() + timeout;
-    let mut child = match Command::new(program)
-        .args(args)
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .envs(&vars)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own group, so the timeout can kill every process the command started.
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-    {
+        .kill_on_drop(true);
+    // Recorded, so that probelet's orphan reaper (when it is PID 1) leaves it to us.
+    let (mut child, _registration) = match crate::children::spawn(&mut cmd) {
         Ok(c) => c,
         Err(e) => {
             let text = format!("exec {program:?}: {}", os_error_text(&e));

@@ -2,19 +2,18 @@
 //! stopped with SIGTERM → grace period → SIGKILL, and reporting exit statuses the way container
 //! runtimes do (128 + signal for a process killed by a signal).
 //!
-//! Every child probelet starts goes through [`Process::spawn`], which records its PID. That is
-//! what lets the orphan reaper ([`reap_orphans`]) tell an orphaned grandchild (reparented to
-//! probelet when it is PID 1 or a subreaper) from a child tokio is about to wait for.
+//! Children are recorded in [`crate::children`], which lets the orphan reaper ([`reap_orphans`])
+//! tell an orphaned grandchild (reparented to probelet when it is PID 1 or a subreaper) from a
+//! child tokio is about to wait for.
 
 use super::env::{EnvError, container_env, expand_all};
 use super::logs::Stream;
 use k8s_openapi::api::core::v1::Container;
 use rustix::process::{Pid, Signal};
-use std::collections::HashSet;
 use std::io;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -102,17 +101,14 @@ impl From<std::process::ExitStatus> for ExitStatus {
     }
 }
 
-fn our_children() -> &'static Mutex<HashSet<i32>> {
-    static PIDS: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
-    PIDS.get_or_init(Default::default)
-}
-
 /// A running (or exited) container process.
 #[derive(Debug)]
 pub struct Process {
     child: tokio::process::Child,
     pid: i32,
     status: Option<ExitStatus>,
+    /// Kept until the child has been waited for (see [`crate::children`]).
+    registration: Option<crate::children::Registration>,
 }
 
 impl Process {
@@ -143,16 +139,12 @@ impl Process {
                     .map_err(io::Error::from)
             });
         }
-        // Hold the registry while forking, so the orphan reaper never sees this child as an
-        // unknown zombie.
-        let mut registry = our_children().lock().unwrap_or_else(|e| e.into_inner());
-        let mut child = cmd.spawn().map_err(|source| SpawnError::Start {
-            program: program.clone(),
-            source,
-        })?;
-        let pid = child.id().map_or(-1, |p| p as i32);
-        registry.insert(pid);
-        drop(registry);
+        let (mut child, registration) =
+            crate::children::spawn(&mut cmd).map_err(|source| SpawnError::Start {
+                program: program.clone(),
+                source,
+            })?;
+        let pid = registration.pid();
         let on_line = Arc::new(on_line);
         if let Some(out) = child.stdout.take() {
             tokio::spawn(pump(out, Stream::Stdout, on_line.clone()));
@@ -164,6 +156,7 @@ impl Process {
             child,
             pid,
             status: None,
+            registration: Some(registration),
         })
     }
 
@@ -184,10 +177,7 @@ impl Process {
                 signal: None,
             },
         };
-        our_children()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.pid);
+        self.registration = None;
         self.status = Some(status);
         status
     }
@@ -218,13 +208,7 @@ impl Process {
 /// SIGKILLs the process group of every child probelet started and has not yet seen exit
 /// (the second Ctrl-C: stop at once, leave nothing behind).
 pub fn kill_all_groups() {
-    let pids: Vec<i32> = our_children()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .copied()
-        .collect();
-    for pid in pids {
+    for pid in crate::children::all() {
         if let Some(pgid) = Pid::from_raw(pid) {
             let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
         }
@@ -283,11 +267,7 @@ pub fn reap_orphans() -> usize {
             .split_whitespace()
             .filter_map(|p| p.parse::<i32>().ok())
         {
-            let ours = our_children()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(&pid);
-            if ours || !is_zombie(pid) {
+            if crate::children::is_ours(pid) || !is_zombie(pid) {
                 continue;
             }
             if let Some(p) = Pid::from_raw(pid)
