@@ -13,9 +13,9 @@
 //!   simulation).
 
 pub mod children;
+pub mod display;
 pub mod driver;
 pub mod engine;
-pub mod errors;
 pub mod outcome;
 pub mod probe;
 pub mod runtime;

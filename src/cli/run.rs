@@ -97,7 +97,7 @@ pub fn run(args: Args) -> ExitCode {
     let loaded = match load::load_paths(&args.paths) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: {}", probelet::errors::chain(&e));
+            eprintln!("error: {}", probelet::display::error_chain(&e));
             return ExitCode::from(2);
         }
     };

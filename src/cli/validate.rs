@@ -50,7 +50,7 @@ pub fn run(args: Args) -> ExitCode {
     let loaded = match load::load_paths(&args.files) {
         Ok(loaded) => loaded,
         Err(e) => {
-            eprintln!("error: {}", probelet::errors::chain(&e));
+            eprintln!("error: {}", probelet::display::error_chain(&e));
             return ExitCode::FAILURE;
         }
     };

@@ -609,7 +609,7 @@ impl Supervisor {
                 let _ = self.manager.container_started(now, pod, name, id);
             }
             Err(e) => {
-                let message = format!("Error: {}", crate::errors::chain(&e));
+                let message = format!("Error: {}", crate::display::error_chain(&e));
                 self.emit(pod, name, "Failed", EventType::Warning, message);
                 // Like a runtime's StartError: the instance "ran" and exited with 128, so the
                 // engine applies the restart policy and back-off to it.
@@ -687,7 +687,7 @@ impl HookContext {
                 "lifecycle hook for Container \"{}\" in Pod \"{}\" did not finish within {}",
                 self.container,
                 self.pod,
-                crate::engine::time::go_duration(timeout)
+                crate::display::go_duration(timeout)
             )),
         }
     }

@@ -76,44 +76,9 @@ pub fn seconds(secs: i64) -> Duration {
     Duration::from_secs(u64::try_from(secs).unwrap_or(0))
 }
 
-/// Formats a duration the way Go's `time.Duration.String` does for whole and fractional
-/// seconds (`10s`, `5m0s`, `1.5s`, `0s`), as the kubelet prints it in messages.
-pub fn go_duration(d: Duration) -> String {
-    let total = d.as_nanos();
-    if total == 0 {
-        return "0s".to_string();
-    }
-    let secs = d.as_secs();
-    let frac = d.subsec_nanos();
-    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if h > 0 || m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if frac == 0 {
-        out.push_str(&format!("{s}s"));
-    } else {
-        let frac = format!("{frac:09}");
-        out.push_str(&format!("{s}.{}s", frac.trim_end_matches('0')));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_duration_matches_go_formatting() {
-        assert_eq!(go_duration(Duration::ZERO), "0s");
-        assert_eq!(go_duration(Duration::from_secs(10)), "10s");
-        assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
-        assert_eq!(go_duration(Duration::from_secs(3661)), "1h1m1s");
-        assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
-    }
 
     #[test]
     fn arithmetic_saturates() {

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::{MAX_OUTPUT, ProbeConfig, ProbeStats, go_duration, os_error_text};
 use crate::outcome::{ProbeOutcome, RawResult};
+use crate::spec::env::expand;
 
 /// How long to wait for a killed command to be reaped before leaving it to tokio's orphan
 /// reaper: SIGKILL cannot be caught, so this is only ever hit by a process stuck in the kernel.
@@ -40,7 +41,10 @@ pub async fn probe(
 ) -> (ProbeOutcome, ProbeStats) {
     let mut stats = ProbeStats::default();
     let vars = static_env(env);
-    let argv: Vec<String> = command.iter().map(|a| expand(a, &vars)).collect();
+    let argv: Vec<String> = command
+        .iter()
+        .map(|a| expand(a, |name| vars.get(name).cloned()))
+        .collect();
     let Some((program, args)) = argv.split_first() else {
         return (ProbeOutcome::errored("exec: empty command"), stats);
     };
@@ -125,54 +129,6 @@ fn static_env(env: &[EnvVar]) -> HashMap<String, String> {
         .collect()
 }
 
-/// Kubernetes `$(VAR)` expansion (third_party/forked/golang/expansion): defined references
-/// are replaced, undefined ones stay literal, `$$` escapes a `$`, anything else is kept.
-pub fn expand(input: &str, vars: &HashMap<String, String>) -> String {
-    let mut out = String::with_capacity(input.len());
-    let mut rest = input;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        match after.chars().next() {
-            // A trailing `$` is kept as is.
-            None => {
-                out.push('$');
-                rest = after;
-            }
-            Some('$') => {
-                out.push('$');
-                rest = &after[1..];
-            }
-            Some('(') => match after.find(')') {
-                Some(close) => {
-                    let name = &after[1..close];
-                    match vars.get(name) {
-                        Some(v) => out.push_str(v),
-                        None => {
-                            out.push_str("$(");
-                            out.push_str(name);
-                            out.push(')');
-                        }
-                    }
-                    rest = &after[close + 1..];
-                }
-                // An unclosed reference: `$(` is kept and scanning goes on after it.
-                None => {
-                    out.push_str("$(");
-                    rest = &after[1..];
-                }
-            },
-            Some(c) => {
-                out.push('$');
-                out.push(c);
-                rest = &after[c.len_utf8()..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
 /// An output buffer that keeps the first 10 KiB and counts (and discards) the rest.
 #[derive(Default)]
 struct Capped {
@@ -209,17 +165,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn r7_21_expansion() {
-        let vars: HashMap<String, String> = [("A".to_string(), "script".to_string())].into();
-        assert_eq!(expand("some $(A) $(B)", &vars), "some script $(B)");
-        assert_eq!(expand("$$(A)", &vars), "$(A)");
-        assert_eq!(expand("$$$(A)", &vars), "$script");
-        assert_eq!(expand("a$", &vars), "a$");
-        assert_eq!(expand("$x$(A", &vars), "$x$(A");
-        assert_eq!(expand("é$(A)é", &vars), "éscriptè".replace('è', "é"));
-    }
-
-    #[test]
     fn r7_21_value_from_is_not_static() {
         let env = vec![
             EnvVar {
@@ -239,6 +184,6 @@ mod tests {
             },
         ];
         let vars = static_env(&env);
-        assert_eq!(expand("$(A)$(B)", &vars), "2$(B)");
+        assert_eq!(expand("$(A)$(B)", |n| vars.get(n).cloned()), "2$(B)");
     }
 }

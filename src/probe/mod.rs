@@ -7,6 +7,8 @@
 //! points (`http::probe`, `tcp::probe`, ...) take plain values so that `probelet check` can
 //! use them without building Kubernetes objects.
 
+pub use crate::display::{error_chain, go_duration};
+
 pub mod exec;
 pub mod grpc;
 pub mod http;
@@ -168,44 +170,6 @@ pub fn resolve_port(port: &IntOrString, ports: &[ContainerPort]) -> Result<u16, 
     }
 }
 
-/// Formats a duration the way Go's `time.Duration.String` does for the values probes use
-/// (`1s`, `1m30s`, `1h0m0s`, `500ms`), because the kubelet prints timeouts that way.
-pub fn go_duration(d: Duration) -> String {
-    let total_ms = d.as_millis();
-    if total_ms < 1000 {
-        return format!("{total_ms}ms");
-    }
-    let secs = d.as_secs();
-    let frac = d.subsec_millis();
-    let s = if frac == 0 {
-        format!("{}s", secs % 60)
-    } else {
-        let f = format!("{:03}", frac);
-        format!("{}.{}s", secs % 60, f.trim_end_matches('0'))
-    };
-    match (secs / 3600, (secs / 60) % 60) {
-        (0, 0) => s,
-        (0, m) => format!("{m}m{s}"),
-        (h, m) => format!("{h}h{m}m{s}"),
-    }
-}
-
-/// Renders an error and its sources as `outer: inner: innermost`, skipping a source whose
-/// text the outer message already contains.
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
-}
-
 /// Go-style text for an OS error: `connection refused` rather than
 /// `Connection refused (os error 111)`.
 pub(crate) fn os_error_text(err: &std::io::Error) -> String {
@@ -271,15 +235,6 @@ mod tests {
     fn r7_24_port_not_found_text() {
         let e = resolve_port(&IntOrString::String("x".into()), &[]).unwrap_err();
         assert_eq!(e.to_string(), r#"port "x" not found"#);
-    }
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(go_duration(Duration::from_secs(1)), "1s");
-        assert_eq!(go_duration(Duration::from_secs(90)), "1m30s");
-        assert_eq!(go_duration(Duration::from_secs(3600)), "1h0m0s");
-        assert_eq!(go_duration(Duration::from_millis(500)), "500ms");
-        assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
     }
 
     #[test]

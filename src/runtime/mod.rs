@@ -1,6 +1,5 @@
 //! The local container runtime: containers as processes (spawn, stop with a grace period,
-//! exit statuses, output capture) and their environment.
+//! exit statuses, output capture).
 
-pub mod env;
 pub mod logs;
 pub mod process;

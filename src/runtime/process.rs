@@ -6,8 +6,8 @@
 //! tell an orphaned grandchild (reparented to probelet when it is PID 1 or a subreaper) from a
 //! child tokio is about to wait for.
 
-use super::env::{EnvError, container_env, expand_all};
 use super::logs::Stream;
+use crate::spec::env::{EnvError, container_env, expand_all};
 use k8s_openapi::api::core::v1::Container;
 use rustix::process::{Pid, Signal};
 use std::io;

@@ -6,6 +6,7 @@ use std::fmt;
 
 pub mod defaults;
 pub mod effective;
+pub mod env;
 pub mod field;
 pub mod load;
 pub mod validate;

@@ -1,4 +1,5 @@
-//! Container environment and `$(VAR)` expansion, the way the kubelet builds them
+//! Container environment and `$(VAR)` expansion, the way the kubelet builds them (used for
+//! container commands and for exec probes and hooks)
 //! (pkg/kubelet/kubelet_pods.go `makeEnvironmentVariables`,
 //! third_party/forked/golang/expansion).
 
@@ -122,6 +123,9 @@ mod tests {
         assert_eq!(expand_all(&["$$(A)".into()], &e), vec!["$(A)"]);
         assert_eq!(expand_all(&["cost $5 $(A".into()], &e), vec!["cost $5 $(A"]);
         assert_eq!(expand_all(&["$$$(A)".into()], &e), vec!["$script"]);
+        assert_eq!(expand_all(&["a$".into()], &e), vec!["a$"]);
+        assert_eq!(expand_all(&["$x$(A".into()], &e), vec!["$x$(A"]);
+        assert_eq!(expand_all(&["é$(A)é".into()], &e), vec!["éscripté"]);
     }
 
     /// Env values expand from the variables defined before them, not after.
