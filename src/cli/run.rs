@@ -3,12 +3,14 @@
 
 use clap::Args as ClapArgs;
 use probelet::driver::real::{Line, Supervisor, SupervisorConfig};
+use probelet::driver::view::LiveView;
 use probelet::engine::backoff::BackoffPolicy;
 use probelet::spec::load;
 use probelet::spec::validate::validate_template;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Arguments of `probelet run`.
@@ -36,6 +38,9 @@ pub struct Args {
     /// Seed for the probe start-up jitter and resync jitter (default: random).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Do not draw the live status table on a terminal (print lines only).
+    #[arg(long)]
+    pub no_table: bool,
     /// Cap on the CrashLoopBackOff delay, like the kubelet's
     /// `crashLoopBackOff.maxContainerRestartPeriod` (the first delay is lowered to it when
     /// smaller). Default 300s; tests use e.g. `1s` to see restarts quickly.
@@ -52,36 +57,20 @@ pub enum EventFormat {
     Json,
 }
 
-fn print_line(format: EventFormat, line: &Line) {
-    let mut out = std::io::stdout().lock();
-    let _ = match format {
-        EventFormat::Json => writeln!(out, "{}", serde_json::to_string(line).unwrap_or_default()),
-        EventFormat::Text if line.kind == "event" => writeln!(
-            out,
-            "{} {} {} {}: {}",
-            line.time,
-            pod_container(line),
-            line.event_type,
-            line.reason,
-            line.message
+/// One line of output: JSON, or `time pod[container] ...` text.
+fn format_line(format: EventFormat, line: &Line) -> String {
+    let who = pod_container(line);
+    match format {
+        EventFormat::Json => serde_json::to_string(line).unwrap_or_default(),
+        EventFormat::Text if line.kind == "event" => format!(
+            "{} {who} {} {}: {}",
+            line.time, line.event_type, line.reason, line.message
         ),
         EventFormat::Text if line.kind == "status" => {
-            writeln!(
-                out,
-                "{} {} is {}",
-                line.time,
-                pod_container(line),
-                line.message
-            )
+            format!("{} {who} is {}", line.time, line.message)
         }
-        EventFormat::Text => writeln!(
-            out,
-            "{} {} | {}",
-            line.time,
-            pod_container(line),
-            line.message
-        ),
-    };
+        EventFormat::Text => format!("{} {who} | {}", line.time, line.message),
+    }
 }
 
 fn pod_container(line: &Line) -> String {
@@ -163,6 +152,10 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let interactive = std::io::stderr().is_terminal();
+    // On a terminal the lines scroll above a status table redrawn in place; off a terminal
+    // (CI, pipes) every line is printed as it comes.
+    let live_table =
+        !args.no_table && format == EventFormat::Text && std::io::stdout().is_terminal();
     runtime.block_on(async move {
         // Orphaned grandchildren of the containers are reparented to probelet and reaped here,
         // so none is left a zombie (and probelet can serve as PID 1 in a container).
@@ -176,7 +169,19 @@ pub fn run(args: Args) -> ExitCode {
                 }
             });
         }
-        let mut supervisor = Supervisor::new(config, move |line| print_line(format, &line));
+        let pending: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = {
+            let pending = pending.clone();
+            move |line: Line| {
+                let text = format_line(format, &line);
+                if live_table {
+                    pending.lock().unwrap_or_else(|e| e.into_inner()).push(text);
+                } else {
+                    let _ = writeln!(std::io::stdout().lock(), "{text}");
+                }
+            }
+        };
+        let mut supervisor = Supervisor::new(config, sink);
         for t in templates {
             supervisor.add_pod(t);
         }
@@ -201,7 +206,27 @@ pub fn run(args: Args) -> ExitCode {
                 std::process::exit(130);
             });
         };
-        let stopped = supervisor.run(stop).await;
+        let stopped = if live_table {
+            let mut view = LiveView::default();
+            let mut last_draw = std::time::Instant::now();
+            supervisor
+                .run_observed(stop, Some(Duration::from_secs(1)), |sup| {
+                    let lines =
+                        std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
+                    // Redraw for new lines, or once a second for the ages; not on every step.
+                    if lines.is_empty() && last_draw.elapsed() < Duration::from_millis(900) {
+                        return;
+                    }
+                    last_draw = std::time::Instant::now();
+                    let table = probelet::driver::view::render(&sup.rows(), terminal_width());
+                    let _ = std::io::stdout()
+                        .lock()
+                        .write_all(view.frame(&lines, &table).as_bytes());
+                })
+                .await
+        } else {
+            supervisor.run(stop).await
+        };
         if stopped {
             return ExitCode::SUCCESS;
         }
@@ -216,6 +241,15 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::SUCCESS
         }
     })
+}
+
+/// The terminal's width in columns (80 when unknown).
+fn terminal_width() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stdout())
+        .map(|w| usize::from(w.ws_col))
+        .ok()
+        .filter(|w| *w > 0)
+        .unwrap_or(80)
 }
 
 /// SIGINT (Ctrl-C) and SIGTERM.

@@ -3,11 +3,13 @@
 //! * [`events`]: the event store, identical events merged (R9.3), bounded.
 //! * [`hooks`]: `postStart` / `preStop` lifecycle hooks.
 //! * [`real`]: the engine on tokio with real probes and processes (`probelet run`).
+//! * [`view`]: the live status table of `probelet run`.
 //! * [`virtual_driver`]: virtual time, scripted targets and processes (tests, `simulate`).
 
 pub mod events;
 pub mod hooks;
 pub mod real;
+pub mod view;
 pub mod virtual_driver;
 
 pub use virtual_driver::{ProbeCall, ProcessBehaviour, ProcessCall, VirtualDriver};

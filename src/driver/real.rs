@@ -130,6 +130,30 @@ pub struct Supervisor {
     probe_config: Arc<ProbeConfig>,
     /// Last reported (started, ready) per container, to report changes.
     reported: HashMap<(PodId, String), (bool, bool)>,
+    /// Which container and probe type each running probe belongs to.
+    probing: HashMap<crate::engine::WorkerId, (PodId, String, ProbeType)>,
+    /// The last outcome of each container's probes, for the status view.
+    last_probe: HashMap<(PodId, String, ProbeType), String>,
+}
+
+/// One row of the status view: what `kubectl get pods` shows per container, plus the last
+/// result of each probe.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StatusRow {
+    /// `namespace/pod`.
+    pub pod: String,
+    /// Container name.
+    pub container: String,
+    /// `Running`, `Waiting (CrashLoopBackOff)`, `Terminated (Error, exit 1)`, ...
+    pub state: String,
+    /// The container's `ready`.
+    pub ready: bool,
+    /// Restart count.
+    pub restarts: u32,
+    /// Time since the current instance started, for a running container.
+    pub age: Option<Duration>,
+    /// Last outcome of the liveness, readiness and startup probes (`success`, `failure: ...`).
+    pub probes: [Option<String>; 3],
 }
 
 impl Supervisor {
@@ -148,6 +172,8 @@ impl Supervisor {
             sink: Arc::new(sink),
             probe_config: Arc::new(config.probe.clone()),
             reported: HashMap::new(),
+            probing: HashMap::new(),
+            last_probe: HashMap::new(),
             config,
         }
     }
@@ -224,6 +250,52 @@ impl Supervisor {
             .map(|c| c.logs.clone())
     }
 
+    /// The status view: one row per container, pods in name order.
+    pub fn rows(&self) -> Vec<StatusRow> {
+        let now = self.now();
+        let mut pods: Vec<(&PodId, &PodRun)> = self.pods.iter().collect();
+        pods.sort_by(|a, b| {
+            (&a.1.template.namespace, &a.1.template.name)
+                .cmp(&(&b.1.template.namespace, &b.1.template.name))
+        });
+        let mut rows = Vec::new();
+        for (id, run) in pods {
+            let Some(status) = self.manager.pod_status(*id) else {
+                continue;
+            };
+            for c in &status.containers {
+                let (state, age) = match &c.state {
+                    crate::engine::ContainerState::Running { started_at } => (
+                        "Running".to_string(),
+                        Some(now.saturating_duration_since(*started_at)),
+                    ),
+                    crate::engine::ContainerState::Waiting { reason, .. } => {
+                        (format!("Waiting ({reason})"), None)
+                    }
+                    crate::engine::ContainerState::Terminated(t) => (
+                        format!("Terminated ({}, exit {})", t.reason, t.exit_code),
+                        None,
+                    ),
+                };
+                let probe = |t: ProbeType| self.last_probe.get(&(*id, c.name.clone(), t)).cloned();
+                rows.push(StatusRow {
+                    pod: format!("{}/{}", run.template.namespace, run.template.name),
+                    container: c.name.clone(),
+                    state,
+                    ready: c.ready,
+                    restarts: c.restart_count,
+                    age,
+                    probes: [
+                        probe(ProbeType::Liveness),
+                        probe(ProbeType::Readiness),
+                        probe(ProbeType::Startup),
+                    ],
+                });
+            }
+        }
+        rows
+    }
+
     /// True when every pod has finished (terminal phase and nothing running).
     pub fn all_finished(&self) -> bool {
         self.pods.keys().all(|id| {
@@ -257,10 +329,23 @@ impl Supervisor {
     /// Runs until `stop` resolves (then terminates every pod gracefully and waits for them),
     /// or until every pod has finished on its own. Returns true when `stop` ended it.
     pub async fn run(&mut self, stop: impl std::future::Future<Output = ()>) -> bool {
+        self.run_observed(stop, None, |_| {}).await
+    }
+
+    /// [`Supervisor::run`], calling `observe` after every step and, with `every`, at least that
+    /// often (the live status view redraws from it).
+    pub async fn run_observed(
+        &mut self,
+        stop: impl std::future::Future<Output = ()>,
+        every: Option<Duration>,
+        mut observe: impl FnMut(&Supervisor),
+    ) -> bool {
         tokio::pin!(stop);
         let mut stopping = false;
+        let mut tick = every.map(tokio::time::interval);
         loop {
             self.dispatch();
+            observe(self);
             if self.all_finished() {
                 return stopping;
             }
@@ -278,6 +363,7 @@ impl Supervisor {
                     stopping = true;
                     self.terminate_all();
                 }
+                _ = async { tick.as_mut().expect("guarded").tick().await }, if tick.is_some() => {}
             }
         }
     }
@@ -297,6 +383,18 @@ impl Supervisor {
                 message,
             } => self.emit(pod, &container, reason, EventType::Warning, message),
             Msg::ProbeDone { worker, outcome } => {
+                if let Some(key) = self.probing.remove(&worker) {
+                    let text = match &outcome {
+                        ProbeOutcome::Completed { result, output } if output.trim().is_empty() => {
+                            result.to_string()
+                        }
+                        ProbeOutcome::Completed { result, output } => {
+                            format!("{result}: {}", output.trim())
+                        }
+                        ProbeOutcome::Errored { error, .. } => format!("error: {error}"),
+                    };
+                    self.last_probe.insert(key, text);
+                }
                 self.manager.probe_completed(now, worker, outcome)
             }
             Msg::Exited {
@@ -460,6 +558,8 @@ impl Supervisor {
         let cfg = self.probe_config.clone();
         let tx = self.tx.clone();
         let worker = req.worker;
+        self.probing
+            .insert(worker, (req.pod, req.container.to_string(), req.probe_type));
         tokio::spawn(async move {
             let outcome = match refused {
                 Some(addr) => ProbeOutcome::errored(format!(
