@@ -20,6 +20,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::HTTPGetAction;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::url::ProbeUrl;
@@ -331,8 +332,8 @@ async fn send(
     let stream = super::tcp::dial(&url.hostname, port, deadline)
         .await
         .map_err(|e| format!("Get \"{url}\": {e}"))?;
-    let io = Counting {
-        inner: stream,
+    let io = ProbeIo {
+        inner: Some(stream),
         count: Arc::clone(counter),
     };
     let timeout_text = || {
@@ -413,7 +414,8 @@ where
             .await
             .map_err(fail)?;
         let guard = AbortOnDrop(tokio::spawn(async move {
-            let _ = conn.await;
+            // No shutdown(2) from hyper: dropping the socket closes it (in the background).
+            let _ = conn.without_shutdown().await;
         }));
         let response = sender.send_request(request).await.map_err(fail)?;
         Ok((response, guard))
@@ -430,13 +432,31 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// A transport that counts the bytes read from the socket, to show the probe stays bounded.
-struct Counting<T> {
-    inner: T,
+/// The probe's socket: counts the bytes read from it (to show the probe stays bounded) and is
+/// closed without blocking the thread when dropped (see `tcp::close_in_background`).
+struct ProbeIo {
+    /// `None` only once dropped.
+    inner: Option<TcpStream>,
     count: Arc<AtomicU64>,
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Counting<T> {
+impl ProbeIo {
+    fn stream(&mut self) -> io::Result<&mut TcpStream> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))
+    }
+}
+
+impl Drop for ProbeIo {
+    fn drop(&mut self) {
+        if let Some(stream) = self.inner.take() {
+            super::tcp::close_in_background(stream);
+        }
+    }
+}
+
+impl AsyncRead for ProbeIo {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -444,28 +464,40 @@ impl<T: AsyncRead + Unpin> AsyncRead for Counting<T> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
-        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        let poll = match this.stream() {
+            Ok(s) => Pin::new(s).poll_read(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        };
         let read = buf.filled().len() - before;
         this.count.fetch_add(read as u64, Ordering::Relaxed);
         poll
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Counting<T> {
+impl AsyncWrite for ProbeIo {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_write(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_flush(cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_shutdown(cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 
     fn poll_write_vectored(
@@ -473,11 +505,14 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counting<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.inner.as_ref().is_some_and(|s| s.is_write_vectored())
     }
 }
 
