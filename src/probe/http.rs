@@ -5,6 +5,7 @@
 //! written by us (R7.2), a hand-written redirect loop that knows local from non-local redirects
 //! (R7.12–R7.16), a 10 KiB body cap (R7.10) and one deadline over the whole exchange (R7.7).
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -260,7 +261,7 @@ fn is_absolute(reference: &str) -> bool {
 /// Reads at most 10 KiB of the final response's body and maps its status (R7.9–R7.11).
 async fn read_final(
     response: Response<Incoming>,
-    conn: AbortOnDrop,
+    mut conn: Conn,
     url: &ProbeUrl,
     deadline: Instant,
 ) -> ProbeOutcome {
@@ -268,7 +269,7 @@ async fn read_final(
     let mut body = response.into_body();
     let mut data: Vec<u8> = Vec::new();
     while data.len() < MAX_OUTPUT {
-        match tokio::time::timeout_at(deadline, body.frame()).await {
+        match tokio::time::timeout_at(deadline, conn.drive(body.frame())).await {
             Err(_) => {
                 // R7.11: a stall after the headers is an error, discarded by the worker.
                 return ProbeOutcome::Errored {
@@ -318,7 +319,7 @@ async fn send(
     headers: &HeaderMap,
     deadline: Instant,
     counter: &Arc<AtomicU64>,
-) -> Result<(Response<Incoming>, AbortOnDrop), String> {
+) -> Result<(Response<Incoming>, Conn), String> {
     let https = match url.scheme.as_str() {
         "http" => false,
         "https" => true,
@@ -369,7 +370,7 @@ async fn exchange<I>(
     url: &ProbeUrl,
     host: &str,
     headers: &HeaderMap,
-) -> Result<(Response<Incoming>, AbortOnDrop), String>
+) -> Result<(Response<Incoming>, Conn), String>
 where
     I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
@@ -405,7 +406,7 @@ where
             let _ = conn.await;
         }));
         let response = sender.send_request(request).await.map_err(fail)?;
-        Ok((response, guard))
+        Ok((response, Conn::H2(guard)))
     } else {
         let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
             // Go sends canonical header names (`User-Agent`, `X-Foo`).
@@ -413,12 +414,48 @@ where
             .handshake(TokioIo::new(io))
             .await
             .map_err(fail)?;
-        let guard = AbortOnDrop(tokio::spawn(async move {
-            // No shutdown(2) from hyper: dropping the socket closes it (in the background).
-            let _ = conn.without_shutdown().await;
-        }));
-        let response = sender.send_request(request).await.map_err(fail)?;
-        Ok((response, guard))
+        let mut conn = Conn::H1(
+            Box::pin(async move {
+                // No shutdown(2) from hyper: dropping the socket closes it (in the background).
+                let _ = conn.without_shutdown().await;
+            }),
+            false,
+        );
+        let response = conn
+            .drive(sender.send_request(request))
+            .await
+            .map_err(fail)?;
+        Ok((response, conn))
+    }
+}
+
+/// The connection behind a response, dropped (closing its socket) when the probe is done.
+///
+/// HTTP/1 is driven inside the probe's own future, which saves a task per probe and means a
+/// hung server cannot outlive the probe; HTTP/2 multiplexes and needs its own task.
+enum Conn {
+    /// The connection future and whether it has finished.
+    H1(Pin<Box<dyn Future<Output = ()> + Send>>, bool),
+    /// The spawned connection task, held only to abort it on drop.
+    H2(#[allow(dead_code)] AbortOnDrop),
+}
+
+impl Conn {
+    /// Awaits `fut` (a response or a body frame) while keeping the connection polled.
+    async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
+        match self {
+            Conn::H2(_) => fut.await,
+            Conn::H1(conn, done) => {
+                tokio::pin!(fut);
+                loop {
+                    tokio::select! {
+                        biased;
+                        out = &mut fut => return out,
+                        _ = conn.as_mut(), if !*done => *done = true,
+                    }
+                }
+            }
+        }
     }
 }
 
