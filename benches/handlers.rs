@@ -29,6 +29,9 @@ enum Mode {
     RawHttp,
     ProbeletTcp,
     RawTcp,
+    /// The raw client closing as soon as the response arrived, without waiting for the
+    /// server's FIN (what hyper, Go and probelet do): shows the cost of being the active closer.
+    RawHttpActiveClose,
 }
 
 impl Mode {
@@ -38,6 +41,7 @@ impl Mode {
             Mode::RawHttp => "raw tokio http",
             Mode::ProbeletTcp => "probelet tcp",
             Mode::RawTcp => "raw tokio tcp",
+            Mode::RawHttpActiveClose => "raw http/active",
         }
     }
 }
@@ -47,6 +51,8 @@ struct Args {
     probes: usize,
     concurrency: usize,
     rounds: usize,
+    /// Only the modes whose name contains this text (e.g. `probelet http`).
+    only: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -55,6 +61,7 @@ fn parse_args() -> Args {
         probes: 20_000,
         concurrency: 1_000,
         rounds: 5,
+        only: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -65,6 +72,7 @@ fn parse_args() -> Args {
             "--probes" => args.probes = value().parse().expect("--probes N"),
             "--concurrency" => args.concurrency = value().parse().expect("--concurrency N"),
             "--rounds" => args.rounds = value().parse().expect("--rounds N"),
+            "--only" => args.only = Some(value()),
             _ => {}
         }
     }
@@ -100,6 +108,16 @@ async fn one(
                 ..
             }
         ),
+        Mode::RawHttpActiveClose => {
+            let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+                return false;
+            };
+            if s.write_all(request).await.is_err() {
+                return false;
+            }
+            let mut buf = [0u8; 1024];
+            matches!(s.read(&mut buf).await, Ok(n) if buf[..n].starts_with(b"HTTP/1.1 200"))
+        }
         Mode::RawHttp => {
             let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
                 return false;
@@ -182,6 +200,7 @@ fn main() {
         Mode::RawHttp,
         Mode::ProbeletTcp,
         Mode::RawTcp,
+        Mode::RawHttpActiveClose,
     ];
     let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut rate: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
@@ -191,6 +210,13 @@ fn main() {
     );
     for round in 0..args.rounds {
         for (i, mode) in modes.iter().enumerate() {
+            if args
+                .only
+                .as_ref()
+                .is_some_and(|o| !mode.name().contains(o.as_str()))
+            {
+                continue;
+            }
             let (c, wall, errors) = runtime.block_on(run(*mode, &args));
             let per_1000_ms = c.as_secs_f64() * 1000.0 / args.probes as f64 * 1000.0;
             let per_s = args.probes as f64 / wall.as_secs_f64();
@@ -205,8 +231,20 @@ fn main() {
         }
     }
     println!("\nmedian CPU per 1,000 probes (client, user+sys):");
-    let m: Vec<f64> = cpu.iter().map(|v| median(v.clone())).collect();
+    let m: Vec<f64> = cpu
+        .iter()
+        .map(|v| {
+            if v.is_empty() {
+                f64::NAN
+            } else {
+                median(v.clone())
+            }
+        })
+        .collect();
     for (i, mode) in modes.iter().enumerate() {
+        if cpu[i].is_empty() {
+            continue;
+        }
         println!(
             "  {:<15} {:7.2} ms  ({:8.0} probes/s)",
             mode.name(),

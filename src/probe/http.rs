@@ -5,6 +5,7 @@
 //! written by us (R7.2), a hand-written redirect loop that knows local from non-local redirects
 //! (R7.12–R7.16), a 10 KiB body cap (R7.10) and one deadline over the whole exchange (R7.7).
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +21,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::HTTPGetAction;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::url::ProbeUrl;
@@ -259,7 +261,7 @@ fn is_absolute(reference: &str) -> bool {
 /// Reads at most 10 KiB of the final response's body and maps its status (R7.9–R7.11).
 async fn read_final(
     response: Response<Incoming>,
-    conn: AbortOnDrop,
+    mut conn: Conn,
     url: &ProbeUrl,
     deadline: Instant,
 ) -> ProbeOutcome {
@@ -267,7 +269,7 @@ async fn read_final(
     let mut body = response.into_body();
     let mut data: Vec<u8> = Vec::new();
     while data.len() < MAX_OUTPUT {
-        match tokio::time::timeout_at(deadline, body.frame()).await {
+        match tokio::time::timeout_at(deadline, conn.drive(body.frame())).await {
             Err(_) => {
                 // R7.11: a stall after the headers is an error, discarded by the worker.
                 return ProbeOutcome::Errored {
@@ -317,7 +319,7 @@ async fn send(
     headers: &HeaderMap,
     deadline: Instant,
     counter: &Arc<AtomicU64>,
-) -> Result<(Response<Incoming>, AbortOnDrop), String> {
+) -> Result<(Response<Incoming>, Conn), String> {
     let https = match url.scheme.as_str() {
         "http" => false,
         "https" => true,
@@ -331,8 +333,8 @@ async fn send(
     let stream = super::tcp::dial(&url.hostname, port, deadline)
         .await
         .map_err(|e| format!("Get \"{url}\": {e}"))?;
-    let io = Counting {
-        inner: stream,
+    let io = ProbeIo {
+        inner: Some(stream),
         count: Arc::clone(counter),
     };
     let timeout_text = || {
@@ -368,7 +370,7 @@ async fn exchange<I>(
     url: &ProbeUrl,
     host: &str,
     headers: &HeaderMap,
-) -> Result<(Response<Incoming>, AbortOnDrop), String>
+) -> Result<(Response<Incoming>, Conn), String>
 where
     I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
@@ -404,7 +406,7 @@ where
             let _ = conn.await;
         }));
         let response = sender.send_request(request).await.map_err(fail)?;
-        Ok((response, guard))
+        Ok((response, Conn::H2(guard)))
     } else {
         let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
             // Go sends canonical header names (`User-Agent`, `X-Foo`).
@@ -412,11 +414,48 @@ where
             .handshake(TokioIo::new(io))
             .await
             .map_err(fail)?;
-        let guard = AbortOnDrop(tokio::spawn(async move {
-            let _ = conn.await;
-        }));
-        let response = sender.send_request(request).await.map_err(fail)?;
-        Ok((response, guard))
+        let mut conn = Conn::H1(
+            Box::pin(async move {
+                // No shutdown(2) from hyper: dropping the socket closes it (in the background).
+                let _ = conn.without_shutdown().await;
+            }),
+            false,
+        );
+        let response = conn
+            .drive(sender.send_request(request))
+            .await
+            .map_err(fail)?;
+        Ok((response, conn))
+    }
+}
+
+/// The connection behind a response, dropped (closing its socket) when the probe is done.
+///
+/// HTTP/1 is driven inside the probe's own future, which saves a task per probe and means a
+/// hung server cannot outlive the probe; HTTP/2 multiplexes and needs its own task.
+enum Conn {
+    /// The connection future and whether it has finished.
+    H1(Pin<Box<dyn Future<Output = ()> + Send>>, bool),
+    /// The spawned connection task, held only to abort it on drop.
+    H2(#[allow(dead_code)] AbortOnDrop),
+}
+
+impl Conn {
+    /// Awaits `fut` (a response or a body frame) while keeping the connection polled.
+    async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
+        match self {
+            Conn::H2(_) => fut.await,
+            Conn::H1(conn, done) => {
+                tokio::pin!(fut);
+                loop {
+                    tokio::select! {
+                        biased;
+                        out = &mut fut => return out,
+                        _ = conn.as_mut(), if !*done => *done = true,
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -430,13 +469,31 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// A transport that counts the bytes read from the socket, to show the probe stays bounded.
-struct Counting<T> {
-    inner: T,
+/// The probe's socket: counts the bytes read from it (to show the probe stays bounded) and is
+/// closed without blocking the thread when dropped (see `tcp::close_in_background`).
+struct ProbeIo {
+    /// `None` only once dropped.
+    inner: Option<TcpStream>,
     count: Arc<AtomicU64>,
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Counting<T> {
+impl ProbeIo {
+    fn stream(&mut self) -> io::Result<&mut TcpStream> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))
+    }
+}
+
+impl Drop for ProbeIo {
+    fn drop(&mut self) {
+        if let Some(stream) = self.inner.take() {
+            super::tcp::close_in_background(stream);
+        }
+    }
+}
+
+impl AsyncRead for ProbeIo {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -444,28 +501,40 @@ impl<T: AsyncRead + Unpin> AsyncRead for Counting<T> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
-        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        let poll = match this.stream() {
+            Ok(s) => Pin::new(s).poll_read(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        };
         let read = buf.filled().len() - before;
         this.count.fetch_add(read as u64, Ordering::Relaxed);
         poll
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Counting<T> {
+impl AsyncWrite for ProbeIo {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_write(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_flush(cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_shutdown(cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 
     fn poll_write_vectored(
@@ -473,11 +542,14 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counting<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.inner.as_ref().is_some_and(|s| s.is_write_vectored())
     }
 }
 
