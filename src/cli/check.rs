@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
-use k8s_openapi::api::core::v1::{Container, PodSpec, Probe};
+use k8s_openapi::api::core::v1::{Container, Probe};
 use probelet::outcome::{ProbeOutcome, RawResult};
 use probelet::probe::http::HttpTarget;
 use probelet::probe::url::ProbeUrl;
@@ -303,48 +303,32 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Reads one container of a Pod or pod-template manifest.
-///
-/// Deliberately small and isolated: the integrator replaces it with the shared `spec::load`
-/// (defaults, validation, line and column in errors). The YAML goes through a generic value
-/// first so that only `PodSpec` is deserialised into Kubernetes types.
+/// Reads container `name` from the manifest at `path` (any workload kind, multi-document and
+/// `List` files, `-` for stdin) through `spec::load`, with the API server's defaults applied.
 fn load_container(path: &Path, name: &str) -> anyhow::Result<Container> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--from {}: cannot read", path.display()))?;
-    let doc: serde_json::Value = serde_saphyr::from_str(&text)
-        .map_err(|e| anyhow!("--from {}: invalid YAML: {e}", path.display()))?;
-    let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    let pointer = match kind {
-        "Pod" => "/spec",
-        "Deployment"
-        | "StatefulSet"
-        | "DaemonSet"
-        | "ReplicaSet"
-        | "Job"
-        | "ReplicationController" => "/spec/template/spec",
-        "CronJob" => "/spec/jobTemplate/spec/template/spec",
-        other => bail!(
-            "--from {}: kind {other:?} is not a Pod or a workload with a pod template",
-            path.display()
-        ),
-    };
-    let spec = doc
-        .pointer(pointer)
-        .cloned()
-        .ok_or_else(|| anyhow!("--from {}: no pod spec at {pointer}", path.display()))?;
-    let spec: PodSpec = serde_json::from_value(spec)
-        .map_err(|e| anyhow!("--from {}: invalid pod spec: {e}", path.display()))?;
-    let names: Vec<String> = spec.containers.iter().map(|c| c.name.clone()).collect();
-    spec.containers
-        .into_iter()
-        .find(|c| c.name == name)
-        .ok_or_else(|| {
-            anyhow!(
-                "--container {name:?} not found in {} (containers: {})",
-                path.display(),
-                names.join(", ")
-            )
-        })
+    let loaded = probelet::spec::load::load_paths(&[path.to_path_buf()]).map_err(|e| {
+        anyhow!(
+            "--from {}: {}",
+            path.display(),
+            probelet::display::error_chain(&e)
+        )
+    })?;
+    let mut names = Vec::new();
+    for template in loaded.templates {
+        let spec = template.spec;
+        for mut c in spec.init_containers.into_iter().flatten().chain(spec.containers) {
+            if c.name == name {
+                probelet::spec::defaults::apply_container(&mut c);
+                return Ok(c);
+            }
+            names.push(c.name);
+        }
+    }
+    bail!(
+        "--container {name:?} not found in {} (containers: {})",
+        path.display(),
+        names.join(", ")
+    )
 }
 
 /// The one line (or JSON object) `check` prints.
