@@ -8,6 +8,7 @@ pub mod defaults;
 pub mod effective;
 pub mod field;
 pub mod load;
+pub mod locate;
 pub mod validate;
 
 /// One pod template found in a manifest: a Pod's spec, or the template of a workload object
