@@ -389,3 +389,80 @@ fn segments(path: &str) -> impl Iterator<Item = Seg<'_>> {
         out
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str, document: usize, ordinal: usize, path: &str) -> (u64, u64, bool) {
+        let index = SourceIndex::build(text);
+        let object = index.object(document, ordinal).expect("object");
+        let (loc, exact) = index.locate(text, object, path);
+        (loc.line, loc.column, exact)
+    }
+
+    const POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+spec:
+  containers:
+  - name: a
+    image: x
+  - name: b
+    \"livenessProbe\":
+      httpGet: {path: /, port: 80}
+";
+
+    #[test]
+    fn keys_items_quoted_keys_and_flow_maps() {
+        assert_eq!(at(POD, 0, 0, "spec.containers[1]"), (9, 5, true));
+        assert_eq!(
+            at(POD, 0, 0, "spec.containers[1].livenessProbe"),
+            (10, 5, true)
+        );
+        assert_eq!(
+            at(POD, 0, 0, "spec.containers[1].livenessProbe.httpGet.port"),
+            (11, 26, true)
+        );
+        // Not written: the nearest written ancestor.
+        assert_eq!(
+            at(POD, 0, 0, "spec.containers[1].livenessProbe.periodSeconds"),
+            (10, 5, false)
+        );
+        assert_eq!(at(POD, 0, 0, "spec.containers[7].name"), (6, 3, false));
+    }
+
+    #[test]
+    fn documents_skip_empty_ones_and_non_workloads() {
+        let text = format!(
+            "---\n---\n# only a comment\n---\nnull\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: s}}\n---\n{POD}"
+        );
+        let index = SourceIndex::build(&text);
+        // Documents: Service (0), Pod (1); the empty and null ones are not counted.
+        assert!(index.object(0, 0).is_none());
+        let object = index.object(1, 0).expect("pod");
+        assert_eq!(index.locate(&text, object, "metadata.name").0.line, 14);
+    }
+
+    #[test]
+    fn json_and_complex_keys_and_aliases() {
+        let text = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+ "spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80}]}]}}"#;
+        assert_eq!(
+            at(text, 0, 0, "spec.containers[0].ports[0].containerPort"),
+            (2, 51, true)
+        );
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: &m {name: p}\n? [complex, key]\n: 1\nother: *m\nspec: {containers: []}\n";
+        assert_eq!(at(text, 0, 0, "spec.containers"), (7, 8, true));
+        assert_eq!(at(text, 0, 0, "other.name"), (6, 1, false));
+    }
+
+    #[test]
+    fn broken_text_does_not_panic() {
+        for text in ["{", "a: [", "- - -", "\t", "key: 'unterminated", ""] {
+            let index = SourceIndex::build(text);
+            assert!(index.object(0, 0).is_none());
+        }
+    }
+}
