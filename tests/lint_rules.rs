@@ -295,6 +295,18 @@ fn pl015_probe_host_set() {
     );
     assert_quiet("PL015", &deployment(&near, "hostNetwork: true\n"));
     assert_fires("PL015", &deployment(&near, ""));
+    // On the host network an IP literal is the node's own address; metadata never is.
+    let own = GOOD.replace(
+        "path: /livez, port: http",
+        "path: /livez, port: http, host: 10.0.0.10",
+    );
+    assert_quiet("PL015", &deployment(&own, "hostNetwork: true\n"));
+    assert_quiet("PL012", &deployment(&own, "hostNetwork: true\n"));
+    let metadata = GOOD.replace(
+        "path: /livez, port: http",
+        "path: /livez, port: http, host: 169.254.169.254",
+    );
+    assert_fires("PL015", &deployment(&metadata, "hostNetwork: true\n"));
 }
 
 #[test]

@@ -518,7 +518,7 @@ fn check_probe(
         let Some(host) = host.filter(|h| !h.is_empty()) else {
             continue;
         };
-        if host_network && is_loopback(host) {
+        if host_network && is_own_address(host) {
             continue;
         }
         sink.push(
@@ -614,7 +614,7 @@ fn check_probe(
         && let Some(host) = s
             .host
             .as_deref()
-            .filter(|h| !h.is_empty() && !is_loopback(h))
+            .filter(|h| !other_host_excluded(h, host_network))
     {
         let port = match &s.port {
             IntOrString::Int(n) => Some(*n),
@@ -642,7 +642,7 @@ fn check_probe(
         && let Some(host) = h
             .host
             .as_deref()
-            .filter(|h| !h.is_empty() && !is_loopback(h))
+            .filter(|h| !other_host_excluded(h, host_network))
     {
         sink.push(
             id::LIVENESS_DEPENDENCY,
@@ -753,8 +753,9 @@ fn check_pair(sink: &mut Sink<'_>, ctr: &Ctr<'_>, invalid: &dyn Fn(&str) -> bool
     }
     if let Some(h) = l.http_get.as_ref() {
         let p = h.path.as_deref().unwrap_or(defaults::DEFAULT_HTTP_PATH);
-        // PL013 already says more about a readiness-looking path.
-        if !(is_dependency_path(p) && sink.on(id::LIVENESS_READINESS_ENDPOINT)) {
+        // PL013 already says more about a readiness-looking path; `/` rarely checks
+        // anything but the server itself.
+        if p != "/" && !(is_dependency_path(p) && sink.on(id::LIVENESS_READINESS_ENDPOINT)) {
             sink.push(
                 id::LIVENESS_SHARES_ENDPOINT,
                 Some(name),
@@ -841,6 +842,24 @@ fn check_startup(
                 ),
             );
         }
+    }
+}
+
+/// Hosts that PL012 does not count as another service: empty, loopback, and on the host
+/// network the node's own addresses.
+fn other_host_excluded(host: &str, host_network: bool) -> bool {
+    host.is_empty() || is_loopback(host) || (host_network && is_own_address(host))
+}
+
+/// On the host network the pod IP is the node's: loopback and IP literals plausibly name the
+/// node itself (kubeadm's static pods probe their advertise address). Link-local addresses
+/// (cloud metadata) never do.
+fn is_own_address(host: &str) -> bool {
+    let h = host.trim_matches(|c| c == '[' || c == ']');
+    match h.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => !ip.is_link_local(),
+        Ok(std::net::IpAddr::V6(ip)) => (ip.segments()[0] & 0xffc0) != 0xfe80,
+        Err(_) => is_loopback(h),
     }
 }
 

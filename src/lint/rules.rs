@@ -122,20 +122,22 @@ pub static RULES: &[Rule] = &[
     Rule {
         id: id::PORT_NOT_DECLARED,
         name: "probe-port-not-declared",
-        severity: Severity::Warning,
+        severity: Severity::Info,
         summary: "A probe's port number is not among the container's declared ports.",
         explanation: "When a container declares its ports, a probe on a port that is not among \
             them is usually a typo or a port that moved (`8008` for `8080`, an old management \
             port). The probe then fails with connection refused: a liveness probe restarts the \
             container every `failureThreshold x periodSeconds`, a readiness probe keeps it out of \
-            traffic. Containers that declare no ports are not checked.",
+            traffic. Declaring ports is informational in Kubernetes (an undeclared port that is \
+            served works), so this is a hint, not a warning; containers that declare no ports \
+            are not checked. A *named* port that is missing is PL002.",
         fix: "Use the port the application listens on, and declare it in `ports` (ideally with \
             a name the probe refers to).",
     },
     Rule {
         id: id::TIMEOUT_NOT_BELOW_PERIOD,
         name: "timeout-not-below-period",
-        severity: Severity::Error,
+        severity: Severity::Warning,
         summary: "`timeoutSeconds` is not shorter than `periodSeconds`.",
         explanation: "A worker never runs two probes at once (R3.4); ticks that arrive while a \
             probe runs are coalesced, so a slow probe is followed at once by the next (R3.5). \
@@ -288,8 +290,9 @@ pub static RULES: &[Rule] = &[
             node against whatever that name resolves to: another service (so the probe says \
             nothing about this container), the node's own localhost, or a cloud metadata \
             endpoint (blind SSRF, upstream #99425; host-network enumeration, #81129). Loopback \
-            hosts on `hostNetwork: true` pods (the kubeadm static-pod pattern) are not \
-            reported.",
+            and IP-literal hosts on `hostNetwork: true` pods, where the pod IP is the node's \
+            own address (the kubeadm static-pod pattern), are not reported, except link-local \
+            (metadata) addresses.",
         fix: "Remove `host`; to send a virtual host name, set an `httpHeaders` entry named \
             `Host` instead (R7.2).",
     },
@@ -341,7 +344,7 @@ pub static RULES: &[Rule] = &[
     Rule {
         id: id::READINESS_SLOWER_THAN_GRACE,
         name: "readiness-slower-than-grace",
-        severity: Severity::Warning,
+        severity: Severity::Info,
         summary: "Readiness takes longer to take the pod out of traffic than the termination \
             grace period, and there is no preStop hook.",
         explanation: "When the application starts failing readiness on SIGTERM to drain, it \
@@ -349,7 +352,9 @@ pub static RULES: &[Rule] = &[
             that is longer than `terminationGracePeriodSeconds`, the container is killed \
             (SIGKILL, R8.6) before it ever leaves the endpoints, and requests keep arriving at \
             a terminating pod. A `preStop` hook (e.g. a short sleep) is the usual way to let \
-            endpoints catch up.",
+            endpoints catch up. Informational: current endpoint controllers mark a terminating \
+            pod not-ready at once, so this matters mostly for proxies and clients that follow \
+            readiness alone.",
         fix: "Lower the readiness `failureThreshold x periodSeconds` below the grace period, \
             raise `terminationGracePeriodSeconds`, or add a `preStop` hook.",
     },
