@@ -55,6 +55,11 @@ pub struct Args {
     /// objects with the annotation `probelet.dev/expected-startup`, which overrides this).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub expected_startup: Option<i64>,
+
+    /// How many files to lint at once (default: the number of CPUs). Output order does not
+    /// depend on it.
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
 }
 
 /// How findings are printed.
@@ -143,35 +148,37 @@ pub fn run(args: Args) -> ExitCode {
 
     let mut findings: Vec<Finding> = Vec::new();
     let mut unreadable = 0usize;
-    let mut files = 0usize;
+    let mut files = Vec::new();
     for path in &args.paths {
-        let list = match load::manifest_files(path) {
-            Ok(list) => list,
+        match load::manifest_files(path) {
+            Ok(list) => {
+                if list.is_empty() {
+                    eprintln!(
+                        "warning: {}: no *.yaml, *.yml or *.json files",
+                        path.display()
+                    );
+                }
+                files.extend(list);
+            }
             Err(e) => {
                 report_error(&e);
                 unreadable += 1;
-                continue;
-            }
-        };
-        if list.is_empty() {
-            eprintln!(
-                "warning: {}: no *.yaml, *.yml or *.json files",
-                path.display()
-            );
-        }
-        for file in list {
-            files += 1;
-            let result = load::read_manifest(&file)
-                .and_then(|(name, text)| lint::lint_text(&name, &text, &config));
-            match result {
-                Ok((found, _skipped_kinds)) => findings.extend(found),
-                Err(e) => {
-                    report_error(&e);
-                    unreadable += 1;
-                }
             }
         }
     }
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    for result in lint::lint_files(&files, &config, jobs) {
+        match result {
+            Ok((found, _skipped_kinds)) => findings.extend(found),
+            Err(e) => {
+                report_error(&e);
+                unreadable += 1;
+            }
+        }
+    }
+    let files = files.len();
 
     let rendered = match args.output {
         Format::Text => output::text(&findings),

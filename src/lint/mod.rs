@@ -220,6 +220,64 @@ pub fn lint_text(
     Ok((findings, other_warnings))
 }
 
+/// What linting one file gave: its findings and the loader's other warnings, or why it could
+/// not be read.
+pub type FileResult = Result<(Vec<Finding>, Vec<load::Warning>), LoadError>;
+
+/// Read and lint `files` (paths, or `-` for standard input), on up to `jobs` threads. Files
+/// are independent, so they are spread over the threads; results come back in input order.
+pub fn lint_files(files: &[std::path::PathBuf], config: &Config, jobs: usize) -> Vec<FileResult> {
+    let one = |path: &std::path::PathBuf| -> FileResult {
+        let (name, text) = load::read_manifest(path)?;
+        lint_text(&name, &text, config)
+    };
+    let jobs = jobs.clamp(1, files.len().max(1));
+    if jobs == 1 {
+        return files.iter().map(one).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Option<FileResult>> = Vec::new();
+    results.resize_with(files.len(), || None);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(path) = files.get(i) else { break };
+                        done.push((i, one(path)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for worker in workers {
+            // A worker that panicked leaves its files as None, reported below.
+            if let Ok(done) = worker.join() {
+                for (i, result) in done {
+                    results[i] = Some(result);
+                }
+            }
+        }
+    });
+    results
+        .into_iter()
+        .zip(files)
+        .map(|(r, path)| {
+            r.unwrap_or_else(|| {
+                Err(LoadError::Invalid {
+                    path: path.display().to_string(),
+                    line: 0,
+                    column: 0,
+                    field: None,
+                    message: "internal error while linting this file".into(),
+                })
+            })
+        })
+        .collect()
+}
+
 /// Each template's position among the templates of its document (the loader's order).
 fn ordinals(templates: &[PodTemplate]) -> Vec<usize> {
     let mut out = Vec::with_capacity(templates.len());
