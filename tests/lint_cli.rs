@@ -73,7 +73,7 @@ fn text_output_and_exit_1_on_warning() {
     let out = String::from_utf8(out).expect("utf-8");
     assert!(
         out.contains(&format!(
-            "{path}:18:11: warning[PL007] Deployment/web: liveness of container \"app\" has failureThreshold 1"
+            "{path}:18:11: warning[PL007] Deployment/web: liveness probe of container \"app\" has failureThreshold 1"
         )),
         "{out}"
     );

@@ -306,7 +306,7 @@ pub fn check_template(template: &PodTemplate, config: &Config) -> Vec<RawFinding
                     Some(ctr.name()),
                     written(&path, "failureThreshold", "periodSeconds"),
                     format!(
-                        "readiness of container \"{}\" needs {}s ({} x {}s) to take the pod out \
+                        "readiness probe of container \"{}\" needs {}s ({} x {}s) to take the pod out \
                          of traffic, longer than terminationGracePeriodSeconds {}s, and there is \
                          no preStop hook",
                         ctr.name(),
@@ -433,7 +433,7 @@ fn check_probe(
 ) {
     let t = Timing::of(probe);
     let name = ctr.name();
-    let field = ty.field();
+    let what = format!("{} probe", ty.title().to_ascii_lowercase());
 
     // Ports: named (PL002) and numbered (PL003).
     let port_checks = [
@@ -463,18 +463,18 @@ fn check_probe(
                         Some(name),
                         format!("{path}.{handler}.port"),
                         format!(
-                            "{field} port \"{port_name}\" is not a named port of container \
+                            "{what} port \"{port_name}\" is not a named port of container \
                              \"{name}\": every probe errors with port \"{port_name}\" not found \
                              and the probe never changes state"
                         ),
                     );
                 }
             }
-            IntOrString::Int(n) => check_port_number(sink, ctr, path, handler, *n, host, field),
+            IntOrString::Int(n) => check_port_number(sink, ctr, path, handler, *n, host, &what),
         }
     }
     if let Some(g) = probe.grpc.as_ref() {
-        check_port_number(sink, ctr, path, "grpc", g.port, None, field);
+        check_port_number(sink, ctr, path, "grpc", g.port, None, &what);
     }
 
     // PL004 / PL005: timeout against period. A 1 s timeout is the minimum (R1.1), so a
@@ -486,7 +486,7 @@ fn check_probe(
             Some(name),
             written(path, "timeoutSeconds", "periodSeconds"),
             format!(
-                "{field} of container \"{name}\": timeoutSeconds {}s is not shorter than \
+                "{what} of container \"{name}\": timeoutSeconds {}s is not shorter than \
                  periodSeconds {}s, so a slow target is probed back to back",
                 t.timeout, t.period
             ),
@@ -497,7 +497,7 @@ fn check_probe(
             Some(name),
             written(path, "periodSeconds", "timeoutSeconds"),
             format!(
-                "{field} of container \"{name}\": periodSeconds {}s is less than twice \
+                "{what} of container \"{name}\": periodSeconds {}s is less than twice \
                  timeoutSeconds {}s",
                 t.period, t.timeout
             ),
@@ -526,7 +526,7 @@ fn check_probe(
             Some(name),
             format!("{path}.{handler}.host"),
             format!(
-                "{field} of container \"{name}\" sets {handler}.host \"{host}\": the probe goes \
+                "{what} of container \"{name}\" sets {handler}.host \"{host}\": the probe goes \
                  from the node to that host instead of the pod IP"
             ),
         );
@@ -541,7 +541,7 @@ fn check_probe(
                 Some(name),
                 written(path, "periodSeconds", "exec"),
                 format!(
-                    "{field} of container \"{name}\" starts a shell every {}s",
+                    "{what} of container \"{name}\" starts a shell every {}s",
                     t.period
                 ),
             );
@@ -551,7 +551,7 @@ fn check_probe(
                 Some(name),
                 written(path, "periodSeconds", "exec"),
                 format!(
-                    "{field} of container \"{name}\" runs a process every {}s",
+                    "{what} of container \"{name}\" runs a process every {}s",
                     t.period
                 ),
             );
@@ -567,7 +567,7 @@ fn check_probe(
             Some(name),
             format!("{path}.terminationGracePeriodSeconds"),
             format!(
-                "{field} of container \"{name}\": terminationGracePeriodSeconds {g}s is longer \
+                "{what} of container \"{name}\": terminationGracePeriodSeconds {g}s is longer \
                  than the pod's {pod_grace}s"
             ),
         );
@@ -585,7 +585,7 @@ fn check_probe(
             Some(name),
             format!("{path}.failureThreshold"),
             format!(
-                "liveness of container \"{name}\" has failureThreshold 1: one slow response \
+                "liveness probe of container \"{name}\" has failureThreshold 1: one slow response \
                  restarts it"
             ),
         );
@@ -599,7 +599,7 @@ fn check_probe(
             Some(name),
             written(path, "periodSeconds", "failureThreshold"),
             format!(
-                "liveness of container \"{name}\" restarts it after {}s of failures ({} x {}s), \
+                "liveness probe of container \"{name}\" restarts it after {}s of failures ({} x {}s), \
                  less than {}s",
                 t.window(),
                 t.failure,
@@ -632,7 +632,7 @@ fn check_probe(
                 Some(name),
                 format!("{path}.tcpSocket.host"),
                 format!(
-                    "liveness of container \"{name}\" connects to {host}:{port}, a database or \
+                    "liveness probe of container \"{name}\" connects to {host}:{port}, a database or \
                      cache port of another host: an outage there restarts every replica"
                 ),
             );
@@ -649,7 +649,7 @@ fn check_probe(
             Some(name),
             format!("{path}.httpGet.host"),
             format!(
-                "liveness of container \"{name}\" checks host \"{host}\", another service: an \
+                "liveness probe of container \"{name}\" checks host \"{host}\", another service: an \
                  outage there restarts every replica"
             ),
         );
@@ -662,7 +662,7 @@ fn check_probe(
             Some(name),
             format!("{path}.exec.command"),
             format!(
-                "liveness of container \"{name}\" runs a client against \"{host}\", another \
+                "liveness probe of container \"{name}\" runs a client against \"{host}\", another \
                  host: an outage there restarts every replica"
             ),
         );
@@ -677,7 +677,7 @@ fn check_probe(
                 Some(name),
                 format!("{path}.httpGet.path"),
                 format!(
-                    "liveness of container \"{name}\" uses \"{p}\", an endpoint that checks \
+                    "liveness probe of container \"{name}\" uses \"{p}\", an endpoint that checks \
                      readiness or dependencies: an outage of a dependency restarts every replica"
                 ),
             );
@@ -692,7 +692,7 @@ fn check_port_number(
     handler: &str,
     port: i32,
     host: Option<&str>,
-    field: &str,
+    what: &str,
 ) {
     let ports: Vec<i32> = ctr
         .c
@@ -712,7 +712,7 @@ fn check_port_number(
         Some(name),
         format!("{path}.{handler}.port"),
         format!(
-            "{field} of container \"{name}\" probes port {port}, which the container does not \
+            "{what} of container \"{name}\" probes port {port}, which the container does not \
              declare (ports: {})",
             list.join(", ")
         ),
@@ -761,7 +761,7 @@ fn check_pair(sink: &mut Sink<'_>, ctr: &Ctr<'_>, invalid: &dyn Fn(&str) -> bool
                 Some(name),
                 format!("{lp}.httpGet.path"),
                 format!(
-                    "liveness of container \"{name}\" uses the readiness endpoint \"{p}\": if it \
+                    "liveness probe of container \"{name}\" uses the readiness endpoint \"{p}\": if it \
                      checks dependencies, their outage restarts every replica"
                 ),
             );
@@ -793,7 +793,7 @@ fn check_startup(
                 Some(name),
                 format!("{lp}.initialDelaySeconds"),
                 format!(
-                    "liveness of container \"{name}\" waits initialDelaySeconds {}s, on every \
+                    "liveness probe of container \"{name}\" waits initialDelaySeconds {}s, on every \
                      restart, instead of a startup probe",
                     t.delay
                 ),
