@@ -305,3 +305,32 @@ fn rules_doc_is_up_to_date() {
         assert!(actual.contains(&format!("## {}", rule.id)));
     }
 }
+
+#[test]
+fn directories_recursively_in_a_stable_order() {
+    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
+    let one = probelet()
+        .args(["lint", "-o", "json", "-j", "1", corpus])
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let two = probelet()
+        .args(["lint", "-o", "json", "-j", "2", corpus])
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(one, two);
+    let v: Value = serde_json::from_slice(&one).expect("json");
+    let findings = v["findings"].as_array().expect("findings");
+    let expected: usize = std::fs::read_dir(corpus)
+        .expect("corpus")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "expected"))
+        .map(|p| std::fs::read_to_string(p).expect("read").lines().count())
+        .sum();
+    assert_eq!(findings.len(), expected);
+}
