@@ -6,6 +6,7 @@
 //! * [`spec`]: Kubernetes manifests in, API-server defaults and validation, effective probes out.
 //! * [`outcome`]: the vocabulary a probe handler answers with (R6.1), shared by handlers and engine.
 //! * [`probe`]: the HTTP, TCP, gRPC and exec handlers, bounded in time and memory (§6–§7).
+//! * [`lint`]: rules over pod templates that find probe mistakes before deployment.
 //! * [`engine`]: the pure, clock-free state machines that decide when to probe, when a result
 //!   counts, when a container is killed and when it is ready.
 //! * [`runtime`]: containers as local processes (spawn, stop, logs, environment).
@@ -16,6 +17,7 @@ pub mod children;
 pub mod display;
 pub mod driver;
 pub mod engine;
+pub mod lint;
 pub mod outcome;
 pub mod probe;
 pub mod runtime;

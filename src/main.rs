@@ -28,6 +28,9 @@ enum Command {
     /// Run one probe once (HTTP, TCP, gRPC or exec) and exit 0 if healthy, 1 if not, 2 on a
     /// usage error: a Docker HEALTHCHECK without curl.
     Check(cli::check::Args),
+    /// Find the probe mistakes that cause outages (timing, dependencies, ports), before
+    /// deploying. `probelet lint --explain ID` documents a rule.
+    Lint(cli::lint::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,5 +40,6 @@ fn main() -> ExitCode {
         Command::Validate(args) => cli::validate::run(args),
         Command::DemoApp(args) => cli::demo_app::run(args),
         Command::Check(args) => cli::check::run(args),
+        Command::Lint(args) => cli::lint::run(args),
     }
 }

@@ -2,5 +2,6 @@
 
 pub mod check;
 pub mod demo_app;
+pub mod lint;
 pub mod run;
 pub mod validate;

@@ -188,6 +188,39 @@ pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {
     Ok(loaded)
 }
 
+/// The manifest files a path stands for, the way [`load_paths`] reads them: a directory's
+/// `*.yaml`, `*.yml` and `*.json` files (recursively, sorted), a file as itself, `-` as itself
+/// (standard input). For callers that read file by file, e.g. to keep each file's text.
+pub fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    if path.as_os_str() == "-" {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let meta = std::fs::metadata(path).map_err(|source| LoadError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files = Vec::new();
+    collect_dir(path, 0, &mut HashSet::new(), &mut files)?;
+    files.sort();
+    Ok(files)
+}
+
+/// Read one manifest file (or `-`, standard input) with the loader's size and UTF-8 checks.
+/// Returns the name used in messages ([`STDIN_NAME`] for `-`) and the text, ready for
+/// [`load_str`].
+pub fn read_manifest(path: &Path) -> Result<(String, String), LoadError> {
+    if path.as_os_str() == "-" {
+        let text = read_limited(std::io::stdin().lock(), STDIN_NAME)?;
+        return Ok((STDIN_NAME.to_string(), text));
+    }
+    let name = path.display().to_string();
+    let text = read_file(path, &name)?;
+    Ok((name, text))
+}
+
 fn collect_dir(
     dir: &Path,
     depth: usize,

@@ -9,6 +9,7 @@ pub mod effective;
 pub mod env;
 pub mod field;
 pub mod load;
+pub mod locate;
 pub mod validate;
 
 /// One pod template found in a manifest: a Pod's spec, or the template of a workload object
