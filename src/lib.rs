@@ -13,4 +13,5 @@
 pub mod driver;
 pub mod engine;
 pub mod outcome;
+pub mod sim;
 pub mod spec;

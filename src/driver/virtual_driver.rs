@@ -67,6 +67,7 @@ impl Default for ProcessBehaviour {
 
 type ProbeScript = Box<dyn FnMut(&ProbeCall<'_>) -> (ProbeOutcome, Duration)>;
 type ProcessScript = Box<dyn FnMut(&ProcessCall<'_>) -> ProcessBehaviour>;
+type Observer = Box<dyn FnMut(Instant, &[Action], &Manager)>;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Pending {
@@ -108,6 +109,11 @@ pub struct VirtualDriver {
     instances: HashMap<(PodId, Arc<str>), Instance>,
     started_counts: HashMap<(PodId, Arc<str>), u32>,
     log: Vec<(Instant, Action)>,
+    /// Whether actions are kept in `log` (a long simulation streams them to an observer instead).
+    keep_log: bool,
+    observer: Option<Observer>,
+    /// Actions of the current step, reused between steps to avoid an allocation per step.
+    batch: Vec<Action>,
 }
 
 impl VirtualDriver {
@@ -131,7 +137,29 @@ impl VirtualDriver {
             instances: HashMap::new(),
             started_counts: HashMap::new(),
             log: Vec::new(),
+            keep_log: true,
+            observer: None,
+            batch: Vec::new(),
         }
+    }
+
+    /// Sets an observer, called after every step of the run (every timer, probe answer, start
+    /// or exit) with the step's time, the actions the engine emitted in it (possibly none) and
+    /// the manager, so that the caller can read the resulting status. `simulate` builds its
+    /// timeline this way without keeping the whole log.
+    pub fn on_step(
+        &mut self,
+        observer: impl FnMut(Instant, &[Action], &Manager) + 'static,
+    ) -> &mut Self {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
+    /// Whether to keep every action in [`VirtualDriver::log`] (the default). A day of a busy pod
+    /// is millions of actions; an observer that summarises them needs no log.
+    pub fn keep_log(&mut self, keep: bool) -> &mut Self {
+        self.keep_log = keep;
+        self
     }
 
     /// Sets the probe script: the outcome of each probe and how long it takes.
@@ -270,8 +298,9 @@ impl VirtualDriver {
 
     /// Moves the engine's actions into the log and schedules what they ask for.
     fn collect(&mut self) {
+        let now = self.now;
+        let mut batch = std::mem::take(&mut self.batch);
         while let Some(action) = self.manager.poll_action() {
-            let now = self.now;
             match &action {
                 Action::Probe(req) => self.schedule_probe(req, now),
                 Action::Start { pod, container } => {
@@ -311,8 +340,17 @@ impl VirtualDriver {
                 }
                 _ => {}
             }
-            self.log.push((now, action));
+            batch.push(action);
         }
+        if let Some(observer) = self.observer.as_mut() {
+            observer(now, &batch, &self.manager);
+        }
+        if self.keep_log {
+            self.log.extend(batch.drain(..).map(|a| (now, a)));
+        } else {
+            batch.clear();
+        }
+        self.batch = batch;
     }
 
     fn schedule_probe(&mut self, req: &ProbeRequest, now: Instant) {

@@ -1,0 +1,3 @@
+//! `probelet simulate`: scenarios run through the engine in virtual time.
+pub mod duration;
+pub mod scenario;
