@@ -22,7 +22,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return secs_to_duration(secs).ok_or_else(|| format!("invalid duration {text:?}"));
     }
     let bad = || {
-        format!("invalid duration {text:?} (write e.g. 30s, 1m30s, 500ms, 2h, or a number of seconds)")
+        format!(
+            "invalid duration {text:?} (write e.g. 30s, 1m30s, 500ms, 2h, or a number of seconds)"
+        )
     };
     let mut total = 0f64;
     let mut rest = t;

@@ -294,9 +294,10 @@ pub fn parse_response(text: &str) -> Result<Response, String> {
         "UNIMPLEMENTED" => Response::Grpc(GrpcStatus::Unimplemented),
         _ => {
             if let Some(code) = t.strip_prefix("exit") {
-                let code = code.trim().parse().map_err(|_| {
-                    format!("invalid exit code in {text:?} (write e.g. `exit 1`)")
-                })?;
+                let code = code
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("invalid exit code in {text:?} (write e.g. `exit 1`)"))?;
                 Response::Exit(code)
             } else if let Ok(code) = t.parse::<u64>() {
                 status(code)?
@@ -458,7 +459,9 @@ impl<'de> Deserialize<'de> for Latency {
                     .map_err(E::custom)
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Latency, E> {
-                Ok(Latency::Fixed(SimDuration(std::time::Duration::from_secs(v))))
+                Ok(Latency::Fixed(SimDuration(std::time::Duration::from_secs(
+                    v,
+                ))))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Latency, E> {
                 if v.is_finite() && v >= 0.0 {
@@ -656,9 +659,11 @@ mod tests {
 
     #[test]
     fn unknown_field_has_line_and_column() {
-        let err = parse("containers:\n  app:\n    targets:\n      - http: {port: 80}\n        respnd: 500\n")
-            .unwrap_err()
-            .to_string();
+        let err = parse(
+            "containers:\n  app:\n    targets:\n      - http: {port: 80}\n        respnd: 500\n",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.starts_with("s.yaml:5:"), "{err}");
         assert!(err.contains("respnd"), "{err}");
     }
@@ -670,16 +675,20 @@ mod tests {
             .to_string();
         assert!(err.starts_with("s.yaml:3:"), "{err}");
         assert!(err.contains("invalid duration"), "{err}");
-        let err = parse("containers:\n  app:\n    targets:\n      - tcp: {}\n        respond: teapot\n")
-            .unwrap_err()
-            .to_string();
+        let err =
+            parse("containers:\n  app:\n    targets:\n      - tcp: {}\n        respond: teapot\n")
+                .unwrap_err()
+                .to_string();
         assert!(err.starts_with("s.yaml:5:"), "{err}");
         assert!(err.contains("unknown response"), "{err}");
     }
 
     #[test]
     fn manifest_comment_is_relative_to_the_scenario() {
-        let p = manifest_comment("# manifest: ../app.yaml\nseed: 1\n", Path::new("ex/s/a.yaml"));
+        let p = manifest_comment(
+            "# manifest: ../app.yaml\nseed: 1\n",
+            Path::new("ex/s/a.yaml"),
+        );
         assert_eq!(p, Some(PathBuf::from("ex/s/../app.yaml")));
         assert_eq!(manifest_comment("seed: 1\n", Path::new("a.yaml")), None);
     }
