@@ -3,6 +3,8 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod cli;
+
 /// The kubelet's probe manager, standalone and exact.
 #[derive(Debug, Parser)]
 #[command(name = "probelet", version, about)]
@@ -12,9 +14,14 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Simulate a pod's probes against a scenario in virtual time (see docs/simulate.md).
+    Simulate(cli::simulate::Args),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Simulate(args) => cli::simulate::run(args),
+    }
 }

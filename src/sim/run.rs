@@ -72,6 +72,8 @@ struct Lane {
     open_run: Option<usize>,
     bad_from: Option<Duration>,
     last_good: Duration,
+    /// A result was counted since the container's current instance started.
+    probed: bool,
     stretches: Vec<(Duration, Option<Duration>)>,
 }
 
@@ -190,6 +192,7 @@ impl Recorder {
             ),
             ProbeOutcome::Errored { error, .. } => ("error", error.as_str()),
         };
+        self.lanes[ci][pi].probed = true;
         match result {
             "success" => self.counts.success += 1,
             "warning" => self.counts.warning += 1,
@@ -261,6 +264,11 @@ impl Recorder {
 
     fn on_step(&mut self, now: Instant, actions: &[Action], manager: &Manager) {
         let t = self.pod_time(now);
+        let status = manager.pods().next().and_then(|p| manager.pod_status(p));
+        // A new instance comes first: the worker results of this step already concern it.
+        if let Some(status) = status {
+            self.new_instances(t, status);
+        }
         for a in actions {
             match a {
                 Action::ProbeCounted {
@@ -285,13 +293,17 @@ impl Recorder {
                     let Some(ci) = self.index(container) else {
                         continue;
                     };
-                    self.close_runs(ci, Some(probe_index(*probe_type)));
+                    let pi = probe_index(*probe_type);
+                    self.close_runs(ci, Some(pi));
+                    let initial = !self.lanes[ci][pi].probed
+                        && *result == crate::engine::initial_value(*probe_type);
                     self.push(
                         t,
                         Some(ci),
                         What::Result {
                             probe: *probe_type,
                             result: *result,
+                            initial,
                         },
                     );
                 }
@@ -314,11 +326,30 @@ impl Recorder {
                 _ => {}
             }
         }
-        let Some(pod) = manager.pods().next() else {
-            return;
-        };
-        if let Some(status) = manager.pod_status(pod) {
+        if let Some(status) = status {
             self.diff_status(t, status);
+        }
+    }
+
+    fn new_instances(&mut self, t: Duration, status: &PodStatus) {
+        for (ci, s) in status.containers.iter().enumerate().take(self.seen.len()) {
+            let running = s.is_running();
+            if running && (self.seen[ci].id != s.container_id || !self.seen[ci].running) {
+                self.close_runs(ci, None);
+                for lane in &mut self.lanes[ci] {
+                    lane.probed = false;
+                }
+                self.instances.push((ci, t, None));
+                self.push(
+                    t,
+                    Some(ci),
+                    What::Running {
+                        instance: s.restart_count,
+                    },
+                );
+                self.seen[ci].id = s.container_id.clone();
+                self.seen[ci].running = true;
+            }
         }
     }
 
@@ -345,17 +376,6 @@ impl Recorder {
                 continue;
             }
             let prev = prev.clone();
-            if running && (prev.id != s.container_id || !prev.running) {
-                self.close_runs(ci, None);
-                self.instances.push((ci, t, None));
-                self.push(
-                    t,
-                    Some(ci),
-                    What::Running {
-                        instance: s.restart_count,
-                    },
-                );
-            }
             if !running
                 && prev.running
                 && let ContainerState::Terminated(term) = &s.state

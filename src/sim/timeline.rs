@@ -67,6 +67,8 @@ pub enum What {
         probe: ProbeType,
         /// The new cached result.
         result: ProbeResult,
+        /// The worker's initial value for a new container (R3.9), not a threshold crossing.
+        initial: bool,
     },
     /// A new container instance is running.
     Running {
@@ -171,7 +173,9 @@ pub struct Timeline {
     pub summary: Summary,
 }
 
-/// How quickly bad targets were acted on.
+/// How quickly bad targets were acted on. A *stretch* runs from a target going bad (the start
+/// of the scenario window or start-up that made it answer badly, or its last good answer if
+/// later) to its next good answer.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Detection {
     /// Stretches in which a target answered badly while the pod was serving (readiness) or

@@ -1,0 +1,3 @@
+//! Subcommands of the `probelet` binary.
+
+pub mod simulate;
