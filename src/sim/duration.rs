@@ -65,7 +65,7 @@ pub fn format_duration(d: Duration) -> String {
     if ms == 0 && !d.is_zero() {
         return format!("{}µs", d.as_micros());
     }
-    if ms < 1000 {
+    if ms > 0 && ms < 1000 {
         return format!("{ms}ms");
     }
     let secs = d.as_secs();
