@@ -376,9 +376,15 @@ impl Recorder {
                 continue;
             }
             let prev = prev.clone();
+            // The exit may already have moved on to CrashLoopBackOff in the same step; the
+            // instance is then in lastState.
+            let term = match &s.state {
+                ContainerState::Terminated(term) => Some(term),
+                _ => s.last_state.as_ref(),
+            };
             if !running
                 && prev.running
-                && let ContainerState::Terminated(term) = &s.state
+                && let Some(term) = term
             {
                 self.close_runs(ci, None);
                 if let Some(inst) = self.instances.iter_mut().rev().find(|i| i.0 == ci) {

@@ -194,6 +194,25 @@ pub fn render(t: &Timeline) -> String {
         let (xa, xb) = (c.x(*a), c.x(*b));
         c.rect(xa, xb, y + 3.0, LANE - 6.0, GREEN, "");
     }
+    // Out-of-traffic gaps drawn on top, at least 3 px wide, so a 5 s blip in a day shows.
+    let mut from = Duration::ZERO;
+    for (a, b) in ready.iter().chain(std::iter::once(&(end, end))) {
+        if *a > from {
+            let (xa, xb) = (c.x(from), c.x(*a));
+            let _ = writeln!(
+                c.out,
+                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{RED}" opacity="0.75"><title>out of traffic {}–{} ({})</title></rect>"#,
+                xa.min(xb - 3.0).max(LEFT),
+                y + 3.0,
+                (xb - xa).max(3.0),
+                LANE - 6.0,
+                clock(from),
+                clock(*a),
+                format_duration(*a - from)
+            );
+        }
+        from = *b;
+    }
     c.text(
         LEFT - 10.0,
         y + LANE / 2.0 + 5.0,
@@ -355,7 +374,10 @@ pub fn render(t: &Timeline) -> String {
             c.text(
                 LEFT - 10.0,
                 lane_top + LANE / 2.0 + 4.0,
-                &format!("{} · {label}", probe.to_string().to_lowercase()),
+                &shorten(
+                    &format!("{} · {label}", probe.to_string().to_lowercase()),
+                    36,
+                ),
                 r#"text-anchor="end" font-size="12""#,
             );
             let mid = lane_top + LANE / 2.0;
@@ -491,8 +513,8 @@ pub fn render(t: &Timeline) -> String {
             "{}",
             swatch.replace('X', &format!("{:.1}", lx + 4.0))
         );
-        c.text(lx + 18.0, ly + 4.0, text, r##"font-size="12" fill="#333""##);
-        lx += 30.0 + text.chars().count() as f64 * 6.8;
+        c.text(lx + 24.0, ly + 4.0, text, r##"font-size="12" fill="#333""##);
+        lx += 36.0 + text.chars().count() as f64 * 6.8;
     }
     let _ = writeln!(c.out, "</svg>");
     c.out
@@ -532,5 +554,16 @@ fn draw_marks(c: &mut Chart, xs: &[f64], mid: f64, color: &str, cross: bool, tip
             );
         }
         i = j + 1;
+    }
+}
+
+/// Cuts a label to `max` characters with an ellipsis (the full text is in the table).
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max - 1).collect();
+        out.push('…');
+        out
     }
 }
