@@ -503,6 +503,14 @@ pub fn simulate(spec: &PodSpec, plan: &Plan, opts: &SimOptions) -> Timeline {
                 return ProcessBehaviour::default();
             };
             let since_pod = call.now.saturating_duration_since(t0);
+            // An ordinary init container runs to completion: unless the scenario says how it
+            // exits, it succeeds once its start-up time has passed.
+            if c.init && c.exits.is_empty() {
+                return ProcessBehaviour {
+                    exits_after: Some((c.startup, 0)),
+                    stop_after_sigterm: c.stop_after_sigterm,
+                };
+            }
             // The earliest exit that applies to this instance: an absolute one still ahead, or
             // one relative to its start.
             let exits_after = c
@@ -887,6 +895,29 @@ mod tests {
             .collect();
         assert_eq!(failures[0].1, "HTTP probe failed with statuscode: 503");
         assert!(t.windows.iter().any(|w| w.from == Duration::from_secs(95)));
+    }
+
+    /// Ordinary init containers complete by themselves (exit 0 after their start-up time), so
+    /// the app starts after them; a sidecar keeps running.
+    #[test]
+    fn init_containers_complete() {
+        let t = run(
+            serde_json::json!({"initContainers": [{"name": "migrate"},
+                {"name": "proxy", "restartPolicy": "Always"}],
+                "containers": [{"name": "app"}]}),
+            "containers:\n  migrate: {startup: 20s}\n",
+            60,
+        );
+        let app_start = t
+            .entries
+            .iter()
+            .find(|e| {
+                e.container.as_deref() == Some("app") && matches!(e.what, What::Running { .. })
+            })
+            .unwrap();
+        assert_eq!(app_start.at, Duration::from_secs(20));
+        assert_eq!(t.summary.restarts, 0);
+        assert_eq!(t.summary.first_ready, Some(Duration::from_secs(20)));
     }
 
     /// Same seed, same timeline; latency distributions are drawn from the seed.

@@ -314,6 +314,10 @@ pub struct ExitPlan {
 pub struct ContainerPlan {
     /// Container name.
     pub name: String,
+    /// An ordinary init container (runs to completion; no probes, R1.15).
+    pub init: bool,
+    /// The container's start-up time (targets may override it).
+    pub startup: Duration,
     /// Exits by itself.
     pub exits: Vec<ExitPlan>,
     /// Time to exit after SIGTERM (`Duration::MAX` when SIGTERM is ignored).
@@ -373,7 +377,12 @@ impl Plan {
                     .containers
                     .get(&c.name)
                     .map_or(&empty, |s| &s.value);
-                compile_container(c, sc, path)
+                let init = spec
+                    .init_containers
+                    .iter()
+                    .flatten()
+                    .any(|i| i.name == c.name && i.restart_policy.as_deref() != Some("Always"));
+                compile_container(c, sc, init, path)
             })
             .collect::<Result<_, _>>()?;
         Ok(Plan { containers })
@@ -388,6 +397,7 @@ impl Plan {
 fn compile_container(
     c: &Container,
     sc: &ContainerScenario,
+    init: bool,
     path: &Path,
 ) -> Result<ContainerPlan, ScenarioError> {
     let startup = sc.startup.map_or(Duration::ZERO, |d| d.0);
@@ -530,6 +540,8 @@ fn compile_container(
     }
     Ok(ContainerPlan {
         name: c.name.clone(),
+        init,
+        startup,
         exits,
         stop_after_sigterm: if sc.ignore_sigterm {
             Duration::MAX
