@@ -367,3 +367,35 @@ fn svg_renders_to_png() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--sweep` prints one row per value; the database stops restarting once the liveness probe
+/// tolerates the 45 s stall.
+#[test]
+fn cli_sweep_picks_a_threshold() {
+    let (code, out, err) = cli(&[
+        "simulate",
+        "--scenario",
+        "examples/scenarios/db-hiccups.yaml",
+        "--sweep",
+        "postgres.livenessProbe.failureThreshold=3..6",
+        "--expect",
+        "restarts == 0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+        .collect();
+    assert_eq!(rows.len(), 4, "{out}");
+    assert!(rows[0].contains("FAIL: restarts == 0"), "{out}");
+    assert!(rows[3].contains("all hold"), "{out}");
+    let (code, _, err) = cli(&[
+        "simulate",
+        "--scenario",
+        "examples/scenarios/db-hiccups.yaml",
+        "--sweep",
+        "livenessProbe.threshold=1..3",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown field"), "{err}");
+}

@@ -6,7 +6,9 @@ use probelet::sim::expect::Expectation;
 use probelet::sim::manifest::load_pod_template;
 use probelet::sim::run::{SimOptions, simulate};
 use probelet::sim::scenario::Scenario;
+use probelet::sim::sweep::Sweep;
 use probelet::sim::targets::Plan;
+use probelet::sim::timeline::Timeline;
 use probelet::sim::{svg, table};
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -60,6 +62,12 @@ pub struct Args {
     /// Write the output to this file instead of standard output.
     #[arg(long = "out", value_name = "FILE")]
     pub out_file: Option<PathBuf>,
+
+    /// Vary one probe field and print one summary row per value, e.g.
+    /// 'livenessProbe.failureThreshold=1..10' or 'app.readinessProbe.timeoutSeconds=1,2,5'.
+    /// With --expect, each row says which expectations hold; the exit status is then 0.
+    #[arg(long, value_name = "[CONTAINER.]PROBE.FIELD=VALUES")]
+    pub sweep: Option<Sweep>,
 }
 
 /// Runs the subcommand: 0 when every expectation holds, 1 when one fails, 2 on bad input.
@@ -91,7 +99,6 @@ fn run_inner(args: Args) -> anyhow::Result<bool> {
     };
     // INTEGRATOR: swap for spec::load::load_paths once it lands (defaults + validation).
     let pod = load_pod_template(&manifest)?;
-    let plan = Plan::compile(&scenario, &pod.spec, &args.scenario)?;
     let opts = SimOptions {
         duration: args
             .duration
@@ -103,6 +110,27 @@ fn run_inner(args: Args) -> anyhow::Result<bool> {
         namespace: pod.namespace.clone(),
         keep_probe_times: args.output == Format::Svg,
     };
+    if let Some(sweep) = &args.sweep {
+        anyhow::ensure!(
+            args.output != Format::Svg,
+            "--sweep prints a table or JSON, not SVG"
+        );
+        let mut rows = Vec::new();
+        for &value in &sweep.values {
+            let spec = sweep.apply(&pod.spec, value)?;
+            let plan = Plan::compile(&scenario, &spec, &args.scenario)?;
+            rows.push((value, simulate(&spec, &plan, &opts)));
+        }
+        let rendered = match args.output {
+            Format::Json => {
+                serde_json::to_string_pretty(&sweep_json(sweep, &rows, &args.expect))? + "\n"
+            }
+            _ => sweep_table(sweep, &rows, &args.expect),
+        };
+        write_out(&args.out_file, &rendered)?;
+        return Ok(true);
+    }
+    let plan = Plan::compile(&scenario, &pod.spec, &args.scenario)?;
     let timeline = simulate(&pod.spec, &plan, &opts);
 
     let rendered = match args.output {
@@ -110,16 +138,7 @@ fn run_inner(args: Args) -> anyhow::Result<bool> {
         Format::Json => serde_json::to_string_pretty(&timeline)? + "\n",
         Format::Svg => svg::render(&timeline),
     };
-    match &args.out_file {
-        Some(path) => {
-            std::fs::write(path, rendered).with_context(|| format!("writing {}", path.display()))?
-        }
-        None => {
-            let mut out = std::io::stdout().lock();
-            // A closed pipe (`| head`) is not an error worth reporting.
-            let _ = out.write_all(rendered.as_bytes());
-        }
-    }
+    write_out(&args.out_file, &rendered)?;
 
     let mut ok = true;
     for e in &args.expect {
@@ -143,4 +162,98 @@ fn run_inner(args: Args) -> anyhow::Result<bool> {
         eprintln!();
     }
     Ok(ok)
+}
+
+fn write_out(file: &Option<PathBuf>, rendered: &str) -> anyhow::Result<()> {
+    match file {
+        Some(path) => {
+            std::fs::write(path, rendered).with_context(|| format!("writing {}", path.display()))
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (`| head`) is not an error worth reporting.
+            let _ = out.write_all(rendered.as_bytes());
+            Ok(())
+        }
+    }
+}
+
+fn fmt_opt(d: Option<Duration>) -> String {
+    d.map_or(
+        "never".to_string(),
+        probelet::sim::duration::format_duration,
+    )
+}
+
+/// One row per swept value: the numbers that decide a threshold.
+fn sweep_table(sweep: &Sweep, rows: &[(i64, Timeline)], expect: &[Expectation]) -> String {
+    use probelet::sim::duration::format_duration as f;
+    let mut out = format!(
+        "sweep {}: {} values\n\n{:>8}  {:>8}  {:>6}  {:>11}  {:>13}  {:>15}  {:>14}  {:>14}",
+        sweep.text,
+        rows.len(),
+        "VALUE",
+        "RESTARTS",
+        "KILLS",
+        "FIRST READY",
+        "UNREADY TOTAL",
+        "LONGEST UNREADY",
+        "BAD→UNREADY",
+        "BAD→RESTART"
+    );
+    if !expect.is_empty() {
+        out.push_str("  EXPECTATIONS");
+    }
+    out.push('\n');
+    for (value, t) in rows {
+        let s = &t.summary;
+        let worst_unready = [s.bad_to_unready.worst, s.bad_to_unready.undetected_longest]
+            .into_iter()
+            .flatten()
+            .max();
+        out.push_str(&format!(
+            "{:>8}  {:>8}  {:>6}  {:>11}  {:>13}  {:>15}  {:>14}  {:>14}",
+            value,
+            s.restarts,
+            s.probe_kills,
+            fmt_opt(s.first_ready),
+            f(s.unready_total),
+            f(s.unready_longest),
+            worst_unready.map_or("-".to_string(), f),
+            s.bad_to_restart.worst.map_or("-".to_string(), f),
+        ));
+        if !expect.is_empty() {
+            let failed: Vec<String> = expect
+                .iter()
+                .filter(|e| !e.evaluate(t).passed)
+                .map(|e| e.to_string())
+                .collect();
+            if failed.is_empty() {
+                out.push_str("  all hold");
+            } else {
+                out.push_str(&format!("  FAIL: {}", failed.join("; ")));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn sweep_json(
+    sweep: &Sweep,
+    rows: &[(i64, Timeline)],
+    expect: &[Expectation],
+) -> serde_json::Value {
+    serde_json::json!({
+        "sweep": sweep.text,
+        "rows": rows.iter().map(|(value, t)| serde_json::json!({
+            "value": value,
+            "summary": t.summary,
+            "failed_expectations": expect
+                .iter()
+                .filter(|e| !e.evaluate(t).passed)
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
 }

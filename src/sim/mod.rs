@@ -5,6 +5,7 @@ pub mod manifest;
 pub mod run;
 pub mod scenario;
 pub mod svg;
+pub mod sweep;
 pub mod table;
 pub mod targets;
 pub mod timeline;
