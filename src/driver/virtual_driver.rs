@@ -381,11 +381,12 @@ impl VirtualDriver {
     }
 }
 
-fn pod_name(manager: &Manager, pod: PodId) -> String {
+/// The pod's name, shared with the engine's view (no allocation on the per-probe path).
+fn pod_name(manager: &Manager, pod: PodId) -> Arc<str> {
     manager
         .pod_info(pod)
-        .map(|p| p.name.to_string())
-        .unwrap_or_default()
+        .map(|p| p.name.clone())
+        .unwrap_or_else(|| Arc::from(""))
 }
 
 /// Runtimes report 128 + signal for a process killed by a signal.

@@ -11,7 +11,7 @@ use crate::engine::kill::KillReason;
 use crate::engine::pod::probe_index;
 use crate::engine::rng::Rng;
 use crate::engine::{
-    Action, ContainerId, ContainerState, EngineConfig, Instant, Manager, PodInfo, PodStatus,
+    Action, ContainerId, ContainerState, EngineConfig, Instant, Manager, PodId, PodInfo, PodStatus,
 };
 use crate::outcome::{ProbeOutcome, RawResult};
 use crate::spec::ProbeType;
@@ -100,6 +100,19 @@ struct Recorder {
     instances: Vec<(usize, Duration, Option<Duration>)>,
     entries: Vec<Entry>,
     counts: ProbeCounts,
+    /// (address, length) of container names seen → container index.
+    name_cache: Vec<((usize, usize), usize)>,
+    pod: Option<PodId>,
+}
+
+/// Same container instance: the status shares the ID's allocation while the instance is
+/// current, so the pointer check settles the common case without comparing text.
+fn same_id(a: &Option<ContainerId>, b: &Option<ContainerId>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => std::ptr::eq(a.as_str(), b.as_str()) || a == b,
+        (None, None) => true,
+        _ => false,
+    }
 }
 
 impl Recorder {
@@ -107,11 +120,21 @@ impl Recorder {
         t.saturating_duration_since(self.t0)
     }
 
-    fn index(&self, container: &str) -> Option<usize> {
-        self.plan
+    /// The container's index. The engine hands out the same shared name for a container
+    /// every time, so its address identifies it: this runs several times per probe, and
+    /// comparing names of equal length would cost a memcmp per container.
+    fn index(&mut self, container: &str) -> Option<usize> {
+        let key = (container.as_ptr() as usize, container.len());
+        if let Some(&(_, i)) = self.name_cache.iter().find(|(k, _)| *k == key) {
+            return Some(i);
+        }
+        let i = self
+            .plan
             .containers
             .iter()
-            .position(|c| c.name == container)
+            .position(|c| c.name == container)?;
+        self.name_cache.push((key, i));
+        Some(i)
     }
 
     fn push(&mut self, at: Duration, ci: Option<usize>, what: What) {
@@ -264,7 +287,15 @@ impl Recorder {
 
     fn on_step(&mut self, now: Instant, actions: &[Action], manager: &Manager) {
         let t = self.pod_time(now);
-        let status = manager.pods().next().and_then(|p| manager.pod_status(p));
+        // The simulation has one pod; remember its ID rather than search the map every step.
+        let pod = match self.pod {
+            Some(p) => p,
+            None => match manager.pods().next() {
+                Some(p) => *self.pod.insert(p),
+                None => return,
+            },
+        };
+        let status = manager.pod_status(pod);
         // A new instance comes first: the worker results of this step already concern it.
         if let Some(status) = status {
             self.new_instances(t, status);
@@ -334,7 +365,7 @@ impl Recorder {
     fn new_instances(&mut self, t: Duration, status: &PodStatus) {
         for (ci, s) in status.containers.iter().enumerate().take(self.seen.len()) {
             let running = s.is_running();
-            if running && (self.seen[ci].id != s.container_id || !self.seen[ci].running) {
+            if running && (!same_id(&self.seen[ci].id, &s.container_id) || !self.seen[ci].running) {
                 self.close_runs(ci, None);
                 for lane in &mut self.lanes[ci] {
                     lane.probed = false;
@@ -370,7 +401,7 @@ impl Recorder {
             if prev.running == running
                 && prev.started == s.started
                 && prev.ready == s.ready
-                && prev.id == s.container_id
+                && same_id(&prev.id, &s.container_id)
                 && prev.waiting == waiting
             {
                 continue;
@@ -478,6 +509,8 @@ pub fn simulate(spec: &PodSpec, plan: &Plan, opts: &SimOptions) -> Timeline {
         instances: Vec::new(),
         entries: Vec::new(),
         counts: ProbeCounts::default(),
+        name_cache: Vec::new(),
+        pod: None,
     }));
     // The pod is added before the driver exists so no step is missed; the recorder sees the
     // engine's first actions when the driver collects them.
@@ -555,6 +588,8 @@ fn empty_recorder(plan: &Plan, t0: Instant) -> Recorder {
         instances: Vec::new(),
         entries: Vec::new(),
         counts: ProbeCounts::default(),
+        name_cache: Vec::new(),
+        pod: None,
     }
 }
 

@@ -296,6 +296,72 @@ pub struct LanePlan {
     pub timeout: Duration,
     /// Index into [`ContainerPlan::targets`].
     pub target: usize,
+    /// The handler's failure texts, built once: a day of 1 s probes must not format them
+    /// millions of times.
+    pub texts: LaneTexts,
+}
+
+/// A lane's fixed output texts (kubelet-semantics.md §7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneTexts {
+    /// R7.24: the error of a named port missing from `ports[]`.
+    pub port_error: Option<String>,
+    /// The timeout failure (R7.7, R7.17, R7.20, R7.22).
+    pub timed_out: String,
+    /// A refused connection (HTTP and TCP dial error; gRPC's blocking connect timing out).
+    pub refused: String,
+}
+
+impl LaneTexts {
+    /// The texts of `h` with `timeout`.
+    pub fn new(h: &Handler, timeout: Duration) -> LaneTexts {
+        let (host, port, port_error) = match h {
+            Handler::Http { host, port, .. } | Handler::Tcp { host, port, .. } => match port {
+                Ok(p) => (host.as_str(), *p, None),
+                Err(e) => (host.as_str(), 0, Some(e.clone())),
+            },
+            Handler::Grpc { port, .. } => (POD_IP, *port, None),
+            _ => (POD_IP, 0, None),
+        };
+        let addr = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let url = match h {
+            Handler::Http { scheme, path, .. } => format!("{scheme}://{addr}{path}"),
+            _ => String::new(),
+        };
+        let go_timeout = crate::engine::time::go_duration(timeout);
+        let timed_out = match h {
+            Handler::Http { .. } => format!(
+                "Get \"{url}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+            ),
+            Handler::Tcp { .. } => format!("dial tcp {addr}: i/o timeout"),
+            Handler::Grpc { .. } => {
+                format!("timeout: health rpc did not complete within {go_timeout}")
+            }
+            Handler::Exec { command } => format!(
+                "command timed out: \"{}\" timed out after {go_timeout}",
+                command.join(" ")
+            ),
+            Handler::Missing => "timeout".to_string(),
+        };
+        let refused = match h {
+            Handler::Http { .. } => {
+                format!("Get \"{url}\": dial tcp {addr}: connect: connection refused")
+            }
+            Handler::Grpc { .. } => format!(
+                "timeout: failed to connect service \"{addr}\" within {go_timeout}: context deadline exceeded"
+            ),
+            _ => format!("dial tcp {addr}: connect: connection refused"),
+        };
+        LaneTexts {
+            port_error,
+            timed_out,
+            refused,
+        }
+    }
 }
 
 /// A compiled process exit.
@@ -483,6 +549,7 @@ fn compile_container(
                     handler: h.clone(),
                     timeout: *timeout,
                     target: index,
+                    texts: LaneTexts::new(h, *timeout),
                 });
             }
             plan.get_or_insert(p);
@@ -515,6 +582,7 @@ fn compile_container(
                 handler: h.clone(),
                 timeout: *timeout,
                 target: index,
+                texts: LaneTexts::new(h, *timeout),
             });
         }
     }
@@ -798,79 +866,25 @@ fn standard_normal(rng: &mut Rng) -> f64 {
 pub fn answer(b: &Behaviour, lane: &LanePlan, rng: &mut Rng) -> (ProbeOutcome, Duration) {
     let h = &lane.handler;
     let timeout = lane.timeout;
-    let output = b.output.clone().unwrap_or_default();
+    let texts = &lane.texts;
     // R7.24: a named port that is not in the container's ports[] errors before any I/O.
-    let port = match h {
-        Handler::Http { port, .. } | Handler::Tcp { port, .. } => match port {
-            Ok(p) => *p,
-            Err(e) => return (ProbeOutcome::errored(e.clone()), Duration::ZERO),
-        },
-        Handler::Grpc { port, .. } => *port,
-        _ => 0,
-    };
-    let host = match h {
-        Handler::Http { host, .. } | Handler::Tcp { host, .. } => host.as_str(),
-        _ => POD_IP,
-    };
-    let addr = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
-    let url = match h {
-        Handler::Http { scheme, path, .. } => format!("{scheme}://{addr}{path}"),
-        _ => String::new(),
-    };
-    let go_timeout = crate::engine::time::go_duration(timeout);
-    let timed_out = || -> ProbeOutcome {
-        let text = match h {
-            Handler::Http { .. } => format!(
-                "Get \"{url}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
-            ),
-            Handler::Tcp { .. } => format!("dial tcp {addr}: i/o timeout"),
-            Handler::Grpc { .. } => {
-                format!("timeout: health rpc did not complete within {go_timeout}")
-            }
-            Handler::Exec { command } => format!(
-                "command timed out: \"{}\" timed out after {go_timeout}",
-                command.join(" ")
-            ),
-            Handler::Missing => "timeout".to_string(),
-        };
-        ProbeOutcome::completed(RawResult::Failure, text)
-    };
+    if let Some(e) = &texts.port_error {
+        return (ProbeOutcome::errored(e.clone()), Duration::ZERO);
+    }
+    let timed_out = || ProbeOutcome::completed(RawResult::Failure, texts.timed_out.clone());
     if b.response == Response::Hang {
         return (timed_out(), timeout);
     }
     let latency = sample_latency(&b.latency, rng);
     if b.response == Response::Refused {
+        let refused = ProbeOutcome::completed(RawResult::Failure, texts.refused.clone());
         return match h {
             // R7.18: the gRPC connect is blocking, so a refused port costs the whole timeout.
-            Handler::Grpc { .. } => (
-                ProbeOutcome::completed(
-                    RawResult::Failure,
-                    format!(
-                        "timeout: failed to connect service \"{addr}\" within {go_timeout}: context deadline exceeded"
-                    ),
-                ),
-                timeout,
-            ),
-            Handler::Http { .. } => (
-                ProbeOutcome::completed(
-                    RawResult::Failure,
-                    format!("Get \"{url}\": dial tcp {addr}: connect: connection refused"),
-                ),
-                latency.min(timeout),
-            ),
-            _ => (
-                ProbeOutcome::completed(
-                    RawResult::Failure,
-                    format!("dial tcp {addr}: connect: connection refused"),
-                ),
-                latency.min(timeout),
-            ),
+            Handler::Grpc { .. } => (refused, timeout),
+            _ => (refused, latency.min(timeout)),
         };
     }
+    let output = b.output.clone().unwrap_or_default();
     // R7.7: the timeout bounds the whole exchange.
     if latency >= timeout {
         return (timed_out(), timeout);
@@ -885,10 +899,9 @@ pub fn answer(b: &Behaviour, lane: &LanePlan, rng: &mut Rng) -> (ProbeOutcome, D
         (Response::Fail, Handler::Http { .. }) => http_status(500, output),
         (Response::Status(code), _) => http_status(code, output),
         (Response::Ok, Handler::Tcp { .. }) => ProbeOutcome::completed(RawResult::Success, ""),
-        (Response::Fail, Handler::Tcp { .. }) => ProbeOutcome::completed(
-            RawResult::Failure,
-            format!("dial tcp {addr}: connect: connection refused"),
-        ),
+        (Response::Fail, Handler::Tcp { .. }) => {
+            ProbeOutcome::completed(RawResult::Failure, texts.refused.clone())
+        }
         (Response::Ok, Handler::Grpc { .. }) => grpc_status(GrpcStatus::Serving),
         (Response::Fail, Handler::Grpc { .. }) => grpc_status(GrpcStatus::NotServing),
         (Response::Grpc(g), _) => grpc_status(g),
