@@ -252,8 +252,11 @@ impl Recorder {
                     },
                 ..
             }) = self.entries.get_mut(i)
-            && *r == result
-            && o == output
+            // Both sides come from the same literals, so the pointer check usually decides;
+            // this runs for every probe of a long simulation.
+            && (std::ptr::eq(*r, result) || *r == result)
+            && o.len() == output.len()
+            && (o.is_empty() || o == output)
         {
             *count += 1;
             *last = f.done;
