@@ -83,7 +83,10 @@ enum Pending {
         container: Arc<str>,
     },
     ProbeDone {
+        /// Issue order: simultaneous answers are delivered in the order they were asked for.
         seq: u64,
+        /// Where the outcome waits in `outcomes`.
+        slot: usize,
         worker: WorkerId,
     },
 }
@@ -104,7 +107,9 @@ pub struct VirtualDriver {
     probe_script: ProbeScript,
     process_script: ProcessScript,
     pending: BinaryHeap<Reverse<(Instant, Pending)>>,
-    outcomes: HashMap<u64, ProbeOutcome>,
+    /// Outcomes of probes in flight, in reusable slots (a hash map here cost a hash per probe).
+    outcomes: Vec<Option<ProbeOutcome>>,
+    free_slots: Vec<usize>,
     seq: u64,
     instances: HashMap<(PodId, Arc<str>), Instance>,
     started_counts: HashMap<(PodId, Arc<str>), u32>,
@@ -132,7 +137,8 @@ impl VirtualDriver {
             }),
             process_script: Box::new(|_| ProcessBehaviour::default()),
             pending: BinaryHeap::new(),
-            outcomes: HashMap::new(),
+            outcomes: Vec::new(),
+            free_slots: Vec::new(),
             seq: 0,
             instances: HashMap::new(),
             started_counts: HashMap::new(),
@@ -233,8 +239,10 @@ impl VirtualDriver {
 
     fn apply(&mut self, at: Instant, item: Pending) {
         match item {
-            Pending::ProbeDone { seq, worker } => {
-                if let Some(outcome) = self.outcomes.remove(&seq) {
+            Pending::ProbeDone { slot, worker, .. } => {
+                let outcome = self.outcomes.get_mut(slot).and_then(Option::take);
+                self.free_slots.push(slot);
+                if let Some(outcome) = outcome {
                     self.manager.probe_completed(at, worker, outcome);
                 }
             }
@@ -370,11 +378,21 @@ impl VirtualDriver {
             attempt: req.attempt,
         });
         self.seq += 1;
-        self.outcomes.insert(self.seq, outcome);
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                self.outcomes[i] = Some(outcome);
+                i
+            }
+            None => {
+                self.outcomes.push(Some(outcome));
+                self.outcomes.len() - 1
+            }
+        };
         self.pending.push(Reverse((
             now + latency,
             Pending::ProbeDone {
                 seq: self.seq,
+                slot,
                 worker: req.worker,
             },
         )));
