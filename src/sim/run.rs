@@ -553,9 +553,11 @@ pub fn simulate(spec: &PodSpec, plan: &Plan, opts: &SimOptions) -> Timeline {
                 .exits
                 .iter()
                 .filter_map(|e| match e.anchor {
-                    Anchor::Absolute => {
-                        (e.after >= since_pod).then(|| (e.after - since_pod, e.code))
-                    }
+                    // An instance started at the very moment of an absolute exit replaces the
+                    // one that exited then; only the first instance can exit at its own start.
+                    Anchor::Absolute => (e.after > since_pod
+                        || (e.after == since_pod && call.instance == 0))
+                        .then(|| (e.after - since_pod, e.code)),
                     Anchor::SinceStart => Some((e.after, e.code)),
                 })
                 .min_by_key(|(d, _)| *d);
@@ -956,6 +958,79 @@ mod tests {
         assert_eq!(app_start.at, Duration::from_secs(20));
         assert_eq!(t.summary.restarts, 0);
         assert_eq!(t.summary.first_ready, Some(Duration::from_secs(20)));
+    }
+
+    /// A process that ignores SIGTERM is SIGKILLed at the end of the grace period (137); one
+    /// that takes 5 s to stop exits 143 after 5 s. Both answer through the engine's kill.
+    #[test]
+    fn sigterm_behaviour() {
+        let spec = serde_json::json!({"terminationGracePeriodSeconds": 20, "containers": [{"name": "app",
+            "livenessProbe": {"tcpSocket": {"port": 80}, "periodSeconds": 10, "failureThreshold": 1}}]});
+        let exits = |sc: &str| {
+            run(spec.clone(), sc, 60)
+                .entries
+                .iter()
+                .filter_map(|e| match e.what {
+                    What::Exited { code, .. } => Some((e.at.as_secs(), code)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        let bad = "    targets:\n      - tcp: {}\n        windows: [{at: 5s, for: 10s, respond: refused}]\n";
+        // The failing probe at 10 s kills at once (failureThreshold 1).
+        assert_eq!(
+            exits(&format!(
+                "containers:\n  app:\n    ignore_sigterm: true\n{bad}"
+            ))[0],
+            (30, 137)
+        );
+        assert_eq!(
+            exits(&format!("containers:\n  app:\n    stop: 5s\n{bad}"))[0],
+            (15, 143)
+        );
+    }
+
+    /// A target that errors never changes the probe's state (R6.4): the rows say `error`, the
+    /// container is never killed, and the pod never becomes ready.
+    #[test]
+    fn errors_are_recorded_and_discarded() {
+        let t = run(
+            serde_json::json!({"containers": [{"name": "app",
+                "livenessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10},
+                "readinessProbe": {"exec": {"command": ["y"]}, "periodSeconds": 10}}]}),
+            "containers:\n  app:\n    targets:\n      - probe: liveness\n        respond: error\n        output: rpc error\n      - probe: readiness\n        respond: error\n",
+            120,
+        );
+        assert_eq!(t.summary.restarts, 0);
+        assert_eq!(t.summary.first_ready, None);
+        assert!(t.summary.probes.error >= 20, "{:?}", t.summary.probes);
+        assert_eq!(t.summary.probes.failure + t.summary.probes.success, 0);
+        assert!(t.entries.iter().any(|e| matches!(&e.what,
+            What::Probe { result: "error", output, .. } if output == "rpc error")));
+    }
+
+    /// An exit at an absolute time hits the instance running then; `after_start` hits every
+    /// instance.
+    #[test]
+    fn process_exits() {
+        let spec = serde_json::json!({"containers": [{"name": "app"}]});
+        let t = run(
+            spec.clone(),
+            "containers:\n  app:\n    exits: [{at: 30s, code: 3}]\n",
+            120,
+        );
+        assert_eq!(t.summary.restarts, 1);
+        let t = run(
+            spec,
+            "containers:\n  app:\n    exits: [{after_start: 5s}]\n",
+            120,
+        );
+        assert!(t.summary.restarts >= 3, "{:?}", t.summary);
+        assert!(
+            t.entries
+                .iter()
+                .any(|e| matches!(e.what, What::BackOff { .. }))
+        );
     }
 
     /// Same seed, same timeline; latency distributions are drawn from the seed.
