@@ -9,6 +9,8 @@
 //!   counts, when a container is killed and when it is ready.
 //! * [`driver`]: what feeds the engine time and outcomes (the virtual driver for tests and
 //!   simulation).
+//! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual
+//!   driver.
 
 pub mod driver;
 pub mod engine;
