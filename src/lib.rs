@@ -12,6 +12,8 @@
 //! * [`runtime`]: containers as local processes (spawn, stop, logs, environment).
 //! * [`driver`]: what feeds the engine time and outcomes (the virtual driver for tests and
 //!   simulation).
+//! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual
+//!   driver.
 
 pub mod children;
 pub mod display;
@@ -21,4 +23,5 @@ pub mod lint;
 pub mod outcome;
 pub mod probe;
 pub mod runtime;
+pub mod sim;
 pub mod spec;

@@ -31,6 +31,8 @@ enum Command {
     /// Find the probe mistakes that cause outages (timing, dependencies, ports), before
     /// deploying. `probelet lint --explain ID` documents a rule.
     Lint(cli::lint::Args),
+    /// Simulate a pod's probes against a scenario in virtual time (see docs/simulate.md).
+    Simulate(cli::simulate::Args),
 }
 
 fn main() -> ExitCode {
@@ -41,5 +43,6 @@ fn main() -> ExitCode {
         Command::DemoApp(args) => cli::demo_app::run(args),
         Command::Check(args) => cli::check::run(args),
         Command::Lint(args) => cli::lint::run(args),
+        Command::Simulate(args) => cli::simulate::run(args),
     }
 }

@@ -218,7 +218,18 @@ fn unknown_fields_warn_and_strict_fails() {
 
 #[test]
 fn directory_argument_loads_all_examples() {
-    let r = run(validate().arg(example("")));
+    // The example manifests (examples/ also holds simulation scenarios, which are not
+    // manifests), copied into a directory tree of their own.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("nested")).unwrap();
+    for (name, to) in [
+        ("broken.yaml", "broken.yaml"),
+        ("demo.yaml", "nested/demo.yaml"),
+        ("multi-doc.yaml", "multi-doc.yaml"),
+    ] {
+        std::fs::copy(example(name), dir.path().join(to)).unwrap();
+    }
+    let r = run(validate().arg(dir.path()));
     // broken.yaml is in there, so the directory as a whole is invalid.
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("Deployment/web"));

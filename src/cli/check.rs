@@ -316,7 +316,12 @@ fn load_container(path: &Path, name: &str) -> anyhow::Result<Container> {
     let mut names = Vec::new();
     for template in loaded.templates {
         let spec = template.spec;
-        for mut c in spec.init_containers.into_iter().flatten().chain(spec.containers) {
+        for mut c in spec
+            .init_containers
+            .into_iter()
+            .flatten()
+            .chain(spec.containers)
+        {
             if c.name == name {
                 probelet::spec::defaults::apply_container(&mut c);
                 return Ok(c);

@@ -4,4 +4,5 @@ pub mod check;
 pub mod demo_app;
 pub mod lint;
 pub mod run;
+pub mod simulate;
 pub mod validate;

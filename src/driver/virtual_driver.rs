@@ -67,6 +67,7 @@ impl Default for ProcessBehaviour {
 
 type ProbeScript = Box<dyn FnMut(&ProbeCall<'_>) -> (ProbeOutcome, Duration)>;
 type ProcessScript = Box<dyn FnMut(&ProcessCall<'_>) -> ProcessBehaviour>;
+type Observer = Box<dyn FnMut(Instant, &[Action], &Manager)>;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Pending {
@@ -82,7 +83,10 @@ enum Pending {
         container: Arc<str>,
     },
     ProbeDone {
+        /// Issue order: simultaneous answers are delivered in the order they were asked for.
         seq: u64,
+        /// Where the outcome waits in `outcomes`.
+        slot: usize,
         worker: WorkerId,
     },
 }
@@ -103,11 +107,18 @@ pub struct VirtualDriver {
     probe_script: ProbeScript,
     process_script: ProcessScript,
     pending: BinaryHeap<Reverse<(Instant, Pending)>>,
-    outcomes: HashMap<u64, ProbeOutcome>,
+    /// Outcomes of probes in flight, in reusable slots (a hash map here cost a hash per probe).
+    outcomes: Vec<Option<ProbeOutcome>>,
+    free_slots: Vec<usize>,
     seq: u64,
     instances: HashMap<(PodId, Arc<str>), Instance>,
     started_counts: HashMap<(PodId, Arc<str>), u32>,
     log: Vec<(Instant, Action)>,
+    /// Whether actions are kept in `log` (a long simulation streams them to an observer instead).
+    keep_log: bool,
+    observer: Option<Observer>,
+    /// Actions of the current step, reused between steps to avoid an allocation per step.
+    batch: Vec<Action>,
 }
 
 impl VirtualDriver {
@@ -126,12 +137,35 @@ impl VirtualDriver {
             }),
             process_script: Box::new(|_| ProcessBehaviour::default()),
             pending: BinaryHeap::new(),
-            outcomes: HashMap::new(),
+            outcomes: Vec::new(),
+            free_slots: Vec::new(),
             seq: 0,
             instances: HashMap::new(),
             started_counts: HashMap::new(),
             log: Vec::new(),
+            keep_log: true,
+            observer: None,
+            batch: Vec::new(),
         }
+    }
+
+    /// Sets an observer, called after every step of the run (every timer, probe answer, start
+    /// or exit) with the step's time, the actions the engine emitted in it (possibly none) and
+    /// the manager, so that the caller can read the resulting status. `simulate` builds its
+    /// timeline this way without keeping the whole log.
+    pub fn on_step(
+        &mut self,
+        observer: impl FnMut(Instant, &[Action], &Manager) + 'static,
+    ) -> &mut Self {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
+    /// Whether to keep every action in [`VirtualDriver::log`] (the default). A day of a busy pod
+    /// is millions of actions; an observer that summarises them needs no log.
+    pub fn keep_log(&mut self, keep: bool) -> &mut Self {
+        self.keep_log = keep;
+        self
     }
 
     /// Sets the probe script: the outcome of each probe and how long it takes.
@@ -205,8 +239,10 @@ impl VirtualDriver {
 
     fn apply(&mut self, at: Instant, item: Pending) {
         match item {
-            Pending::ProbeDone { seq, worker } => {
-                if let Some(outcome) = self.outcomes.remove(&seq) {
+            Pending::ProbeDone { slot, worker, .. } => {
+                let outcome = self.outcomes.get_mut(slot).and_then(Option::take);
+                self.free_slots.push(slot);
+                if let Some(outcome) = outcome {
                     self.manager.probe_completed(at, worker, outcome);
                 }
             }
@@ -270,8 +306,9 @@ impl VirtualDriver {
 
     /// Moves the engine's actions into the log and schedules what they ask for.
     fn collect(&mut self) {
+        let now = self.now;
+        let mut batch = std::mem::take(&mut self.batch);
         while let Some(action) = self.manager.poll_action() {
-            let now = self.now;
             match &action {
                 Action::Probe(req) => self.schedule_probe(req, now),
                 Action::Start { pod, container } => {
@@ -311,8 +348,17 @@ impl VirtualDriver {
                 }
                 _ => {}
             }
-            self.log.push((now, action));
+            batch.push(action);
         }
+        if let Some(observer) = self.observer.as_mut() {
+            observer(now, &batch, &self.manager);
+        }
+        if self.keep_log {
+            self.log.extend(batch.drain(..).map(|a| (now, a)));
+        } else {
+            batch.clear();
+        }
+        self.batch = batch;
     }
 
     fn schedule_probe(&mut self, req: &ProbeRequest, now: Instant) {
@@ -332,22 +378,33 @@ impl VirtualDriver {
             attempt: req.attempt,
         });
         self.seq += 1;
-        self.outcomes.insert(self.seq, outcome);
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                self.outcomes[i] = Some(outcome);
+                i
+            }
+            None => {
+                self.outcomes.push(Some(outcome));
+                self.outcomes.len() - 1
+            }
+        };
         self.pending.push(Reverse((
             now + latency,
             Pending::ProbeDone {
                 seq: self.seq,
+                slot,
                 worker: req.worker,
             },
         )));
     }
 }
 
-fn pod_name(manager: &Manager, pod: PodId) -> String {
+/// The pod's name, shared with the engine's view (no allocation on the per-probe path).
+fn pod_name(manager: &Manager, pod: PodId) -> Arc<str> {
     manager
         .pod_info(pod)
-        .map(|p| p.name.to_string())
-        .unwrap_or_default()
+        .map(|p| p.name.clone())
+        .unwrap_or_else(|| Arc::from(""))
 }
 
 /// Runtimes report 128 + signal for a process killed by a signal.

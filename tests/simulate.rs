@@ -1,0 +1,401 @@
+//! `probelet simulate`: every example scenario runs, the seed incidents show what they should,
+//! the SVG is well-formed (and renders, when `rsvg-convert` is installed), and the built binary
+//! behaves as CI needs (exit codes, `--expect` excerpts, file:line:col errors).
+
+use assert_cmd::Command;
+use probelet::sim::manifest::load_pod_template;
+use probelet::sim::run::{SimOptions, simulate};
+use probelet::sim::scenario::{Scenario, manifest_comment};
+use probelet::sim::targets::Plan;
+use probelet::sim::timeline::Timeline;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn examples() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("examples/scenarios")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn run_example(path: &Path) -> Timeline {
+    let text = std::fs::read_to_string(path).unwrap();
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("# manifest: "),
+        "{} must start with `# manifest: PATH`",
+        path.display()
+    );
+    let manifest = manifest_comment(&text, path).unwrap();
+    let pod = load_pod_template(&manifest).unwrap_or_else(|e| panic!("{e}"));
+    let scenario = Scenario::parse(&text, path).unwrap_or_else(|e| panic!("{e}"));
+    let plan = Plan::compile(&scenario, &pod.spec, path).unwrap_or_else(|e| panic!("{e}"));
+    simulate(
+        &pod.spec,
+        &plan,
+        &SimOptions {
+            duration: scenario.duration.map_or(Duration::from_secs(1800), |d| d.0),
+            seed: scenario.seed.unwrap_or(0),
+            fresh_kubelet: scenario.fresh_kubelet,
+            pod_name: pod.name,
+            namespace: pod.namespace,
+            keep_probe_times: true,
+        },
+    )
+}
+
+fn example(name: &str) -> Timeline {
+    run_example(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/scenarios/{name}.yaml")),
+    )
+}
+
+/// Every scenario in examples/scenarios runs, is sorted in time and renders.
+#[test]
+fn every_example_scenario_runs() {
+    let all = examples();
+    assert!(all.len() >= 4, "{all:?}");
+    for path in all {
+        let t = run_example(&path);
+        assert!(!t.entries.is_empty(), "{}", path.display());
+        assert!(t.entries.windows(2).all(|w| w[0].at <= w[1].at));
+        assert!(t.entries.iter().all(|e| e.at <= t.duration));
+        assert_well_formed(&probelet::sim::svg::render(&t));
+        serde_json::to_string(&t).unwrap();
+    }
+}
+
+/// Seed incident 1: no startup probe, a 90 s warm-up, liveness 3 x 10 s: killed before ever
+/// being ready, into CrashLoopBackOff. With a startup probe it is ready after the warm-up.
+#[test]
+fn slow_start_is_killed_without_a_startup_probe() {
+    let t = example("slow-start-killed");
+    assert!(t.summary.restarts >= 5, "{:?}", t.summary);
+    assert_eq!(t.summary.first_ready, None);
+    assert!(t.table_has("back-off"));
+    let fixed = example("slow-start-fixed");
+    assert_eq!(fixed.summary.restarts, 0);
+    let first = fixed.summary.first_ready.unwrap();
+    assert!(
+        first >= Duration::from_secs(90) && first <= Duration::from_secs(100),
+        "{first:?}"
+    );
+}
+
+/// Seed incident 2: each 45 s checkpoint stall restarts a healthy database.
+#[test]
+fn database_hiccups_restart_it() {
+    let t = example("db-hiccups");
+    assert_eq!(t.summary.restarts, 3, "{:?}", t.summary);
+    assert_eq!(t.summary.probe_kills, 3);
+    assert!(t.table_has("command timed out: \"pg_isready -h localhost\" timed out after 1s"));
+    // Three 10 s periods after the stall began (its first probe at 10:01 timed out at 10:02).
+    let worst = t.summary.bad_to_restart.worst.unwrap();
+    assert!(
+        worst >= Duration::from_secs(20) && worst <= Duration::from_secs(31),
+        "{worst:?}"
+    );
+}
+
+/// Seed incident 3: slow readiness under load flaps the pod out of traffic, without restarts.
+#[test]
+fn readiness_timeouts_under_load_flap_traffic() {
+    let t = example("readiness-under-load");
+    assert_eq!(t.summary.restarts, 0);
+    assert!(t.summary.unready_after_first_ready > Duration::ZERO);
+    let flaps = t
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.what,
+                probelet::sim::timeline::What::PodReady { ready: false }
+            )
+        })
+        .count();
+    assert!(flaps >= 2, "{flaps}");
+    // Outside the 10-25 min window nothing flaps.
+    assert!(
+        t.entries
+            .iter()
+            .filter(|e| matches!(
+                e.what,
+                probelet::sim::timeline::What::PodReady { ready: false }
+            ))
+            .all(|e| e.at >= Duration::from_secs(600) && e.at <= Duration::from_secs(1530))
+    );
+}
+
+trait TableHas {
+    fn table_has(&self, needle: &str) -> bool;
+}
+
+impl TableHas for Timeline {
+    fn table_has(&self, needle: &str) -> bool {
+        probelet::sim::table::table(self).contains(needle)
+    }
+}
+
+/// A minimal XML well-formedness check: balanced tags, quoted attributes, escaped text.
+fn assert_well_formed(svg: &str) {
+    assert!(svg.starts_with("<?xml"), "XML declaration");
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = svg;
+    let mut roots = 0;
+    while let Some(open) = rest.find('<') {
+        check_text(&rest[..open]);
+        let close = rest[open..].find('>').expect("unterminated tag") + open;
+        let tag = &rest[open + 1..close];
+        rest = &rest[close + 1..];
+        if tag.starts_with('?') || tag.starts_with('!') {
+            continue;
+        }
+        if let Some(name) = tag.strip_prefix('/') {
+            let top = stack.pop().expect("close without open");
+            assert_eq!(top, name.trim(), "mismatched </{name}>");
+            continue;
+        }
+        let self_closing = tag.ends_with('/');
+        let body = tag.trim_end_matches('/');
+        let name: String = body.chars().take_while(|c| !c.is_whitespace()).collect();
+        assert!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || c == ':' || c == '-'),
+            "tag name {name:?}"
+        );
+        // Attributes: name="value" pairs, values without raw `<` or unescaped `&`.
+        let mut attrs = body[name.len()..].trim();
+        while !attrs.is_empty() {
+            let eq = attrs
+                .find('=')
+                .unwrap_or_else(|| panic!("attribute without value in <{tag}>"));
+            let after = &attrs[eq + 1..];
+            assert!(after.starts_with('"'), "unquoted attribute in <{tag}>");
+            let end = after[1..].find('"').expect("unterminated attribute") + 1;
+            check_text(&after[1..end]);
+            attrs = after[end + 1..].trim_start();
+        }
+        if stack.is_empty() {
+            roots += 1;
+        }
+        if !self_closing {
+            stack.push(name);
+        }
+    }
+    check_text(rest);
+    assert!(stack.is_empty(), "unclosed {stack:?}");
+    assert_eq!(roots, 1, "one root element");
+}
+
+fn check_text(text: &str) {
+    assert!(!text.contains('<'), "raw < in {text:?}");
+    let mut rest = text;
+    while let Some(i) = rest.find('&') {
+        let after = &rest[i + 1..];
+        let semi = after
+            .find(';')
+            .unwrap_or_else(|| panic!("bare & in {text:?}"));
+        assert!(
+            ["amp", "lt", "gt", "quot", "apos"].contains(&&after[..semi]),
+            "unknown entity in {text:?}"
+        );
+        rest = &after[semi + 1..];
+    }
+}
+
+fn bin() -> Command {
+    let mut c = Command::cargo_bin("probelet").unwrap();
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+/// Runs the binary: (exit code, stdout, stderr).
+fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = bin().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// CI use: passing expectations exit 0; a failing one exits 1 and prints the expectation, the
+/// measured value and the rows that broke it.
+#[test]
+fn cli_expectations_gate_ci() {
+    let (code, out, err) = cli(&[
+        "simulate",
+        "--scenario",
+        "examples/scenarios/slow-start-fixed.yaml",
+        "--expect",
+        "restarts == 0",
+        "--expect",
+        "ready_within 100s",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("SUMMARY"));
+    let (code, _, err) = cli(&[
+        "simulate",
+        "examples/slow-start.yaml",
+        "--scenario",
+        "examples/scenarios/slow-start-killed.yaml",
+        "--duration",
+        "5m",
+        "--expect",
+        "restarts == 0",
+        "--expect",
+        "unready_total <= 10m",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("expectation failed: restarts == 0 (actual: "),
+        "{err}"
+    );
+    assert!(
+        err.contains("KILLING: Container app failed liveness probe, will be restarted"),
+        "{err}"
+    );
+    assert!(!err.contains("unready_total"), "{err}");
+}
+
+/// `-o json` is the same timeline, machine-readable; `--seed` makes it reproducible.
+#[test]
+fn cli_json_is_reproducible() {
+    let args = [
+        "simulate",
+        "--scenario",
+        "examples/scenarios/readiness-under-load.yaml",
+        "-o",
+        "json",
+        "--seed",
+        "3",
+        "--duration",
+        "15m",
+    ];
+    let (code, a, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(a, cli(&args).1);
+    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    assert_eq!(v["seed"], 3);
+    assert_eq!(v["duration"], 900.0);
+    assert!(
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "pod_ready")
+    );
+    assert!(v["summary"]["unready_total"].is_number());
+}
+
+/// Bad input exits 2 with file:line:col.
+#[test]
+fn cli_bad_scenario_points_at_the_line() {
+    let dir = std::env::temp_dir().join(format!("probelet-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    let bad_s = bad.to_str().unwrap();
+    std::fs::write(&bad, "containers:\n  app:\n    targets:\n      - http: {path: /healthz}\n        windows:\n          - {at: 1m, fro: 30s}\n").unwrap();
+    let (code, _, err) = cli(&["simulate", "examples/slow-start.yaml", "--scenario", bad_s]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bad.yaml:6:") && err.contains("fro"), "{err}");
+    std::fs::write(
+        &bad,
+        "containers:\n  app:\n    targets:\n      - grpc: {port: 9000}\n",
+    )
+    .unwrap();
+    let (code, _, err) = cli(&["simulate", "examples/slow-start.yaml", "--scenario", bad_s]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad.yaml:4:") && err.contains("matches no probe"),
+        "{err}"
+    );
+    let (code, _, err) = cli(&[
+        "simulate",
+        "--scenario",
+        "examples/scenarios/db-hiccups.yaml",
+        "--expect",
+        "restart == 0",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown metric"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The chart is well-formed SVG, and a real renderer turns it into a PNG (when
+/// `rsvg-convert` from librsvg2-bin is installed; `.ci/run` installs it).
+#[test]
+fn svg_renders_to_png() {
+    let dir = std::env::temp_dir().join(format!("probelet-svg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("chart.svg");
+    let (code, _, err) = cli(&[
+        "simulate",
+        "--scenario",
+        "examples/scenarios/db-hiccups.yaml",
+        "-o",
+        "svg",
+        "--out",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert_well_formed(&text);
+    assert!(text.contains("liveness · exec pg_isready"));
+    let png = dir.join("chart.png");
+    match std::process::Command::new("rsvg-convert")
+        .arg("-o")
+        .arg(&png)
+        .arg(&svg)
+        .status()
+    {
+        Ok(status) => {
+            assert!(status.success(), "rsvg-convert failed");
+            let bytes = std::fs::read(&png).unwrap();
+            assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 10_000);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("rsvg-convert not installed: PNG rendering not checked");
+        }
+        Err(e) => panic!("rsvg-convert: {e}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--sweep` prints one row per value; the database stops restarting once the liveness probe
+/// tolerates the 45 s stall.
+#[test]
+fn cli_sweep_picks_a_threshold() {
+    let (code, out, err) = cli(&[
+        "simulate",
+        "--scenario",
+        "examples/scenarios/db-hiccups.yaml",
+        "--sweep",
+        "postgres.livenessProbe.failureThreshold=3..6",
+        "--expect",
+        "restarts == 0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+        .collect();
+    assert_eq!(rows.len(), 4, "{out}");
+    assert!(rows[0].contains("FAIL: restarts == 0"), "{out}");
+    assert!(rows[3].contains("all hold"), "{out}");
+    let (code, _, err) = cli(&[
+        "simulate",
+        "--scenario",
+        "examples/scenarios/db-hiccups.yaml",
+        "--sweep",
+        "livenessProbe.threshold=1..3",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown field"), "{err}");
+}
