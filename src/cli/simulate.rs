@@ -97,7 +97,6 @@ fn run_inner(args: Args) -> anyhow::Result<bool> {
             })?
         }
     };
-    // INTEGRATOR: swap for spec::load::load_paths once it lands (defaults + validation).
     let pod = load_pod_template(&manifest)?;
     let opts = SimOptions {
         duration: args
