@@ -45,6 +45,57 @@ pub fn go_duration(d: Duration) -> String {
     }
 }
 
+/// The inverse of [`go_duration`], for flags, annotations and scenario files: parses `30s`,
+/// `1m30s`, `250ms`, `1.5s`, `2h`, `1d`, or a bare number of seconds.
+///
+/// Units: `ms`, `s`, `m`, `h`, `d`. Components add up (`1h30m`). Negative values are rejected.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty duration".into());
+    }
+    if let Ok(secs) = t.parse::<f64>() {
+        return secs_to_duration(secs).ok_or_else(|| format!("invalid duration {text:?}"));
+    }
+    let bad = || {
+        format!(
+            "invalid duration {text:?} (write e.g. 30s, 1m30s, 500ms, 2h, or a number of seconds)"
+        )
+    };
+    let mut total = 0f64;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        if num_len == 0 {
+            return Err(bad());
+        }
+        let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "d" => 86_400.0,
+            _ => return Err(bad()),
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    secs_to_duration(total).ok_or_else(bad)
+}
+
+/// Seconds as a duration: `None` for NaN, negative values and more than about 300 years.
+pub fn secs_to_duration(secs: f64) -> Option<Duration> {
+    // Guard against NaN, negatives and values beyond ~584 years (Instant is u64 nanoseconds).
+    (secs.is_finite() && (0.0..1.0e10).contains(&secs)).then(|| Duration::from_secs_f64(secs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,7 +44,7 @@ pub struct Args {
     /// Cap on the CrashLoopBackOff delay, like the kubelet's
     /// `crashLoopBackOff.maxContainerRestartPeriod` (the first delay is lowered to it when
     /// smaller). Default 300s; tests use e.g. `1s` to see restarts quickly.
-    #[arg(long, value_parser = super::demo_app::parse_duration)]
+    #[arg(long, value_parser = probelet::display::parse_duration)]
     pub max_container_restart_period: Option<Duration>,
 }
 

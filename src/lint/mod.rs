@@ -100,35 +100,12 @@ pub struct RawFinding {
 }
 
 /// Parse a duration as the flags and annotations take it: `90s`, `2m`, `1m30s`, `1h`, or a
-/// plain number of seconds. Returns whole seconds.
+/// plain number of seconds. Returns whole seconds; a fraction of a second is refused.
 pub fn parse_duration(text: &str) -> Option<i64> {
-    let text = text.trim();
-    if text.is_empty() {
-        return None;
-    }
-    if let Ok(n) = text.parse::<i64>() {
-        return (n >= 0).then_some(n);
-    }
-    let mut total: i64 = 0;
-    let mut number = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
-        }
-        let unit = match c {
-            'h' => 3600,
-            's' => 1,
-            'm' if chars.peek() == Some(&'s') => return None,
-            'm' => 60,
-            _ => return None,
-        };
-        let n: i64 = number.parse().ok()?;
-        number.clear();
-        total = total.checked_add(n.checked_mul(unit)?)?;
-    }
-    number.is_empty().then_some(total)
+    crate::display::parse_duration(text)
+        .ok()
+        .filter(|d| d.subsec_nanos() == 0)
+        .and_then(|d| i64::try_from(d.as_secs()).ok())
 }
 
 /// Lint every template of one manifest text. `name` stands for the file in findings.
