@@ -296,14 +296,19 @@ async fn read_final(
     }
     // Closing the connection now: the rest of a long body is never read (R7.10).
     drop((body, conn));
-    let body = String::from_utf8_lossy(&data);
+    status_outcome(status, String::from_utf8_lossy(&data).into_owned())
+}
+
+/// R7.9: the outcome of a final response: 2xx success with the body, 3xx warning
+/// (`Probe terminated redirects, Response body: …`), anything else failure with the fixed
+/// text and never the body (SSRF mitigation, issue #99425).
+pub fn status_outcome(status: u16, body: String) -> ProbeOutcome {
     match status {
         200..=299 => ProbeOutcome::completed(RawResult::Success, body),
         300..=399 => ProbeOutcome::completed(
             RawResult::Warning,
             format!("Probe terminated redirects, Response body: {body}"),
         ),
-        // Never the body: SSRF mitigation (issue #99425).
         _ => ProbeOutcome::completed(
             RawResult::Failure,
             format!("HTTP probe failed with statuscode: {status}"),

@@ -7,6 +7,7 @@
 //! exit codes. It decides nothing the kubelet decides: thresholds, gating, kills and restarts
 //! are the engine's.
 
+// R7.9 exactly as the HTTP handler maps a final response: the simulation never re-decides it.
 use super::duration::{SimDuration, format_duration};
 use super::scenario::{
     Command, ContainerScenario, GrpcStatus, Latency, Port, Pos, Response, Scenario, ScenarioError,
@@ -15,6 +16,7 @@ use super::scenario::{
 use crate::engine::pod::probe_index;
 use crate::engine::rng::Rng;
 use crate::outcome::{ProbeOutcome, RawResult};
+use crate::probe::http::status_outcome as http_status;
 use crate::spec::ProbeType;
 use k8s_openapi::api::core::v1::{Container, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -913,21 +915,6 @@ pub fn answer(b: &Behaviour, lane: &LanePlan, rng: &mut Rng) -> (ProbeOutcome, D
         (Response::Hang | Response::Refused, _) => timed_out(),
     };
     (outcome, latency)
-}
-
-/// R7.9: 2xx success with the body, 3xx warning, anything else failure with the fixed text.
-fn http_status(code: u16, body: String) -> ProbeOutcome {
-    match code {
-        200..=299 => ProbeOutcome::completed(RawResult::Success, body),
-        300..=399 => ProbeOutcome::completed(
-            RawResult::Warning,
-            format!("Probe terminated redirects, Response body: {body}"),
-        ),
-        _ => ProbeOutcome::completed(
-            RawResult::Failure,
-            format!("HTTP probe failed with statuscode: {code}"),
-        ),
-    }
 }
 
 /// R7.20 texts.
