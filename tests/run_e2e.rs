@@ -608,3 +608,37 @@ spec:
     );
     assert_eq!(children, 1, "only the container's process remains");
 }
+
+/// Several pods: a Deployment runs one pod (named after the object) and says so when it asks
+/// for more replicas.
+#[test]
+fn deployment_with_replicas_runs_one_pod_and_says_so() {
+    let mut run = Run::start(
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: app
+        command: [sleep, "300"]
+"#,
+        &[],
+    );
+    run.wait_for("the pod", Duration::from_secs(10), |v| {
+        v["reason"] == "Started" && v["pod"] == "default/web"
+    });
+    run.interrupt();
+    assert_eq!(run.wait_exit(Duration::from_secs(10)), Some(0));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(run.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("Deployment/web asks for 3 replicas; probelet runs one pod per template"),
+        "{stderr}"
+    );
+}

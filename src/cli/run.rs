@@ -119,6 +119,13 @@ pub fn run(args: Args) -> ExitCode {
             eprintln!("error: {}: {} not started", t.source, t.object_ref());
             continue;
         }
+        if let Some(n) = t.replicas.filter(|n| *n > 1) {
+            eprintln!(
+                "note: {}: {} asks for {n} replicas; probelet runs one pod per template",
+                t.source,
+                t.object_ref()
+            );
+        }
         templates.push(t);
     }
     if templates.is_empty() {

@@ -859,6 +859,13 @@ fn template_of(source: &str, document: usize, object: Object) -> PodTemplate {
     fn tpl(t: Option<PodTemplateSpec>) -> (Option<ObjectMeta>, Option<PodSpec>) {
         t.map(|t| (t.metadata, t.spec)).unwrap_or_default()
     }
+    let replicas = match &object {
+        Object::Deployment(o) => o.spec.as_ref().and_then(|s| s.replicas),
+        Object::StatefulSet(o) => o.spec.as_ref().and_then(|s| s.replicas),
+        Object::ReplicaSet(o) => o.spec.as_ref().and_then(|s| s.replicas),
+        Object::ReplicationController(o) => o.spec.as_ref().and_then(|s| s.replicas),
+        _ => None,
+    };
     let (kind, metadata, (template_metadata, spec), prefix) = match object {
         Object::Pod(o) => (
             "Pod",
@@ -929,5 +936,6 @@ fn template_of(source: &str, document: usize, object: Object) -> PodTemplate {
         metadata,
         field_prefix: prefix.to_string(),
         spec: spec.unwrap_or_default(),
+        replicas,
     }
 }

@@ -38,6 +38,9 @@ pub struct PodTemplate {
     pub field_prefix: String,
     /// The pod spec, as written (no defaults applied).
     pub spec: PodSpec,
+    /// `spec.replicas` of a Deployment, StatefulSet, ReplicaSet or ReplicationController, as
+    /// written (`probelet run` runs one pod per template and says so when more are asked for).
+    pub replicas: Option<i32>,
 }
 
 impl PodTemplate {
