@@ -642,3 +642,39 @@ spec:
         "{stderr}"
     );
 }
+
+/// Bad input: an unusable working directory is a `Failed` event naming the container, and the
+/// other containers run.
+#[test]
+fn bad_working_directory_is_a_failed_event() {
+    let mut run = Run::start(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: wd}
+spec:
+  containers:
+  - name: lost
+    command: [sleep, "300"]
+    workingDir: /no/such/dir
+  - name: fine
+    command: [sleep, "300"]
+"#,
+        &["--max-container-restart-period", "1s"],
+    );
+    let v = run.wait_for("failed", Duration::from_secs(10), |v| {
+        v["reason"] == "Failed"
+    });
+    assert_eq!(v["container"], "lost");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Error: cannot start \"sleep\""),
+        "{v}"
+    );
+    let fine = |v: &Value| v["reason"] == "Started" && v["container"] == "fine";
+    if run.count(fine) == 0 {
+        run.wait_for("the other container", Duration::from_secs(10), fine);
+    }
+}
