@@ -734,3 +734,22 @@ fn r3_18_legacy_restart_behaviour() {
         "nothing cached before the worker's first evaluation"
     );
 }
+
+/// R4.4: the kubelet's update channel applies back-pressure (buffer 20) and never drops an
+/// update. The engine handles every update synchronously at the instant it is stored, so more
+/// than 20 simultaneous updates all arrive and all take effect.
+#[test]
+fn r4_4_simultaneous_updates_are_never_lost() {
+    let containers: Vec<_> = (0..50)
+        .map(|i| json!({"name": format!("c{i}"), "readinessProbe": {"exec": {"command": ["x"]}}}))
+        .collect();
+    let (mut d, id) = driver(pod("p", json!({"containers": containers})));
+    d.run_until(at(0.0));
+    let changes = published(&d, ProbeType::Readiness);
+    let successes = changes
+        .iter()
+        .filter(|(t, r)| *t == 0.0 && *r == ProbeResult::Success)
+        .count();
+    assert_eq!(successes, 50, "{changes:?}");
+    assert!(d.manager.pod_status(id).unwrap().is_ready());
+}
