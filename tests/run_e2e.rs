@@ -72,6 +72,15 @@ impl Run {
             .join("\n")
     }
 
+    /// Ctrl-C, a clean exit (0) within 10 s, and what probelet wrote to stderr.
+    fn stop_gracefully(&mut self) -> String {
+        self.interrupt();
+        assert_eq!(self.wait_exit(Duration::from_secs(10)), Some(0));
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        stderr
+    }
+
     /// After exit: takes every remaining line (the reader stops at end of output).
     fn drain(&mut self) {
         while let Ok(v) = self.lines.recv_timeout(Duration::from_secs(5)) {
@@ -421,10 +430,7 @@ spec:
     run.wait_for("the good pod", Duration::from_secs(10), |v| {
         v["reason"] == "Started" && v["pod"] == "default/fine"
     });
-    run.interrupt();
-    assert_eq!(run.wait_exit(Duration::from_secs(10)), Some(0));
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(run.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let stderr = run.stop_gracefully();
     assert!(
         stderr.contains("Pod/broken: container \"app\" has no command"),
         "{stderr}"
@@ -633,10 +639,7 @@ spec:
     run.wait_for("the pod", Duration::from_secs(10), |v| {
         v["reason"] == "Started" && v["pod"] == "default/web"
     });
-    run.interrupt();
-    assert_eq!(run.wait_exit(Duration::from_secs(10)), Some(0));
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(run.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let stderr = run.stop_gracefully();
     assert!(
         stderr.contains("Deployment/web asks for 3 replicas; probelet runs one pod per template"),
         "{stderr}"
