@@ -681,3 +681,86 @@ spec:
         run.wait_for("the other container", Duration::from_secs(10), fine);
     }
 }
+
+/// Process hygiene: probelet works as PID 1 (in a new PID namespace, as in a container):
+/// orphans reparented to it are reaped, and SIGTERM stops it gracefully with exit 0.
+#[test]
+fn works_as_pid_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pod.yaml");
+    std::fs::write(
+        &path,
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: init}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    command: [sh, -c, "(sleep 0.2 &); echo forked; exec sleep 300"]
+"#,
+    )
+    .unwrap();
+    let mut unshare = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(env!("CARGO_BIN_EXE_probelet"))
+        .arg("run")
+        .arg(&path)
+        .args(["--events", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("unshare (util-linux) runs probelet in a new PID namespace");
+    let stdout = unshare.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "no output from the container");
+        match lines.next() {
+            Some(Ok(l)) if l.contains("\"forked\"") => break,
+            Some(_) => continue,
+            None => panic!("probelet exited early"),
+        }
+    }
+    // probelet is unshare's only child; inside its namespace it is PID 1.
+    let children = |pid: u32| -> Vec<String> {
+        let mut out = Vec::new();
+        for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+        {
+            let list = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            out.extend(list.split_whitespace().map(str::to_string));
+        }
+        out
+    };
+    let probelet: u32 = children(unshare.id())[0].parse().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{probelet}/status")).unwrap();
+    let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap();
+    assert!(nspid.split_whitespace().last() == Some("1"), "{nspid}");
+    std::thread::sleep(Duration::from_millis(800));
+    let zombies = children(probelet)
+        .iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .map(|s| {
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(false)
+        })
+        .count();
+    assert_eq!(zombies, 0, "the orphan was reaped by PID 1");
+    let pid = rustix::process::Pid::from_raw(probelet as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(s) = unshare.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(Instant::now() < deadline, "probelet did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(0));
+}
