@@ -46,6 +46,11 @@ pub struct Args {
     /// Ignore SIGTERM entirely (only SIGKILL ends it).
     #[arg(long)]
     pub ignore_sigterm: bool,
+    /// Also serve the gRPC health protocol (`grpc.health.v1.Health/Check`) on this address:
+    /// SERVING while `/healthz` would answer 200, NOT_SERVING after; the service names `""`
+    /// and `demo` are known, others get NOT_FOUND. Opens after `--startup-delay` too.
+    #[arg(long)]
+    pub grpc_listen: Option<SocketAddr>,
 }
 
 use probelet::display::parse_duration;
@@ -110,6 +115,87 @@ async fn serve_one(mut conn: TcpStream, args: Arc<Args>, start: Instant) {
     let _ = conn.shutdown().await;
 }
 
+/// The gRPC health answer for `service` at `elapsed`: (grpc-status, serving status).
+fn grpc_health(args: &Args, service: &str, elapsed: Duration) -> (u8, u8) {
+    const OK: u8 = 0;
+    const NOT_FOUND: u8 = 5;
+    const SERVING: u8 = 1;
+    const NOT_SERVING: u8 = 2;
+    if !service.is_empty() && service != "demo" {
+        return (NOT_FOUND, 0);
+    }
+    match answer(args, "/healthz", elapsed) {
+        Some((200, _)) => (OK, SERVING),
+        _ => (OK, NOT_SERVING),
+    }
+}
+
+/// The `service` field of a length-prefixed `HealthCheckRequest` (protobuf field 1, a string).
+fn health_request_service(frame: &[u8]) -> String {
+    let msg = frame.get(5..).unwrap_or_default();
+    match msg {
+        [0x0a, len, rest @ ..] if rest.len() >= usize::from(*len) => {
+            String::from_utf8_lossy(&rest[..usize::from(*len)]).into_owned()
+        }
+        _ => String::new(),
+    }
+}
+
+/// A minimal gRPC server for the health protocol, on hyper's HTTP/2 server: one unary method,
+/// a two-byte protobuf answer, and the status in the trailers.
+async fn serve_grpc(listener: TcpListener, args: Arc<Args>, start: Instant) {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Incoming;
+    type Body = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
+    loop {
+        let Ok((conn, _)) = listener.accept().await else {
+            continue;
+        };
+        let args = args.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                let args = args.clone();
+                async move {
+                    let path = req.uri().path().to_string();
+                    let body = req
+                        .into_body()
+                        .collect()
+                        .await
+                        .map(|b| b.to_bytes())
+                        .unwrap_or_default();
+                    let (status, serving) = if path == "/grpc.health.v1.Health/Check" {
+                        grpc_health(&args, &health_request_service(&body), start.elapsed())
+                    } else {
+                        (12, 0) // UNIMPLEMENTED
+                    };
+                    let mut trailers = hyper::HeaderMap::new();
+                    trailers.insert("grpc-status", u16::from(status).into());
+                    // A length-prefixed HealthCheckResponse { status = serving }, or nothing
+                    // with an error status.
+                    let data = if status == 0 {
+                        vec![0, 0, 0, 0, 2, 0x08, serving]
+                    } else {
+                        Vec::new()
+                    };
+                    let body: Body = Full::new(bytes::Bytes::from(data))
+                        .with_trailers(async move { Some(Ok(trailers)) })
+                        .boxed();
+                    Ok::<_, std::convert::Infallible>(
+                        hyper::Response::builder()
+                            .header("content-type", "application/grpc")
+                            .body(body)
+                            .expect("static response"),
+                    )
+                }
+            });
+            let io = hyper_util::rt::TokioIo::new(conn);
+            let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
+
 async fn serve(args: Args) -> ExitCode {
     let start = Instant::now();
     let args = Arc::new(args);
@@ -146,6 +232,18 @@ async fn serve(args: Args) -> ExitCode {
                 Ok(l) => {
                     eprintln!("demo-app: listening on {}", args.listen);
                     listener = Some(l);
+                    if let Some(addr) = args.grpc_listen {
+                        match TcpListener::bind(addr).await {
+                            Ok(g) => {
+                                eprintln!("demo-app: gRPC health on {addr}");
+                                tokio::spawn(serve_grpc(g, args.clone(), start));
+                            }
+                            Err(e) => {
+                                eprintln!("demo-app: cannot listen on {addr}: {e}");
+                                return ExitCode::from(2);
+                            }
+                        }
+                    }
                 }
                 Err(e) => {
                     eprintln!("demo-app: cannot listen on {}: {e}", args.listen);
@@ -254,6 +352,68 @@ mod tests {
         assert!(
             out.ends_with("healthy at 0.4s\n") || out.contains("healthy at"),
             "{out}"
+        );
+    }
+
+    /// The gRPC health server answers the kubelet's gRPC probe (R7.19, R7.20): SERVING while
+    /// healthy, NOT_SERVING after `--unhealthy-after`, NOT_FOUND for an unknown service.
+    #[tokio::test]
+    async fn grpc_health_answers_the_grpc_probe() {
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+        };
+        let (http, grpc) = (free(), free());
+        let a = args(&[
+            "--listen",
+            &http.to_string(),
+            "--grpc-listen",
+            &grpc.to_string(),
+            "--unhealthy-after",
+            "1s",
+        ]);
+        tokio::spawn(serve(a));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let cfg = probelet::probe::ProbeConfig::default();
+        let probe = |service: &'static str| {
+            let cfg = cfg.clone();
+            async move {
+                probelet::probe::grpc::probe(
+                    "127.0.0.1",
+                    grpc.port(),
+                    service,
+                    Duration::from_secs(1),
+                    &cfg,
+                )
+                .await
+            }
+        };
+        use probelet::outcome::{ProbeOutcome, RawResult};
+        assert_eq!(
+            probe("").await,
+            ProbeOutcome::completed(RawResult::Success, "service healthy")
+        );
+        match probe("nope").await {
+            ProbeOutcome::Completed {
+                result: RawResult::Failure,
+                output,
+            } => {
+                assert!(
+                    output.starts_with("error: health rpc probe failed"),
+                    "{output}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert_eq!(
+            probe("demo").await,
+            ProbeOutcome::completed(
+                RawResult::Failure,
+                "service unhealthy (responded with \"NOT_SERVING\")"
+            )
         );
     }
 }
