@@ -764,3 +764,54 @@ spec:
     };
     assert_eq!(code, Some(0));
 }
+
+/// Process hygiene: a second Ctrl-C does not wait for the grace period: every container
+/// process group is killed at once and probelet exits (130).
+#[test]
+fn second_ctrl_c_kills_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let mut run = Run::start(
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: stubborn}}
+spec:
+  terminationGracePeriodSeconds: 60
+  containers:
+  - name: app
+    command: [sh, -c, "trap '' TERM; echo $$$$ > {}; echo up; while true; do sleep 0.1; done"]
+"#,
+            pidfile.display()
+        ),
+        &[],
+    );
+    run.wait_for("output", Duration::from_secs(10), |v| v["message"] == "up");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    run.interrupt();
+    run.wait_for(
+        "the graceful stop",
+        Duration::from_secs(5),
+        event("Killing", "Stopping container"),
+    );
+    let start = Instant::now();
+    run.interrupt();
+    assert_eq!(run.wait_exit(Duration::from_secs(5)), Some(130));
+    assert!(start.elapsed() < Duration::from_secs(3));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the container survived the second Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
