@@ -509,16 +509,11 @@ impl Supervisor {
         message: String,
     ) {
         let now = self.now();
-        let init = self
+        let field_path = self
             .manager
             .pod_info(pod)
-            .and_then(|i| i.containers.iter().find(|c| &*c.name == container))
-            .is_some_and(|c| c.kind != crate::engine::ContainerKind::Regular);
-        let field_path = if init {
-            format!("spec.initContainers{{{container}}}")
-        } else {
-            format!("spec.containers{{{container}}}")
-        };
+            .and_then(|i| Some(i.field_path(i.container_index(container)?)))
+            .unwrap_or_default();
         self.events
             .record_parts(pod, &field_path, reason, kind, &message, now);
         let line = Line {
@@ -739,10 +734,11 @@ impl Supervisor {
                 .pod_info(pod)
                 .map(|i| i.full_name())
                 .unwrap_or_default(),
-            pod_grace: Duration::from_secs(
-                run.and_then(|p| p.template.spec.termination_grace_period_seconds)
-                    .and_then(|s| u64::try_from(s).ok())
-                    .unwrap_or(30),
+            // The engine's view already carries the API default (R1.4).
+            pod_grace: crate::engine::time::seconds(
+                self.manager
+                    .pod_info(pod)
+                    .map_or(0, |i| i.termination_grace_period_seconds),
             ),
         }
     }

@@ -1104,7 +1104,7 @@ impl Manager {
         at: Instant,
     ) {
         let Some(p) = self.pod(pod) else { return };
-        let field_path = field_path(&p.info, ci);
+        let field_path = p.info.field_path(ci);
         self.actions.push_back(Action::Event(Event {
             pod,
             field_path,
@@ -1511,13 +1511,4 @@ impl Manager {
 /// Waiting in CrashLoopBackOff: the kubelet will restart it once the back-off expires.
 fn is_crash_looping(state: &ContainerState) -> bool {
     matches!(state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff")
-}
-
-/// `spec.containers{name}` or `spec.initContainers{name}`: the event's `fieldPath` (R6.2).
-fn field_path(info: &PodInfo, ci: usize) -> String {
-    let c = &info.containers[ci];
-    match c.kind {
-        ContainerKind::Regular => format!("spec.containers{{{}}}", c.name),
-        _ => format!("spec.initContainers{{{}}}", c.name),
-    }
 }

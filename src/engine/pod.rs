@@ -184,6 +184,15 @@ impl PodInfo {
         format!("{}_{}({})", self.name, self.namespace, self.uid)
     }
 
+    /// `spec.containers{name}` or `spec.initContainers{name}`: an event's `fieldPath` (R6.2).
+    pub fn field_path(&self, ci: usize) -> String {
+        let c = &self.containers[ci];
+        match c.kind {
+            ContainerKind::Regular => format!("spec.containers{{{}}}", c.name),
+            _ => format!("spec.initContainers{{{}}}", c.name),
+        }
+    }
+
     /// The index of the container called `name`.
     pub fn container_index(&self, name: &str) -> Option<usize> {
         self.containers.iter().position(|c| &*c.name == name)
