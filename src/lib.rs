@@ -15,6 +15,7 @@
 //! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual
 //!   driver.
 
+pub mod api;
 pub mod children;
 pub mod display;
 pub mod driver;

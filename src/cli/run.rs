@@ -46,7 +46,20 @@ pub struct Args {
     /// smaller). Default 300s; tests use e.g. `1s` to see restarts quickly.
     #[arg(long, value_parser = probelet::display::parse_duration)]
     pub max_container_restart_period: Option<Duration>,
+    /// Where to serve the Kubernetes API (kubectl, Prometheus `/metrics`, `/healthz`, per-pod
+    /// `/ready`): `HOST:PORT`, or `off`. Default 127.0.0.1:10255 (loopback only; when that
+    /// port is taken, probelet runs without the API and says so).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Where to write the kubeconfig (server URL and bearer token, mode 0600) for `kubectl`.
+    /// Default: `$XDG_RUNTIME_DIR/probelet/kubeconfig`, else `~/.kube/probelet.kubeconfig`.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
 }
+
+/// The API's address when `--listen` is not given: the kubelet's old read-only port, on
+/// loopback.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:10255";
 
 /// Output format of events and container output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -192,6 +205,10 @@ pub fn run(args: Args) -> ExitCode {
         for t in templates {
             supervisor.add_pod(t);
         }
+        if let Err(message) = start_api(&args, &mut supervisor).await {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
         // The handlers are installed before any container starts, so a Ctrl-C at any moment
         // is a graceful stop, never the default "die at once".
         let mut signals = match Signals::install() {
@@ -248,6 +265,48 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::SUCCESS
         }
     })
+}
+
+/// Binds the API listener, writes the kubeconfig and serves the API in the background. An
+/// explicit `--listen` that cannot be bound is an error; the default address being taken
+/// (another probelet) only turns the API off, with a note.
+async fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), String> {
+    let explicit = args.listen.is_some();
+    let addr = args.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+    if addr == "off" {
+        return Ok(());
+    }
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) if explicit => return Err(format!("--listen {addr}: {e}")),
+        Err(e) => {
+            eprintln!("note: API off: cannot listen on {addr}: {e} (choose one with --listen)");
+            return Ok(());
+        }
+    };
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("--listen {addr}: {e}"))?;
+    let server = format!("http://{local}");
+    let token = probelet::api::kubeconfig::new_token()
+        .map_err(|e| format!("cannot generate an API token: {e}"))?;
+    let path = args
+        .kubeconfig
+        .clone()
+        .unwrap_or_else(probelet::api::kubeconfig::default_path);
+    probelet::api::kubeconfig::write(&path, &server, &token)
+        .map_err(|e| format!("cannot write the kubeconfig {}: {e}", path.display()))?;
+    let store = supervisor.enable_api(token);
+    tokio::spawn(async move {
+        if let Err(e) = probelet::api::server::serve(listener, store).await {
+            eprintln!("error: API server: {e}");
+        }
+    });
+    eprintln!(
+        "API on {server} (KUBECONFIG={} kubectl get pods)",
+        path.display()
+    );
+    Ok(())
 }
 
 /// The terminal's width in columns (80 when unknown).

@@ -99,6 +99,11 @@ impl EventStore {
         e
     }
 
+    /// Increases on every recorded event: tells readers whether anything changed.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
     /// Every stored event, oldest first.
     pub fn list(&self) -> Vec<&StoredEvent> {
         let mut v: Vec<_> = self.events.values().collect();

@@ -7,6 +7,9 @@
 //! can run the whole supervisor under a paused clock.
 
 use super::events::EventStore;
+use crate::api::metrics::{ProbeKey, ProbeMetrics};
+use crate::api::objects::{self, PodIdentity, Placement, WallClock};
+use crate::api::store::{ApiStore, Control, PodEntry, Publisher};
 use super::hooks::run_hook;
 use crate::engine::kill::grace_after_pre_stop;
 use crate::engine::{
@@ -15,6 +18,7 @@ use crate::engine::{
 };
 use crate::outcome::ProbeOutcome;
 use crate::probe::{ProbeConfig, ProbeTarget, run_probe};
+pub use crate::runtime::logs::ContainerLogs;
 use crate::runtime::logs::{LogBuffer, Stream};
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
 use crate::spec::{PodTemplate, ProbeType};
@@ -76,14 +80,6 @@ pub struct Line {
     pub message: String,
 }
 
-/// Logs of one container: the current instance and the previous one (`kubectl logs -p`).
-#[derive(Debug)]
-pub struct ContainerLogs {
-    /// The running (or last) instance.
-    pub current: LogBuffer,
-    /// The instance before it.
-    pub previous: Option<LogBuffer>,
-}
 
 struct ContainerRun {
     spec: Container,
@@ -95,6 +91,24 @@ struct ContainerRun {
 struct PodRun {
     template: PodTemplate,
     containers: HashMap<String, ContainerRun>,
+    /// When it was added (its creation and start time).
+    created: Instant,
+    /// Set when deleted through the API: when the grace period ends, and its length.
+    deletion: Option<(Instant, i64)>,
+    /// What was last published to the API, to publish only changes.
+    published: Option<(PodStatus, Option<(Instant, i64)>)>,
+}
+
+/// The API side of a supervisor: what it publishes to, and where requests come from.
+struct ApiLink {
+    publisher: Publisher,
+    control: mpsc::UnboundedReceiver<Control>,
+    metrics: Arc<ProbeMetrics>,
+    placement: Placement,
+    events_seen: u64,
+    /// True once a pod was deleted through the API: the supervisor then keeps serving even
+    /// when no pod is left.
+    deleted_any: bool,
 }
 
 enum Msg {
@@ -134,6 +148,8 @@ pub struct Supervisor {
     probing: HashMap<crate::engine::WorkerId, (PodId, String, ProbeType)>,
     /// The last outcome of each container's probes, for the status view.
     last_probe: HashMap<(PodId, String, ProbeType), String>,
+    /// The Kubernetes API, when enabled.
+    api: Option<ApiLink>,
 }
 
 /// One row of the status view: what `kubectl get pods` shows per container, plus the last
@@ -174,8 +190,32 @@ impl Supervisor {
             reported: HashMap::new(),
             probing: HashMap::new(),
             last_probe: HashMap::new(),
+            api: None,
             config,
         }
+    }
+
+    /// Serves this supervisor's pods, events, logs and metrics through a Kubernetes-style API:
+    /// returns the store an HTTP server (`api::server`) reads. Mutations need `token`.
+    pub fn enable_api(&mut self, token: String) -> Arc<ApiStore> {
+        let (control_tx, control) = mpsc::unbounded_channel();
+        let metrics = Arc::new(ProbeMetrics::default());
+        let node_name = objects::node_name();
+        let publisher = Publisher::new(metrics.clone(), token, node_name.clone(), control_tx);
+        let store = publisher.store();
+        self.api = Some(ApiLink {
+            publisher,
+            control,
+            metrics,
+            placement: Placement {
+                node_name,
+                pod_ip: self.config.pod_ip.clone(),
+            },
+            events_seen: 0,
+            deleted_any: false,
+        });
+        self.publish();
+        store
     }
 
     fn now(&self) -> Instant {
@@ -221,6 +261,9 @@ impl Supervisor {
             PodRun {
                 template,
                 containers,
+                created: now,
+                deletion: None,
+                published: None,
             },
         );
         id
@@ -296,8 +339,13 @@ impl Supervisor {
         rows
     }
 
-    /// True when every pod has finished (terminal phase and nothing running).
+    /// True when every pod has finished (terminal phase and nothing running). Once a pod was
+    /// deleted through the API, an empty supervisor keeps serving (it has not finished: the
+    /// user is managing it).
     pub fn all_finished(&self) -> bool {
+        if self.pods.is_empty() && self.api.as_ref().is_some_and(|a| a.deleted_any) {
+            return false;
+        }
         self.pods.keys().all(|id| {
             self.manager.pod_status(*id).is_none_or(|s| {
                 s.phase.is_terminal() && s.containers.iter().all(|c| !c.is_running())
@@ -359,6 +407,7 @@ impl Supervisor {
                     self.manager.advance(now);
                 }
                 Some(msg) = self.rx.recv() => self.apply(msg),
+                Some(request) = recv_control(&mut self.api) => self.apply_control(request),
                 _ = &mut stop, if !stopping => {
                     stopping = true;
                     self.terminate_all();
@@ -438,12 +487,169 @@ impl Supervisor {
                     self.events.record(&e);
                     (self.sink)(line);
                 }
-                Action::ProbeCounted { .. }
-                | Action::ResultChanged { .. }
-                | Action::WorkerStopped { .. } => {}
+                Action::ProbeCounted {
+                    pod,
+                    container,
+                    probe_type,
+                    result,
+                    duration,
+                } => {
+                    if let (Some(api), Some(info)) = (&self.api, self.manager.pod_info(pod)) {
+                        let key = probe_key(info, &container, probe_type);
+                        api.metrics.count(key, result, duration);
+                    }
+                }
+                Action::WorkerStopped {
+                    pod,
+                    container,
+                    probe_type,
+                } => {
+                    if let (Some(api), Some(info)) = (&self.api, self.manager.pod_info(pod)) {
+                        api.metrics.remove(probe_key(info, &container, probe_type));
+                    }
+                }
+                Action::ResultChanged { .. } => {}
             }
         }
         self.report_status_changes();
+        self.remove_deleted_pods();
+        self.publish();
+    }
+
+    /// Carries out a request from the API.
+    fn apply_control(&mut self, request: Control) {
+        match request {
+            Control::Delete {
+                namespace,
+                name,
+                grace_period_seconds,
+                reply,
+            } => {
+                let found = self.pods.iter().find(|(_, p)| {
+                    p.template.namespace == namespace && p.template.name == name
+                });
+                let Some((id, run)) = found.map(|(id, run)| (*id, run)) else {
+                    let _ = reply.send(None);
+                    return;
+                };
+                let now = self.now();
+                if run.deletion.is_none() {
+                    let grace = grace_period_seconds.unwrap_or_else(|| {
+                        self.manager
+                            .pod_info(id)
+                            .map_or(30, |i| i.termination_grace_period_seconds)
+                    });
+                    let _ = self.manager.terminate_pod(now, id, Some(grace));
+                    if let Some(run) = self.pods.get_mut(&id) {
+                        let ends = now + crate::engine::time::seconds(grace.max(0));
+                        run.deletion = Some((ends, grace));
+                    }
+                }
+                self.dispatch();
+                // The answer is the pod as it is now: marked for deletion (or already gone
+                // when nothing was running).
+                let pod = self.api.as_ref().and_then(|a| {
+                    a.publisher
+                        .pod(&namespace, &name)
+                        .map(|e| e.pod.clone())
+                        .or_else(|| a.publisher.last_removed(&namespace, &name))
+                });
+                let _ = reply.send(pod);
+            }
+        }
+    }
+
+    /// Removes pods whose deletion finished: nothing of theirs runs any more.
+    fn remove_deleted_pods(&mut self) {
+        let now = self.now();
+        let done: Vec<PodId> = self
+            .pods
+            .iter()
+            .filter(|(id, run)| {
+                run.deletion.is_some()
+                    && self
+                        .manager
+                        .pod_status(**id)
+                        .is_none_or(|s| s.containers.iter().all(|c| !c.is_running()))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in done {
+            let _ = self.manager.remove_pod(now, id);
+            if let Some(run) = self.pods.remove(&id)
+                && let Some(api) = &mut self.api
+            {
+                api.publisher
+                    .remove_pod(&run.template.namespace, &run.template.name);
+                api.deleted_any = true;
+            }
+        }
+    }
+
+    /// Publishes what changed to the API: pods whose status changed, and new events.
+    fn publish(&mut self) {
+        let Some(api) = &mut self.api else {
+            return;
+        };
+        let clock = WallClock {
+            origin: self.origin_wall,
+        };
+        let mut ids: Vec<PodId> = self.pods.keys().copied().collect();
+        ids.sort();
+        for id in ids {
+            let (Some(run), Some(status), Some(info)) = (
+                self.pods.get_mut(&id),
+                self.manager.pod_status(id),
+                self.manager.pod_info(id),
+            ) else {
+                continue;
+            };
+            if run
+                .published
+                .as_ref()
+                .is_some_and(|(s, d)| s == status && *d == run.deletion)
+            {
+                continue;
+            }
+            run.published = Some((status.clone(), run.deletion));
+            let identity = PodIdentity {
+                uid: info.uid.to_string(),
+                created: run.created,
+                deletion: run.deletion,
+            };
+            let version = api.publisher.next_version();
+            let pod = objects::pod(
+                &run.template,
+                &identity,
+                status,
+                clock,
+                &api.placement,
+                version,
+            );
+            let logs = run
+                .template
+                .spec
+                .init_containers
+                .iter()
+                .flatten()
+                .chain(&run.template.spec.containers)
+                .filter_map(|c| {
+                    let logs = run.containers.get(&c.name)?.logs.clone();
+                    Some((c.name.clone(), logs))
+                })
+                .collect();
+            api.publisher.upsert_pod(PodEntry {
+                pod,
+                id,
+                ready: status.is_ready(),
+                logs,
+            });
+        }
+        if api.events_seen != self.events.version() {
+            api.events_seen = self.events.version();
+            api.publisher.sync_events(&self.events.list(), clock);
+        }
+        api.publisher.flush();
     }
 
     /// One `status` line whenever a container's `started` or `ready` flips (R5.1, R5.2): the
@@ -786,6 +992,25 @@ impl HookContext {
                 crate::display::go_duration(timeout)
             )),
         }
+    }
+}
+
+/// The next API request, or never when the API is off.
+async fn recv_control(api: &mut Option<ApiLink>) -> Option<Control> {
+    match api {
+        Some(api) => api.control.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The metric series of one probe.
+fn probe_key<'a>(info: &'a PodInfo, container: &'a str, probe_type: ProbeType) -> ProbeKey<'a> {
+    ProbeKey {
+        probe_type,
+        container,
+        pod: &info.name,
+        namespace: &info.namespace,
+        pod_uid: &info.uid,
     }
 }
 

@@ -44,7 +44,7 @@ pub enum ContainerState {
 }
 
 /// One container's status (`v1.ContainerStatus`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ContainerStatus {
     /// Container name.
     pub name: String,
@@ -142,7 +142,7 @@ pub struct Condition {
 }
 
 /// A pod's status (`v1.PodStatus`), as the engine knows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PodStatus {
     /// Pod phase.
     pub phase: PodPhase,

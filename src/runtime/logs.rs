@@ -72,6 +72,26 @@ impl LogBuffer {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+
+    /// Lines written so far, kept or dropped: a position to follow the log from.
+    pub fn written(&self) -> u64 {
+        self.dropped + self.lines.len() as u64
+    }
+
+    /// The kept lines written at or after `position` (see [`LogBuffer::written`]).
+    pub fn since(&self, position: u64) -> impl Iterator<Item = &(Stream, String)> {
+        let skip = position.saturating_sub(self.dropped) as usize;
+        self.lines.iter().skip(skip)
+    }
+}
+
+/// Logs of one container: the current instance and the previous one (`kubectl logs -p`).
+#[derive(Debug)]
+pub struct ContainerLogs {
+    /// The running (or last) instance.
+    pub current: LogBuffer,
+    /// The instance before it.
+    pub previous: Option<LogBuffer>,
 }
 
 #[cfg(test)]

@@ -1,0 +1,18 @@
+//! A Kubernetes-compatible API over what `probelet run` knows, so real `kubectl` (get,
+//! describe, logs, delete, `-w`) and Prometheus read it.
+//!
+//! * [`objects`]: engine and runtime state as `v1.Pod` / `v1.Event` (pure).
+//! * [`table`]: the `meta.k8s.io/v1` Table form, with kubectl's columns (pure).
+//! * [`selector`]: label and field selectors (pure).
+//! * [`metrics`]: the kubelet's probe metrics and process metrics.
+//! * [`store`]: snapshots the supervisor publishes and the server reads, and watch history.
+//! * [`server`]: the HTTP routes.
+//! * [`kubeconfig`]: the bearer token and the kubeconfig file.
+
+pub mod kubeconfig;
+pub mod metrics;
+pub mod objects;
+pub mod selector;
+pub mod server;
+pub mod store;
+pub mod table;

@@ -1,0 +1,388 @@
+//! The state the API serves, shared between the supervisor (one writer) and the HTTP server
+//! (many readers) without putting a lock on the probe path.
+//!
+//! The supervisor builds objects on its own thread and publishes an immutable [`Snapshot`]:
+//! readers clone an `Arc` under a lock held for nanoseconds, then work on their copy, so a
+//! client listing 1,000 pods never delays a probe. Changes also go into a bounded history
+//! (resource versions, as etcd numbers them) that watches read from; a watch that falls
+//! behind the history gets `410 Gone`, as on a real API server.
+
+use super::metrics::ProbeMetrics;
+use super::objects::{self, PodRef, WallClock};
+use crate::driver::events::StoredEvent;
+use crate::engine::PodId;
+use crate::runtime::logs::ContainerLogs;
+use k8s_openapi::api::core::v1 as core;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// Changes kept for watches.
+const HISTORY: usize = 4096;
+
+/// One pod as the API serves it.
+#[derive(Debug)]
+pub struct PodEntry {
+    /// The `v1.Pod`.
+    pub pod: core::Pod,
+    /// The supervisor's handle on it.
+    pub id: PodId,
+    /// The pod's `Ready` condition.
+    pub ready: bool,
+    /// Each container's logs (init containers first), for `.../log`.
+    pub logs: Vec<(String, Arc<Mutex<ContainerLogs>>)>,
+}
+
+impl PodEntry {
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.pod.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.namespace`.
+    pub fn namespace(&self) -> &str {
+        self.pod.metadata.namespace.as_deref().unwrap_or_default()
+    }
+}
+
+/// A watch event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeType {
+    /// `ADDED`.
+    Added,
+    /// `MODIFIED`.
+    Modified,
+    /// `DELETED`.
+    Deleted,
+}
+
+impl ChangeType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeType::Added => "ADDED",
+            ChangeType::Modified => "MODIFIED",
+            ChangeType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// The object a change is about.
+#[derive(Debug, Clone)]
+pub enum Object {
+    /// A pod.
+    Pod(Arc<PodEntry>),
+    /// An event.
+    Event(Arc<core::Event>),
+}
+
+/// One change, at one resource version.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The resource version it created.
+    pub resource_version: u64,
+    /// Added, modified or deleted.
+    pub kind: ChangeType,
+    /// The object after the change (before it, for a deletion).
+    pub object: Object,
+}
+
+/// Everything at one resource version.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// The latest resource version.
+    pub resource_version: u64,
+    /// Pods by namespace and name.
+    pub pods: Vec<Arc<PodEntry>>,
+    /// Events, oldest first.
+    pub events: Vec<Arc<core::Event>>,
+}
+
+/// A mutating request, carried out by the supervisor.
+#[derive(Debug)]
+pub enum Control {
+    /// Delete a pod (graceful termination, then removal). The reply is the pod with its
+    /// deletion timestamp set, or `None` when there is no such pod.
+    Delete {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// `gracePeriodSeconds` (default: the pod's own).
+        grace_period_seconds: Option<i64>,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Option<core::Pod>>,
+    },
+}
+
+/// The shared state the HTTP server reads.
+#[derive(Debug)]
+pub struct ApiStore {
+    snapshot: RwLock<Arc<Snapshot>>,
+    history: Mutex<VecDeque<Arc<Change>>>,
+    version: watch::Sender<u64>,
+    control: mpsc::UnboundedSender<Control>,
+    /// The probe metrics (updated by the supervisor, encoded on scrape).
+    pub metrics: Arc<ProbeMetrics>,
+    /// The bearer token mutations need.
+    pub token: String,
+    /// The node name pods report.
+    pub node_name: String,
+}
+
+/// Why a watch cannot continue from where it asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expired;
+
+impl ApiStore {
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Changes after `resource_version`, or `Expired` when the history no longer reaches
+    /// back that far.
+    pub fn changes_since(&self, resource_version: u64) -> Result<Vec<Arc<Change>>, Expired> {
+        let history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(first) = history.front()
+            && first.resource_version > resource_version + 1
+        {
+            return Err(Expired);
+        }
+        Ok(history
+            .iter()
+            .filter(|c| c.resource_version > resource_version)
+            .cloned()
+            .collect())
+    }
+
+    /// A receiver that wakes when the resource version moves.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// Sends a mutating request to the supervisor.
+    pub fn control(&self, request: Control) -> bool {
+        self.control.send(request).is_ok()
+    }
+}
+
+/// The supervisor's side: builds objects and publishes them.
+#[derive(Debug)]
+pub struct Publisher {
+    store: Arc<ApiStore>,
+    pods: BTreeMap<(String, String), Arc<PodEntry>>,
+    /// Converted events by the event store's key, with the stored version they were built
+    /// from and their name.
+    events: HashMap<EventKey, (u64, Arc<core::Event>)>,
+    refs: HashMap<PodId, PodRef>,
+    resource_version: u64,
+    pending: Vec<Change>,
+    names_issued: u64,
+}
+
+type EventKey = (PodId, String, String, String);
+
+impl Publisher {
+    /// A store and its publisher; `control` is where mutating requests go.
+    pub fn new(
+        metrics: Arc<ProbeMetrics>,
+        token: String,
+        node_name: String,
+        control: mpsc::UnboundedSender<Control>,
+    ) -> Self {
+        let (version, _) = watch::channel(0);
+        let store = Arc::new(ApiStore {
+            snapshot: RwLock::default(),
+            history: Mutex::new(VecDeque::with_capacity(HISTORY)),
+            version,
+            control,
+            metrics,
+            token,
+            node_name,
+        });
+        Publisher {
+            store,
+            pods: BTreeMap::new(),
+            events: HashMap::new(),
+            refs: HashMap::new(),
+            resource_version: 0,
+            pending: Vec::new(),
+            names_issued: 0,
+        }
+    }
+
+    /// The store the server reads.
+    pub fn store(&self) -> Arc<ApiStore> {
+        self.store.clone()
+    }
+
+    /// The resource version the next change gets.
+    pub fn next_version(&mut self) -> u64 {
+        self.resource_version += 1;
+        self.resource_version
+    }
+
+    /// Adds or replaces a pod (built with a version from [`Publisher::next_version`]).
+    pub fn upsert_pod(&mut self, entry: PodEntry) {
+        let key = (entry.namespace().to_string(), entry.name().to_string());
+        self.refs.insert(
+            entry.id,
+            PodRef {
+                name: key.1.clone(),
+                namespace: key.0.clone(),
+                uid: entry.pod.metadata.uid.clone().unwrap_or_default(),
+            },
+        );
+        let resource_version = entry
+            .pod
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(self.resource_version);
+        let entry = Arc::new(entry);
+        let kind = match self.pods.insert(key, entry.clone()) {
+            Some(_) => ChangeType::Modified,
+            None => ChangeType::Added,
+        };
+        self.pending.push(Change {
+            resource_version,
+            kind,
+            object: Object::Pod(entry),
+        });
+    }
+
+    /// The pod published under `namespace/name`.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Arc<PodEntry>> {
+        self.pods.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The last state of a pod removed by this round's changes, if it was.
+    pub fn last_removed(&self, namespace: &str, name: &str) -> Option<core::Pod> {
+        self.store
+            .history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .rev()
+            .find_map(|c| match (&c.kind, &c.object) {
+                (ChangeType::Deleted, Object::Pod(p))
+                    if p.namespace() == namespace && p.name() == name =>
+                {
+                    Some(p.pod.clone())
+                }
+                _ => None,
+            })
+    }
+
+    /// Removes a pod from the API (its deletion finished).
+    pub fn remove_pod(&mut self, namespace: &str, name: &str) {
+        if let Some(entry) = self.pods.remove(&(namespace.to_string(), name.to_string())) {
+            let resource_version = self.next_version();
+            self.pending.push(Change {
+                resource_version,
+                kind: ChangeType::Deleted,
+                object: Object::Pod(entry),
+            });
+        }
+    }
+
+    /// Brings the events up to date with the event store's contents.
+    pub fn sync_events(&mut self, stored: &[&StoredEvent], clock: WallClock) {
+        let mut live = std::collections::HashSet::with_capacity(stored.len());
+        for e in stored {
+            let key: EventKey = (
+                e.pod,
+                e.field_path.clone(),
+                e.reason.clone(),
+                e.message.clone(),
+            );
+            live.insert(key.clone());
+            let previous = self.events.get(&key);
+            if previous.is_some_and(|(v, _)| *v == e.version) {
+                continue;
+            }
+            let Some(pod) = self.refs.get(&e.pod).cloned() else {
+                continue;
+            };
+            let name = match previous {
+                Some((_, old)) => old.metadata.name.clone().unwrap_or_default(),
+                None => {
+                    // client-go names events `<object>.<hex nanoseconds>`; a counter keeps
+                    // two events of one instant apart.
+                    self.names_issued += 1;
+                    let nanos = clock
+                        .system_time(e.first)
+                        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64);
+                    format!("{}.{:x}", pod.name, nanos + self.names_issued)
+                }
+            };
+            let kind = if previous.is_some() {
+                ChangeType::Modified
+            } else {
+                ChangeType::Added
+            };
+            let resource_version = self.next_version();
+            let event = Arc::new(objects::event(
+                e,
+                &name,
+                &pod,
+                resource_version,
+                clock,
+                &self.store.node_name,
+            ));
+            self.events.insert(key, (e.version, event.clone()));
+            self.pending.push(Change {
+                resource_version,
+                kind,
+                object: Object::Event(event),
+            });
+        }
+        // The event store is bounded: what it dropped, the API drops too.
+        self.events.retain(|k, _| live.contains(k));
+    }
+
+    /// Publishes what changed since the last call: a new snapshot, the history, and a wake-up
+    /// for watches. Does nothing when nothing changed.
+    pub fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut events: Vec<Arc<core::Event>> =
+            self.events.values().map(|(_, e)| e.clone()).collect();
+        events.sort_by(|a, b| {
+            let key = |e: &core::Event| {
+                (
+                    e.first_timestamp.as_ref().map(|t| t.0),
+                    e.metadata.name.clone(),
+                )
+            };
+            key(a).cmp(&key(b))
+        });
+        let snapshot = Arc::new(Snapshot {
+            resource_version: self.resource_version,
+            pods: self.pods.values().cloned().collect(),
+            events,
+        });
+        *self
+            .store
+            .snapshot
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = snapshot;
+        {
+            let mut history = self.store.history.lock().unwrap_or_else(|e| e.into_inner());
+            for change in self.pending.drain(..) {
+                if history.len() == HISTORY {
+                    history.pop_front();
+                }
+                history.push_back(Arc::new(change));
+            }
+        }
+        self.store.version.send_replace(self.resource_version);
+    }
+}
