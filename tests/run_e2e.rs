@@ -24,7 +24,7 @@ impl Run {
         let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
             .arg("run")
             .arg(&path)
-            .args(["--events", "json", "--seed", "1"])
+            .args(["--events", "json", "--seed", "1", "--listen", "off"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -9,7 +9,8 @@ pub fn new_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];
     let mut filled = 0;
     while filled < bytes.len() {
-        filled += rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())?;
+        filled +=
+            rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())?;
     }
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
@@ -24,16 +25,18 @@ pub fn default_path() -> PathBuf {
     home.join(".kube").join("probelet.kubeconfig")
 }
 
-/// The kubeconfig text for `server` with `token`.
-pub fn render(server: &str, token: &str) -> String {
+/// The kubeconfig text for `server` with `token`, trusting the server's certificate `ca_pem`.
+pub fn render(server: &str, ca_pem: &str, token: &str) -> String {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: probelet\n  cluster:\n    server: {server}\nusers:\n- name: probelet\n  user:\n    token: {token}\ncontexts:\n- name: probelet\n  context:\n    cluster: probelet\n    user: probelet\n    namespace: default\ncurrent-context: probelet\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: probelet\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: probelet\n  user:\n    token: {token}\ncontexts:\n- name: probelet\n  context:\n    cluster: probelet\n    user: probelet\n    namespace: default\ncurrent-context: probelet\n"
     )
 }
 
 /// Writes the kubeconfig with mode 0600 (the token is a credential), creating its directory
 /// with mode 0700.
-pub fn write(path: &Path, server: &str, token: &str) -> std::io::Result<()> {
+pub fn write(path: &Path, server: &str, ca_pem: &str, token: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -47,7 +50,7 @@ pub fn write(path: &Path, server: &str, token: &str) -> std::io::Result<()> {
         .create_new(true)
         .mode(0o600)
         .open(path)?;
-    f.write_all(render(server, token).as_bytes())
+    f.write_all(render(server, ca_pem, token).as_bytes())
 }
 
 #[cfg(test)]
@@ -62,11 +65,12 @@ mod tests {
         let token = new_token().unwrap();
         assert_eq!(token.len(), 64);
         assert_ne!(token, new_token().unwrap());
-        write(&path, "http://127.0.0.1:1234", &token).unwrap();
+        write(&path, "https://127.0.0.1:1234", "PEM", &token).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains("server: http://127.0.0.1:1234"));
+        assert!(text.contains("server: https://127.0.0.1:1234"));
+        assert!(text.contains("certificate-authority-data: UEVN\n"));
         assert!(text.contains(&format!("token: {token}")));
     }
 }

@@ -132,7 +132,9 @@ impl ProbeMetrics {
         result: ProbeResult,
         duration: Option<std::time::Duration>,
     ) {
-        self.total.get_or_create(&key.total(result.metric_label())).inc();
+        self.total
+            .get_or_create(&key.total(result.metric_label()))
+            .inc();
         if let Some(d) = duration {
             self.duration
                 .get_or_create(&key.duration())
@@ -164,12 +166,21 @@ pub fn encode_process(out: &mut String) {
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
     // USER_HZ is 100 on every Linux ABI.
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 100.0
+    };
     let cpu = ticks(11) + ticks(12);
     let boot = std::fs::read_to_string("/proc/stat")
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("btime ").and_then(|v| v.trim().parse::<f64>().ok()))
+        .find_map(|l| {
+            l.strip_prefix("btime ")
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        })
         .unwrap_or(0.0);
     let start = boot + ticks(19);
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -224,7 +235,10 @@ pub fn encode_process(out: &mut String) {
         ),
     ];
     for (name, kind, help, value) in series {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+        );
     }
 }
 
@@ -261,7 +275,10 @@ mod tests {
             r#"prober_probe_duration_seconds_count{probe_type="Liveness",container="app",pod="web",namespace="default"} 1"#
         ), "{out}");
         assert!(out.contains(r#"le="0.005""#) && out.contains(r#"le="10.0""#));
-        assert!(!out.contains("pod_uid=\"u1\"} 1\nprober_probe_duration"), "no pod_uid on durations");
+        assert!(
+            !out.contains("pod_uid=\"u1\"} 1\nprober_probe_duration"),
+            "no pod_uid on durations"
+        );
     }
 
     #[test]

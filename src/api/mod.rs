@@ -8,6 +8,7 @@
 //! * [`store`]: snapshots the supervisor publishes and the server reads, and watch history.
 //! * [`server`]: the HTTP routes.
 //! * [`kubeconfig`]: the bearer token and the kubeconfig file.
+//! * [`tls`]: the self-signed certificate and the listener that serves HTTPS and HTTP on one port.
 
 pub mod kubeconfig;
 pub mod metrics;
@@ -16,3 +17,4 @@ pub mod selector;
 pub mod server;
 pub mod store;
 pub mod table;
+pub mod tls;

@@ -187,9 +187,15 @@ fn condition_message(kind: ConditionType, status: &PodStatus) -> String {
     };
     match kind {
         ConditionType::Initialized => {
-            format!("containers with incomplete status: [{}]", pick(true).join(" "))
+            format!(
+                "containers with incomplete status: [{}]",
+                pick(true).join(" ")
+            )
         }
-        _ => format!("containers with unready status: [{}]", pick(false).join(" ")),
+        _ => format!(
+            "containers with unready status: [{}]",
+            pick(false).join(" ")
+        ),
     }
 }
 
@@ -407,7 +413,12 @@ mod tests {
         );
         assert_eq!(p.metadata.resource_version.as_deref(), Some("7"));
         assert_eq!(
-            p.metadata.labels.as_ref().unwrap().get("app").map(String::as_str),
+            p.metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get("app")
+                .map(String::as_str),
             Some("web")
         );
         let status = p.status.unwrap();
@@ -430,7 +441,11 @@ mod tests {
 
     #[test]
     fn qos_classes() {
-        let t = |r: &str| template(&format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  containers:\n  - name: a\n    command: [x]\n{r}"));
+        let t = |r: &str| {
+            template(&format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  containers:\n  - name: a\n    command: [x]\n{r}"
+            ))
+        };
         assert_eq!(qos_class(&t("").spec), "BestEffort");
         assert_eq!(
             qos_class(&t("    resources: {requests: {cpu: 100m}}\n").spec),

@@ -167,9 +167,7 @@ impl FieldSelector {
             };
             let field = field.trim();
             if !supported.contains(&field) {
-                return Err(SelectorError(format!(
-                    "field label not supported: {field}"
-                )));
+                return Err(SelectorError(format!("field label not supported: {field}")));
             }
             terms.push((field.to_string(), negate, value.trim().to_string()));
         }
@@ -209,9 +207,7 @@ mod tests {
         assert!(!m("!app"));
         assert!(!m("missing"));
         assert!(m("missing!=x"), "!= matches an absent label, as upstream");
-        assert!(!LabelSelector::parse("app=web")
-            .unwrap()
-            .matches(None));
+        assert!(!LabelSelector::parse("app=web").unwrap().matches(None));
     }
 
     #[test]
@@ -223,10 +219,10 @@ mod tests {
 
     #[test]
     fn field_selector_terms_and_unsupported_fields() {
-        let s = FieldSelector::parse("metadata.name=web,status.phase!=Failed", &[
-            "metadata.name",
-            "status.phase",
-        ])
+        let s = FieldSelector::parse(
+            "metadata.name=web,status.phase!=Failed",
+            &["metadata.name", "status.phase"],
+        )
         .unwrap();
         assert!(s.matches(|f| match f {
             "metadata.name" => "web".into(),

@@ -31,8 +31,11 @@ pub fn router(store: Arc<ApiStore>) -> Router {
     Router::new().fallback(handle).with_state(store)
 }
 
-/// Serves the API on `listener` until the process ends.
-pub async fn serve(listener: tokio::net::TcpListener, store: Arc<ApiStore>) -> std::io::Result<()> {
+/// Serves the API on `listener` (HTTPS and plain HTTP) until the process ends.
+pub async fn serve(
+    listener: super::tls::DualListener,
+    store: Arc<ApiStore>,
+) -> std::io::Result<()> {
     axum::serve(listener, router(store)).await
 }
 
@@ -100,12 +103,14 @@ impl Params {
         matches!(self.get(key), Some("true" | "1"))
     }
 
-    fn number<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, Response> {
+    /// A numeric parameter; the error is the 400 message.
+    fn number<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, String> {
         match self.get(key) {
             None | Some("") => Ok(None),
-            Some(v) => v.parse().map(Some).map_err(|_| {
-                bad_request(&format!("invalid value {v:?} for query parameter {key}"))
-            }),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("invalid value {v:?} for query parameter {key}")),
         }
     }
 }
@@ -119,6 +124,9 @@ async fn handle(
 ) -> Response {
     if uri.query().is_some_and(|q| q.len() > MAX_QUERY) {
         return bad_request("query string too long");
+    }
+    if uri.query().is_some_and(|q| !valid_escapes(q)) {
+        return bad_request("malformed query string: invalid percent-encoding");
     }
     let params = match Query::<Vec<(String, String)>>::try_from_uri(&uri) {
         Ok(Query(p)) => Params(p),
@@ -138,6 +146,17 @@ async fn handle(
         body,
     };
     route(&req, &segments).await
+}
+
+/// True when every `%` starts a two-digit hex escape (Go's `url.ParseQuery` rejects the
+/// rest; the decoder used here would pass them through).
+fn valid_escapes(query: &str) -> bool {
+    let bytes = query.as_bytes();
+    bytes.iter().enumerate().all(|(i, b)| {
+        *b != b'%'
+            || (bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    })
 }
 
 struct Request {
@@ -354,11 +373,12 @@ struct Filter {
 }
 
 impl Filter {
-    fn parse(req: &Request, namespace: Option<&str>, fields: &[&str]) -> Result<Self, Response> {
+    /// The selectors of a request; the error is the 400 message.
+    fn parse(req: &Request, namespace: Option<&str>, fields: &[&str]) -> Result<Self, String> {
         let labels = LabelSelector::parse(req.params.get("labelSelector").unwrap_or(""))
-            .map_err(|e| bad_request(&e.to_string()))?;
+            .map_err(|e| e.to_string())?;
         let fields = FieldSelector::parse(req.params.get("fieldSelector").unwrap_or(""), fields)
-            .map_err(|e| bad_request(&e.to_string()))?;
+            .map_err(|e| e.to_string())?;
         Ok(Filter {
             namespace: namespace.map(str::to_string),
             labels,
@@ -389,7 +409,7 @@ async fn list_pods(req: &Request, namespace: Option<&str>) -> Response {
     }
     let filter = match Filter::parse(req, namespace, POD_FIELDS) {
         Ok(f) => f,
-        Err(r) => return r,
+        Err(e) => return bad_request(&e),
     };
     if req.params.flag("watch") {
         return watch(req, filter, Kind::Pods);
@@ -460,7 +480,7 @@ async fn delete_pod(req: &Request, ns: &str, name: &str) -> Response {
     }
     let mut grace = match req.params.number::<i64>("gracePeriodSeconds") {
         Ok(g) => g,
-        Err(r) => return r,
+        Err(e) => return bad_request(&e),
     };
     if grace.is_none() && !req.body.is_empty() {
         match serde_json::from_slice::<Value>(&req.body) {
@@ -502,7 +522,7 @@ async fn list_events(req: &Request, namespace: Option<&str>) -> Response {
     }
     let filter = match Filter::parse(req, namespace, EVENT_FIELDS) {
         Ok(f) => f,
-        Err(r) => return r,
+        Err(e) => return bad_request(&e),
     };
     if req.params.flag("watch") {
         return watch(req, filter, Kind::Events);
@@ -560,7 +580,7 @@ fn watch(req: &Request, filter: Filter, kind: Kind) -> Response {
     let include = IncludeObject::parse(req.params.get("includeObject"));
     let timeout = match req.params.number::<u64>("timeoutSeconds") {
         Ok(t) => t.map(Duration::from_secs),
-        Err(r) => return r,
+        Err(e) => return bad_request(&e),
     };
     let start = match req.params.get("resourceVersion") {
         None | Some("" | "0") => None,
@@ -638,7 +658,9 @@ fn watch(req: &Request, filter: Filter, kind: Kind) -> Response {
             }
             let changed = versions.changed();
             let ended = match deadline {
-                Some(d) => tokio::time::timeout_at(d, changed).await.map_or(true, |r| r.is_err()),
+                Some(d) => tokio::time::timeout_at(d, changed)
+                    .await
+                    .map_or(true, |r| r.is_err()),
                 None => changed.await.is_err(),
             };
             if ended {
@@ -648,7 +670,10 @@ fn watch(req: &Request, filter: Filter, kind: Kind) -> Response {
     });
     (
         StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json"), (header::TRANSFER_ENCODING, "chunked")],
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::TRANSFER_ENCODING, "chunked"),
+        ],
         Body::new(body),
     )
         .into_response()
@@ -660,12 +685,19 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
     };
     let container = match req.params.get("container").filter(|c| !c.is_empty()) {
         Some(c) => c.to_string(),
-        None if entry.pod.spec.as_ref().is_some_and(|s| s.containers.len() == 1) => entry
+        None if entry
             .pod
             .spec
             .as_ref()
-            .map(|s| s.containers[0].name.clone())
-            .unwrap_or_default(),
+            .is_some_and(|s| s.containers.len() == 1) =>
+        {
+            entry
+                .pod
+                .spec
+                .as_ref()
+                .map(|s| s.containers[0].name.clone())
+                .unwrap_or_default()
+        }
         None => {
             let names: Vec<&str> = entry
                 .pod
@@ -681,15 +713,17 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
         }
     };
     let Some((_, logs)) = entry.logs.iter().find(|(c, _)| *c == container) else {
-        return bad_request(&format!("container {container} is not valid for pod {name}"));
+        return bad_request(&format!(
+            "container {container} is not valid for pod {name}"
+        ));
     };
     let tail = match req.params.number::<i64>("tailLines") {
         Ok(t) => t.filter(|t| *t >= 0).map(|t| t as usize),
-        Err(r) => return r,
+        Err(e) => return bad_request(&e),
     };
     let limit = match req.params.number::<usize>("limitBytes") {
         Ok(l) => l,
-        Err(r) => return r,
+        Err(e) => return bad_request(&e),
     };
     let previous = req.params.flag("previous");
     let (text, mut position) = {
@@ -734,9 +768,8 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
         }
         loop {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let running = find_pod(&store, &ns, &name).is_some_and(|p| {
-                container_running(&p.pod, &container)
-            });
+            let running =
+                find_pod(&store, &ns, &name).is_some_and(|p| container_running(&p.pod, &container));
             let chunk = {
                 let logs = logs.lock().unwrap_or_else(|e| e.into_inner());
                 let mut chunk = String::new();

@@ -90,16 +90,56 @@ const POD_COLUMNS: &[Column] = &[
 ];
 
 const EVENT_COLUMNS: &[Column] = &[
-    ("Last Seen", "string", 0, "Time when this Event was last observed."),
+    (
+        "Last Seen",
+        "string",
+        0,
+        "Time when this Event was last observed.",
+    ),
     ("Type", "string", 0, "Type of this event (Normal, Warning)."),
-    ("Reason", "string", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
-    ("Object", "string", 0, "The object that this event is about."),
-    ("Subobject", "string", 1, "The field of the object that this event is about."),
+    (
+        "Reason",
+        "string",
+        0,
+        "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+    ),
+    (
+        "Object",
+        "string",
+        0,
+        "The object that this event is about.",
+    ),
+    (
+        "Subobject",
+        "string",
+        1,
+        "The field of the object that this event is about.",
+    ),
     ("Source", "string", 1, "The component reporting this event."),
-    ("Message", "string", 0, "A human-readable description of the status of this operation."),
-    ("First Seen", "string", 1, "The time at which the event was first recorded."),
-    ("Count", "integer", 1, "The number of times this event has occurred."),
-    ("Name", "string", 1, "Name must be unique within a namespace."),
+    (
+        "Message",
+        "string",
+        0,
+        "A human-readable description of the status of this operation.",
+    ),
+    (
+        "First Seen",
+        "string",
+        1,
+        "The time at which the event was first recorded.",
+    ),
+    (
+        "Count",
+        "integer",
+        1,
+        "The number of times this event has occurred.",
+    ),
+    (
+        "Name",
+        "string",
+        1,
+        "Name must be unique within a namespace.",
+    ),
 ];
 
 fn column_definitions(columns: &[Column]) -> Value {
@@ -209,7 +249,9 @@ pub fn pod_cells(pod: &core::Pod, now: SystemTime) -> Vec<Value> {
         json!(summary.restarts),
         json!(summary.age),
         json!(or_none(
-            status.pod_ips.and_then(|ips| ips.first().map(|i| i.ip.clone()))
+            status
+                .pod_ips
+                .and_then(|ips| ips.first().map(|i| i.ip.clone()))
         )),
         json!(or_none(spec.node_name)),
         json!(or_none(status.nominated_node_name)),
@@ -548,7 +590,10 @@ mod tests {
             pod(p)
         };
         let s = pod_summary(&base(json!({})), now(5));
-        assert_eq!((s.ready.as_str(), s.status.as_str(), s.restarts.as_str()), ("1/1", "Running", "0"));
+        assert_eq!(
+            (s.ready.as_str(), s.status.as_str(), s.restarts.as_str()),
+            ("1/1", "Running", "0")
+        );
         let s = pod_summary(&base(json!({"deletionTimestamp": at(30)})), now(5));
         assert_eq!(s.status, "Terminating");
 

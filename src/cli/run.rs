@@ -287,6 +287,12 @@ async fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), Strin
     let local = listener
         .local_addr()
         .map_err(|e| format!("--listen {addr}: {e}"))?;
+    // kubectl sends its token only over TLS: the kubeconfig names https:// and trusts a
+    // certificate made now; plain http:// works on the same port for reads.
+    let identity = probelet::api::tls::ServerIdentity::self_signed(local)
+        .map_err(|e| probelet::display::error_chain(&e))?;
+    let listener = probelet::api::tls::DualListener::new(listener, &identity)
+        .map_err(|e| format!("--listen {addr}: {e}"))?;
     let server = format!("http://{local}");
     let token = probelet::api::kubeconfig::new_token()
         .map_err(|e| format!("cannot generate an API token: {e}"))?;
@@ -294,8 +300,13 @@ async fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), Strin
         .kubeconfig
         .clone()
         .unwrap_or_else(probelet::api::kubeconfig::default_path);
-    probelet::api::kubeconfig::write(&path, &server, &token)
-        .map_err(|e| format!("cannot write the kubeconfig {}: {e}", path.display()))?;
+    probelet::api::kubeconfig::write(
+        &path,
+        &format!("https://{local}"),
+        &identity.cert_pem,
+        &token,
+    )
+    .map_err(|e| format!("cannot write the kubeconfig {}: {e}", path.display()))?;
     let store = supervisor.enable_api(token);
     tokio::spawn(async move {
         if let Err(e) = probelet::api::server::serve(listener, store).await {

@@ -7,10 +7,10 @@
 //! can run the whole supervisor under a paused clock.
 
 use super::events::EventStore;
-use crate::api::metrics::{ProbeKey, ProbeMetrics};
-use crate::api::objects::{self, PodIdentity, Placement, WallClock};
-use crate::api::store::{ApiStore, Control, PodEntry, Publisher};
 use super::hooks::run_hook;
+use crate::api::metrics::{ProbeKey, ProbeMetrics};
+use crate::api::objects::{self, Placement, PodIdentity, WallClock};
+use crate::api::store::{ApiStore, Control, PodEntry, Publisher};
 use crate::engine::kill::grace_after_pre_stop;
 use crate::engine::{
     Action, ContainerId, EngineConfig, EventType, Instant, KillRequest, Manager, PodId, PodInfo,
@@ -79,7 +79,6 @@ pub struct Line {
     /// Event message or output line.
     pub message: String,
 }
-
 
 struct ContainerRun {
     spec: Container,
@@ -525,9 +524,10 @@ impl Supervisor {
                 grace_period_seconds,
                 reply,
             } => {
-                let found = self.pods.iter().find(|(_, p)| {
-                    p.template.namespace == namespace && p.template.name == name
-                });
+                let found = self
+                    .pods
+                    .iter()
+                    .find(|(_, p)| p.template.namespace == namespace && p.template.name == name);
                 let Some((id, run)) = found.map(|(id, run)| (*id, run)) else {
                     let _ = reply.send(None);
                     return;
