@@ -280,11 +280,9 @@ impl<R: BufRead> Read for Chunked<R> {
         if self.done || buf.is_empty() {
             return Ok(0);
         }
-        if self.left == 0 {
-            if !self.next_chunk()? {
-                self.done = true;
-                return Ok(0);
-            }
+        if self.left == 0 && !self.next_chunk()? {
+            self.done = true;
+            return Ok(0);
         }
         let want = buf
             .len()

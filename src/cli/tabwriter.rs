@@ -160,10 +160,10 @@ mod tests {
     #[test]
     fn blocks_are_runs_of_lines_with_the_column() {
         let mut w = TabWriter::for_describe();
-        w.write("Name:\tdemo\nAnnotations:\t<none>\nIPs:\n  IP:\t1.2.3.4\nType \tTrue \nLong-type \tFalse \n");
+        w.write("Name:\tdemo\nAnnotations:\t<none>\nIPs:\n  IP:\t1.2.3.4\nConditions:\nType \tTrue \nLong-type \tFalse \n");
         assert_eq!(
             w.flush(),
-            "Name:         demo\nAnnotations:  <none>\nIPs:\n  IP:  1.2.3.4\nType        True \nLong-type   False \n"
+            "Name:         demo\nAnnotations:  <none>\nIPs:\n  IP:  1.2.3.4\nConditions:\nType        True \nLong-type   False \n"
         );
     }
 
