@@ -274,10 +274,7 @@ mod tests {
         assert!(out.contains(
             r#"prober_probe_duration_seconds_count{probe_type="Liveness",container="app",pod="web",namespace="default"} 1"#
         ), "{out}");
-        assert!(
-            out.contains(r#"le="0.005""#) && out.contains(r#"le="+Inf""#),
-            "{out}"
-        );
+        assert!(out.contains(r#"le="0.005""#) && out.contains(r#"le="+Inf""#), "{out}");
         assert!(
             !out.contains("pod_uid=\"u1\"} 1\nprober_probe_duration"),
             "no pod_uid on durations"
