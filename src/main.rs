@@ -33,6 +33,13 @@ enum Command {
     Lint(cli::lint::Args),
     /// Simulate a pod's probes against a scenario in virtual time (see docs/simulate.md).
     Simulate(cli::simulate::Args),
+    /// List pods (or events) of a running `probelet run` through its API, as `kubectl get`
+    /// prints them.
+    Get(cli::get::Args),
+    /// Show a pod of a running `probelet run` and its events, as `kubectl describe pod` does.
+    Describe(cli::describe::Args),
+    /// Print a container's output from a running `probelet run`, as `kubectl logs` does.
+    Logs(cli::logs::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,5 +51,8 @@ fn main() -> ExitCode {
         Command::Check(args) => cli::check::run(args),
         Command::Lint(args) => cli::lint::run(args),
         Command::Simulate(args) => cli::simulate::run(args),
+        Command::Get(args) => cli::get::run(args),
+        Command::Describe(args) => cli::describe::run(args),
+        Command::Logs(args) => cli::logs::run(args),
     }
 }

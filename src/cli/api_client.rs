@@ -1,0 +1,362 @@
+//! The small HTTP client behind `probelet get`, `describe` and `logs`: blocking HTTP/1.1 GETs
+//! over one `TcpStream` per request (`Connection: close`), with chunked bodies for watches and
+//! followed logs, and kubectl's wording for the errors people see.
+//!
+//! Reads are open on probelet's API and its listener speaks plain HTTP beside HTTPS on the same
+//! port, so no TLS or token is needed: that keeps these commands free of heavy dependencies.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// The `Accept` header that asks the API for the `meta.k8s.io/v1` Table form.
+pub const ACCEPT_TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+/// How long a non-streaming request may take: probelet answers reads from memory.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the API is and which namespace to read (flags shared by the client commands).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConnectArgs {
+    /// The API of a `probelet run` (its `--listen` address). `https://` is accepted and spoken
+    /// to as plain HTTP, which probelet serves on the same port.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:10255")]
+    pub server: String,
+    /// The namespace to read.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+}
+
+/// A failed request, displayed as kubectl words it.
+#[derive(Debug)]
+pub enum ApiError {
+    /// Nothing listens at the address.
+    Refused(String),
+    /// Any other connection or transport failure.
+    Transport(String),
+    /// The server answered with an error status (a Kubernetes `Status` object when it could be
+    /// read).
+    Status {
+        /// The `Status` reason (`NotFound`, `BadRequest`, ...).
+        reason: String,
+        /// The `Status` message.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiError::Refused(addr) => write!(
+                f,
+                "The connection to the server {addr} was refused - did you specify the right host or port?"
+            ),
+            ApiError::Transport(e) => write!(f, "Unable to connect to the server: {e}"),
+            ApiError::Status {
+                reason, message, ..
+            } if reason.is_empty() => write!(f, "Error from server: {message}"),
+            ApiError::Status {
+                reason, message, ..
+            } => write!(f, "Error from server ({reason}): {message}"),
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// A response whose status was 2xx, with its body still to be read.
+pub struct Response {
+    /// The body, de-chunked.
+    pub body: Box<dyn BufRead>,
+}
+
+impl Response {
+    /// Reads the whole body as JSON.
+    pub fn json(mut self) -> Result<Value, ApiError> {
+        let mut text = Vec::new();
+        self.body
+            .read_to_end(&mut text)
+            .map_err(|e| ApiError::Transport(e.to_string()))?;
+        serde_json::from_slice(&text)
+            .map_err(|e| ApiError::Transport(format!("the server sent invalid JSON: {e}")))
+    }
+}
+
+/// A client for one server.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// `host:port`, as kubectl names the server in its connection errors.
+    addr: String,
+}
+
+impl Client {
+    /// A client for `server` (`http://host:port`, `https://host:port` or `host:port`).
+    pub fn new(server: &str) -> anyhow::Result<Client> {
+        let rest = server
+            .strip_prefix("http://")
+            .or_else(|| server.strip_prefix("https://"))
+            .unwrap_or(server);
+        let host_port = rest.split('/').next().unwrap_or_default();
+        if host_port.is_empty() {
+            anyhow::bail!("--server {server:?}: no host");
+        }
+        let addr = if host_port.rsplit_once(':').is_some_and(|(h, p)| {
+            !h.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
+        }) {
+            host_port.to_string()
+        } else if server.starts_with("https://") {
+            format!("{host_port}:443")
+        } else {
+            format!("{host_port}:80")
+        };
+        Ok(Client { addr })
+    }
+
+    /// GETs `path` (with its query string); `streaming` removes the read timeout (watches,
+    /// followed logs). Non-2xx answers become [`ApiError::Status`].
+    pub fn get(&self, path: &str, accept: &str, streaming: bool) -> Result<Response, ApiError> {
+        let mut stream = TcpStream::connect(&self.addr).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                ApiError::Refused(self.addr.clone())
+            } else {
+                ApiError::Transport(format!("dial tcp {}: {e}", self.addr))
+            }
+        })?;
+        let transport = |e: std::io::Error| ApiError::Transport(e.to_string());
+        if !streaming {
+            stream
+                .set_read_timeout(Some(READ_TIMEOUT))
+                .map_err(transport)?;
+        }
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: {accept}\r\nUser-Agent: probelet/{}\r\nConnection: close\r\n\r\n",
+            self.addr,
+            env!("CARGO_PKG_VERSION")
+        );
+        stream.write_all(request.as_bytes()).map_err(transport)?;
+        let mut reader = BufReader::new(stream);
+        let head = read_head(&mut reader).map_err(transport)?;
+        let body: Box<dyn BufRead> = if head.chunked {
+            Box::new(BufReader::new(Chunked::new(reader)))
+        } else if let Some(n) = head.content_length {
+            Box::new(reader.take(n))
+        } else {
+            Box::new(reader)
+        };
+        if (200..300).contains(&head.code) {
+            return Ok(Response { body });
+        }
+        Err(status_error(head.code, body))
+    }
+
+    /// GETs `path` as JSON.
+    pub fn get_json(&self, path: &str) -> Result<Value, ApiError> {
+        self.get(path, "application/json", false)?.json()
+    }
+}
+
+/// The error a non-2xx answer stands for: its `Status` object's reason and message, or the
+/// status code's usual reason and the body's text when it is not one.
+fn status_error(code: u16, mut body: Box<dyn BufRead>) -> ApiError {
+    let mut text = Vec::new();
+    // A broken body still leaves the status code to report.
+    let _ = body.read_to_end(&mut text);
+    let parsed: Option<Value> = serde_json::from_slice(&text).ok();
+    let field = |k: &str| {
+        parsed
+            .as_ref()
+            .and_then(|v| v.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let reason = field("reason").unwrap_or_else(|| {
+        match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            405 => "MethodNotAllowed",
+            409 => "Conflict",
+            410 => "Expired",
+            500 => "InternalError",
+            503 => "ServiceUnavailable",
+            _ => "",
+        }
+        .to_string()
+    });
+    let message = field("message")
+        .unwrap_or_else(|| String::from_utf8_lossy(&text).trim().to_string())
+        .trim()
+        .to_string();
+    let message = if message.is_empty() {
+        format!("the server responded with the status code {code}")
+    } else {
+        message
+    };
+    ApiError::Status { reason, message }
+}
+
+/// What the client needs from a response head.
+struct Head {
+    code: u16,
+    chunked: bool,
+    content_length: Option<u64>,
+}
+
+fn read_head(reader: &mut impl BufRead) -> std::io::Result<Head> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(bad("the server closed the connection without answering"));
+    }
+    let code = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| bad("malformed HTTP status line"))?;
+    let mut head = Head {
+        code,
+        chunked: false,
+        content_length: None,
+    };
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(bad("the server closed the connection inside the headers"));
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            return Ok(head);
+        }
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("transfer-encoding") {
+            head.chunked = value.to_ascii_lowercase().contains("chunked");
+        } else if name.eq_ignore_ascii_case("content-length") {
+            head.content_length = value.parse().ok();
+        }
+    }
+}
+
+/// A chunked transfer-encoded body as a plain reader.
+struct Chunked<R> {
+    inner: R,
+    /// Bytes left in the current chunk.
+    left: u64,
+    done: bool,
+}
+
+impl<R: BufRead> Chunked<R> {
+    fn new(inner: R) -> Self {
+        Chunked {
+            inner,
+            left: 0,
+            done: false,
+        }
+    }
+
+    /// Reads the next chunk-size line; false at the last (empty) chunk.
+    fn next_chunk(&mut self) -> std::io::Result<bool> {
+        let mut line = String::new();
+        if self.inner.read_line(&mut line)? == 0 {
+            // The server closed the stream without the last chunk: treat as the end, as the
+            // watch or follow is over either way.
+            return Ok(false);
+        }
+        let size = line.trim().split(';').next().unwrap_or_default();
+        let size = u64::from_str_radix(size, 16).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed chunk size")
+        })?;
+        self.left = size;
+        Ok(size > 0)
+    }
+}
+
+impl<R: BufRead> Read for Chunked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.done || buf.is_empty() {
+            return Ok(0);
+        }
+        if self.left == 0 && !self.next_chunk()? {
+            self.done = true;
+            return Ok(0);
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 {
+            self.done = true;
+            return Ok(0);
+        }
+        self.left -= n as u64;
+        if self.left == 0 {
+            // The CRLF after the chunk's data.
+            let mut crlf = String::new();
+            self.inner.read_line(&mut crlf)?;
+        }
+        Ok(n)
+    }
+}
+
+/// Percent-encodes a query value (everything but RFC 3986's unreserved characters).
+pub fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Prints a client command's error the way kubectl does and returns its exit code (1).
+pub fn fail(e: &anyhow::Error) -> std::process::ExitCode {
+    match e.downcast_ref::<ApiError>() {
+        Some(api) => eprintln!("{api}"),
+        None => eprintln!("error: {e:#}"),
+    }
+    std::process::ExitCode::from(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunked_bodies_are_decoded() {
+        let raw = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n";
+        let mut out = String::new();
+        Chunked::new(&raw[..]).read_to_string(&mut out).unwrap();
+        assert_eq!(out, "hello, world");
+    }
+
+    #[test]
+    fn server_urls_name_host_and_port() {
+        let addr = |s: &str| Client::new(s).unwrap().addr;
+        assert_eq!(addr("http://127.0.0.1:10255"), "127.0.0.1:10255");
+        assert_eq!(addr("https://localhost:9/"), "localhost:9");
+        assert_eq!(addr("http://example"), "example:80");
+        assert_eq!(addr("127.0.0.1:1"), "127.0.0.1:1");
+        assert!(Client::new("http://").is_err());
+    }
+
+    #[test]
+    fn errors_read_like_kubectl() {
+        let body =
+            br#"{"kind":"Status","reason":"NotFound","message":"pods \"x\" not found","code":404}"#;
+        let e = status_error(404, Box::new(&body[..]));
+        assert_eq!(
+            e.to_string(),
+            "Error from server (NotFound): pods \"x\" not found"
+        );
+        let e = status_error(502, Box::new(&b"bad gateway"[..]));
+        assert_eq!(e.to_string(), "Error from server: bad gateway");
+        assert_eq!(encode("a=b,c d"), "a%3Db%2Cc%20d");
+    }
+}
