@@ -284,6 +284,11 @@ fn kubectl_reads_a_pod_whose_liveness_probe_fails() {
         && e["involvedObject"]["fieldPath"] == "spec.containers{app}"));
 
     assert!(p.ok(&["logs", "web"]).contains("hello-from-app"));
+    // follow ends when the container stops (here: the next liveness kill).
+    let started = Instant::now();
+    let followed = p.ok(&["logs", "-f", "web"]);
+    assert!(followed.contains("hello-from-app"), "{followed}");
+    assert!(started.elapsed() < Duration::from_secs(15));
     assert!(
         p.ok(&["logs", "web", "--previous"])
             .contains("hello-from-app")

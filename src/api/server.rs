@@ -726,7 +726,7 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
         Err(e) => return bad_request(&e),
     };
     let previous = req.params.flag("previous");
-    let (text, mut position) = {
+    let (text, mut position, instance) = {
         let logs = logs.lock().unwrap_or_else(|e| e.into_inner());
         let buffer = if previous {
             match &logs.previous {
@@ -747,7 +747,7 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
             text.push_str(line);
             text.push('\n');
         }
-        (text, buffer.written())
+        (text, buffer.written(), logs.rotations)
     };
     let mut text = text.into_bytes();
     if let Some(limit) = limit {
@@ -757,7 +757,8 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
     if !req.params.flag("follow") || previous {
         return (StatusCode::OK, text_plain, text).into_response();
     }
-    // Follow: what there is, then new lines until the container stops running.
+    // Follow: what there is, then new lines until this instance ends (a restart rotates the
+    // buffers: the rest of our instance is then in `previous`) or the container stops.
     let (mut tx, body) = http_body_util::channel::Channel::<Bytes>::new(16);
     let logs = logs.clone();
     let store = req.store.clone();
@@ -770,20 +771,27 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let running =
                 find_pod(&store, &ns, &name).is_some_and(|p| container_running(&p.pod, &container));
-            let chunk = {
+            let (chunk, ended) = {
                 let logs = logs.lock().unwrap_or_else(|e| e.into_inner());
+                let (buffer, ended) = match &logs.previous {
+                    Some(previous) if logs.rotations == instance + 1 => (previous, true),
+                    _ if logs.rotations != instance => (&logs.current, true),
+                    _ => (&logs.current, false),
+                };
                 let mut chunk = String::new();
-                for (_, line) in logs.current.since(position) {
-                    chunk.push_str(line);
-                    chunk.push('\n');
+                if logs.rotations <= instance + 1 {
+                    for (_, line) in buffer.since(position) {
+                        chunk.push_str(line);
+                        chunk.push('\n');
+                    }
                 }
-                position = logs.current.written();
-                chunk
+                position = buffer.written();
+                (chunk, ended)
             };
             if !chunk.is_empty() && tx.send_data(Bytes::from(chunk)).await.is_err() {
                 return;
             }
-            if !running {
+            if ended || !running {
                 return;
             }
         }

@@ -182,6 +182,7 @@ pub struct Publisher {
     resource_version: u64,
     pending: Vec<Change>,
     names_issued: u64,
+    events_changed: bool,
 }
 
 type EventKey = (PodId, String, String, String);
@@ -212,6 +213,7 @@ impl Publisher {
             resource_version: 0,
             pending: Vec::new(),
             names_issued: 0,
+            events_changed: false,
         }
     }
 
@@ -291,60 +293,72 @@ impl Publisher {
         }
     }
 
-    /// Brings the events up to date with the event store's contents.
-    pub fn sync_events(&mut self, stored: &[&StoredEvent], clock: WallClock) {
-        let mut live = std::collections::HashSet::with_capacity(stored.len());
-        for e in stored {
-            let key: EventKey = (
-                e.pod,
-                e.field_path.clone(),
-                e.reason.clone(),
-                e.message.clone(),
-            );
-            live.insert(key.clone());
-            let previous = self.events.get(&key);
-            if previous.is_some_and(|(v, _)| *v == e.version) {
-                continue;
+    /// Publishes a recorded (new or merged) event.
+    pub fn record_event(&mut self, e: &StoredEvent, clock: WallClock) {
+        let key: EventKey = (
+            e.pod,
+            e.field_path.clone(),
+            e.reason.clone(),
+            e.message.clone(),
+        );
+        let previous = self.events.get(&key);
+        let Some(pod) = self.refs.get(&e.pod).cloned() else {
+            return;
+        };
+        let name = match previous {
+            Some((_, old)) => old.metadata.name.clone().unwrap_or_default(),
+            None => {
+                // client-go names events `<object>.<hex nanoseconds>`; a counter keeps two
+                // events of one instant apart.
+                self.names_issued += 1;
+                let nanos = clock
+                    .system_time(e.first)
+                    .duration_since(std::time::SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64);
+                format!("{}.{:x}", pod.name, nanos + self.names_issued)
             }
-            let Some(pod) = self.refs.get(&e.pod).cloned() else {
-                continue;
-            };
-            let name = match previous {
-                Some((_, old)) => old.metadata.name.clone().unwrap_or_default(),
-                None => {
-                    // client-go names events `<object>.<hex nanoseconds>`; a counter keeps
-                    // two events of one instant apart.
-                    self.names_issued += 1;
-                    let nanos = clock
-                        .system_time(e.first)
-                        .duration_since(std::time::SystemTime::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_nanos() as u64);
-                    format!("{}.{:x}", pod.name, nanos + self.names_issued)
-                }
-            };
-            let kind = if previous.is_some() {
-                ChangeType::Modified
-            } else {
-                ChangeType::Added
-            };
-            let resource_version = self.next_version();
-            let event = Arc::new(objects::event(
-                e,
-                &name,
-                &pod,
-                resource_version,
-                clock,
-                &self.store.node_name,
-            ));
-            self.events.insert(key, (e.version, event.clone()));
-            self.pending.push(Change {
-                resource_version,
-                kind,
-                object: Object::Event(event),
-            });
-        }
-        // The event store is bounded: what it dropped, the API drops too.
-        self.events.retain(|k, _| live.contains(k));
+        };
+        let kind = if previous.is_some() {
+            ChangeType::Modified
+        } else {
+            ChangeType::Added
+        };
+        let resource_version = self.next_version();
+        let event = Arc::new(objects::event(
+            e,
+            &name,
+            &pod,
+            resource_version,
+            clock,
+            &self.store.node_name,
+        ));
+        self.events.insert(key, (e.version, event.clone()));
+        self.events_changed = true;
+        self.pending.push(Change {
+            resource_version,
+            kind,
+            object: Object::Event(event),
+        });
+    }
+
+    /// How many events are published.
+    pub fn event_count(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Drops the events `keep` rejects (the event store is bounded: what it dropped, the API
+    /// drops too).
+    pub fn retain_events(&mut self, mut keep: impl FnMut(PodId, &str, &str, &str) -> bool) {
+        let before = self.events.len();
+        self.events.retain(|(pod, field_path, reason, message), _| {
+            keep(*pod, field_path, reason, message)
+        });
+        self.events_changed |= self.events.len() != before;
+    }
+
+    /// True when changes wait for [`Publisher::flush`].
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
     }
 
     /// Publishes what changed since the last call: a new snapshot, the history, and a wake-up
@@ -353,17 +367,23 @@ impl Publisher {
         if self.pending.is_empty() {
             return;
         }
-        let mut events: Vec<Arc<core::Event>> =
-            self.events.values().map(|(_, e)| e.clone()).collect();
-        events.sort_by(|a, b| {
-            let key = |e: &core::Event| {
-                (
-                    e.first_timestamp.as_ref().map(|t| t.0),
-                    e.metadata.name.clone(),
-                )
-            };
-            key(a).cmp(&key(b))
-        });
+        let events = if self.events_changed {
+            let mut events: Vec<Arc<core::Event>> =
+                self.events.values().map(|(_, e)| e.clone()).collect();
+            events.sort_by(|a, b| {
+                let key = |e: &core::Event| {
+                    (
+                        e.first_timestamp.as_ref().map(|t| t.0),
+                        e.metadata.name.clone(),
+                    )
+                };
+                key(a).cmp(&key(b))
+            });
+            events
+        } else {
+            self.store.snapshot().events.clone()
+        };
+        self.events_changed = false;
         let snapshot = Arc::new(Snapshot {
             resource_version: self.resource_version,
             pods: self.pods.values().cloned().collect(),

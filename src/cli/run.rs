@@ -205,7 +205,7 @@ pub fn run(args: Args) -> ExitCode {
         for t in templates {
             supervisor.add_pod(t);
         }
-        if let Err(message) = start_api(&args, &mut supervisor).await {
+        if let Err(message) = start_api(&args, &mut supervisor) {
             eprintln!("error: {message}");
             return ExitCode::from(2);
         }
@@ -267,16 +267,17 @@ pub fn run(args: Args) -> ExitCode {
     })
 }
 
-/// Binds the API listener, writes the kubeconfig and serves the API in the background. An
-/// explicit `--listen` that cannot be bound is an error; the default address being taken
-/// (another probelet) only turns the API off, with a note.
-async fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), String> {
+/// Binds the API listener, writes the kubeconfig and serves the API from a thread of its own
+/// (so requests never queue behind the supervisor's work, nor delay a probe). An explicit
+/// `--listen` that cannot be bound is an error; the default address being taken (another
+/// probelet) only turns the API off, with a note.
+fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), String> {
     let explicit = args.listen.is_some();
     let addr = args.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
     if addr == "off" {
         return Ok(());
     }
-    let listener = match tokio::net::TcpListener::bind(addr).await {
+    let listener = match std::net::TcpListener::bind(addr) {
         Ok(l) => l,
         Err(e) if explicit => return Err(format!("--listen {addr}: {e}")),
         Err(e) => {
@@ -286,14 +287,12 @@ async fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), Strin
     };
     let local = listener
         .local_addr()
+        .and_then(|a| listener.set_nonblocking(true).map(|()| a))
         .map_err(|e| format!("--listen {addr}: {e}"))?;
     // kubectl sends its token only over TLS: the kubeconfig names https:// and trusts a
     // certificate made now; plain http:// works on the same port for reads.
     let identity = probelet::api::tls::ServerIdentity::self_signed(local)
         .map_err(|e| probelet::display::error_chain(&e))?;
-    let listener = probelet::api::tls::DualListener::new(listener, &identity)
-        .map_err(|e| format!("--listen {addr}: {e}"))?;
-    let server = format!("http://{local}");
     let token = probelet::api::kubeconfig::new_token()
         .map_err(|e| format!("cannot generate an API token: {e}"))?;
     let path = args
@@ -308,13 +307,26 @@ async fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), Strin
     )
     .map_err(|e| format!("cannot write the kubeconfig {}: {e}", path.display()))?;
     let store = supervisor.enable_api(token);
-    tokio::spawn(async move {
-        if let Err(e) = probelet::api::server::serve(listener, store).await {
-            eprintln!("error: API server: {e}");
-        }
-    });
+    std::thread::Builder::new()
+        .name("api".into())
+        .spawn(move || {
+            let served = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .and_then(|rt| {
+                    rt.block_on(async move {
+                        let listener = tokio::net::TcpListener::from_std(listener)?;
+                        let listener = probelet::api::tls::DualListener::new(listener, &identity)?;
+                        probelet::api::server::serve(listener, store).await
+                    })
+                });
+            if let Err(e) = served {
+                eprintln!("error: API server: {e}");
+            }
+        })
+        .map_err(|e| format!("cannot start the API thread: {e}"))?;
     eprintln!(
-        "API on {server} (KUBECONFIG={} kubectl get pods)",
+        "API on http://{local} (KUBECONFIG={} kubectl get pods)",
         path.display()
     );
     Ok(())

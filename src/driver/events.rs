@@ -104,6 +104,26 @@ impl EventStore {
         self.version
     }
 
+    /// How many distinct events are stored.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// True when the event with these identifying parts is still stored.
+    pub fn contains(&self, pod: PodId, field_path: &str, reason: &str, message: &str) -> bool {
+        self.events.contains_key(&(
+            pod,
+            field_path.to_string(),
+            reason.to_string(),
+            message.to_string(),
+        ))
+    }
+
     /// Every stored event, oldest first.
     pub fn list(&self) -> Vec<&StoredEvent> {
         let mut v: Vec<_> = self.events.values().collect();

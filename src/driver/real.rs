@@ -19,7 +19,7 @@ use crate::engine::{
 use crate::outcome::ProbeOutcome;
 use crate::probe::{ProbeConfig, ProbeTarget, run_probe};
 pub use crate::runtime::logs::ContainerLogs;
-use crate::runtime::logs::{LogBuffer, Stream};
+use crate::runtime::logs::Stream;
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
 use crate::spec::{PodTemplate, ProbeType};
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler, Probe};
@@ -104,11 +104,19 @@ struct ApiLink {
     control: mpsc::UnboundedReceiver<Control>,
     metrics: Arc<ProbeMetrics>,
     placement: Placement,
-    events_seen: u64,
+    /// Pods not published yet (added since).
+    unpublished: Vec<PodId>,
+    /// When the pending changes are published: at most every [`API_FLUSH`], so a busy
+    /// supervisor does not rebuild snapshots after every probe.
+    flush_at: Option<tokio::time::Instant>,
+    last_flush: tokio::time::Instant,
     /// True once a pod was deleted through the API: the supervisor then keeps serving even
     /// when no pod is left.
     deleted_any: bool,
 }
+
+/// The longest an API reader waits for a change to show.
+const API_FLUSH: Duration = Duration::from_millis(20);
 
 enum Msg {
     ProbeDone {
@@ -210,10 +218,13 @@ impl Supervisor {
                 node_name,
                 pod_ip: self.config.pod_ip.clone(),
             },
-            events_seen: 0,
+            unpublished: self.pods.keys().copied().collect(),
+            flush_at: None,
+            last_flush: tokio::time::Instant::now(),
             deleted_any: false,
         });
-        self.publish();
+        self.publish(&[]);
+        self.flush_api();
         store
     }
 
@@ -242,10 +253,7 @@ impl Supervisor {
             .flatten()
             .chain(template.spec.containers.iter())
             .map(|c| {
-                let logs = ContainerLogs {
-                    current: LogBuffer::new(LOG_BYTES),
-                    previous: None,
-                };
+                let logs = ContainerLogs::new(LOG_BYTES);
                 let run = ContainerRun {
                     spec: c.clone(),
                     kill: None,
@@ -265,6 +273,9 @@ impl Supervisor {
                 published: None,
             },
         );
+        if let Some(api) = &mut self.api {
+            api.unpublished.push(id);
+        }
         id
     }
 
@@ -406,7 +417,10 @@ impl Supervisor {
                     self.manager.advance(now);
                 }
                 Some(msg) = self.rx.recv() => self.apply(msg),
-                Some(request) = recv_control(&mut self.api) => self.apply_control(request),
+                wake = api_wake(&mut self.api) => match wake {
+                    ApiWake::Request(request) => self.apply_control(request),
+                    ApiWake::Flush => self.flush_api(),
+                },
                 _ = &mut stop, if !stopping => {
                     stopping = true;
                     self.terminate_all();
@@ -483,7 +497,13 @@ impl Supervisor {
                         event_type: event_type(e.kind),
                         message: e.message.clone(),
                     };
-                    self.events.record(&e);
+                    let stored = self.events.record(&e);
+                    if let Some(api) = &mut self.api {
+                        let clock = WallClock {
+                            origin: self.origin_wall,
+                        };
+                        api.publisher.record_event(stored, clock);
+                    }
                     (self.sink)(line);
                 }
                 Action::ProbeCounted {
@@ -510,9 +530,10 @@ impl Supervisor {
                 Action::ResultChanged { .. } => {}
             }
         }
-        self.report_status_changes();
+        let touched = self.manager.take_touched_pods();
+        self.report_status_changes(&touched);
         self.remove_deleted_pods();
-        self.publish();
+        self.publish(&touched);
     }
 
     /// Carries out a request from the API.
@@ -546,6 +567,7 @@ impl Supervisor {
                     }
                 }
                 self.dispatch();
+                self.flush_api();
                 // The answer is the pod as it is now: marked for deletion (or already gone
                 // when nothing was running).
                 let pod = self.api.as_ref().and_then(|a| {
@@ -586,17 +608,24 @@ impl Supervisor {
         }
     }
 
-    /// Publishes what changed to the API: pods whose status changed, and new events.
-    fn publish(&mut self) {
+    /// Publishes to the API the pods whose status may have changed (`touched`, plus pods not
+    /// published yet); the snapshot readers see is rebuilt at most every [`API_FLUSH`].
+    fn publish(&mut self, touched: &[PodId]) {
         let Some(api) = &mut self.api else {
             return;
         };
         let clock = WallClock {
             origin: self.origin_wall,
         };
-        let mut ids: Vec<PodId> = self.pods.keys().copied().collect();
-        ids.sort();
-        for id in ids {
+        // The event store is bounded: what it dropped, the API drops too.
+        if api.publisher.event_count() > self.events.len() {
+            let events = &self.events;
+            api.publisher.retain_events(|pod, fp, reason, message| {
+                events.contains(pod, fp, reason, message)
+            });
+        }
+        let unpublished = std::mem::take(&mut api.unpublished);
+        for &id in touched.iter().chain(&unpublished) {
             let (Some(run), Some(status), Some(info)) = (
                 self.pods.get_mut(&id),
                 self.manager.pod_status(id),
@@ -645,19 +674,26 @@ impl Supervisor {
                 logs,
             });
         }
-        if api.events_seen != self.events.version() {
-            api.events_seen = self.events.version();
-            api.publisher.sync_events(&self.events.list(), clock);
+        if api.publisher.has_pending() && api.flush_at.is_none() {
+            api.flush_at = Some(api.last_flush + API_FLUSH);
         }
-        api.publisher.flush();
+    }
+
+    /// Publishes the pending API changes now.
+    fn flush_api(&mut self) {
+        if let Some(api) = &mut self.api {
+            api.publisher.flush();
+            api.flush_at = None;
+            api.last_flush = tokio::time::Instant::now();
+        }
     }
 
     /// One `status` line whenever a container's `started` or `ready` flips (R5.1, R5.2): the
     /// kubelet records no event for these, but they are what a user watches for.
-    fn report_status_changes(&mut self) {
+    fn report_status_changes(&mut self, touched: &[PodId]) {
         let now = self.now();
         let mut lines = Vec::new();
-        for id in self.pods.keys() {
+        for id in touched.iter().filter(|id| self.pods.contains_key(id)) {
             let Some(status) = self.manager.pod_status(*id) else {
                 continue;
             };
@@ -720,8 +756,15 @@ impl Supervisor {
             .pod_info(pod)
             .and_then(|i| Some(i.field_path(i.container_index(container)?)))
             .unwrap_or_default();
-        self.events
+        let stored = self
+            .events
             .record_parts(pod, &field_path, reason, kind, &message, now);
+        if let Some(api) = &mut self.api {
+            let clock = WallClock {
+                origin: self.origin_wall,
+            };
+            api.publisher.record_event(stored, clock);
+        }
         let line = Line {
             time: self.wall(now),
             pod: self.pod_name(pod),
@@ -783,12 +826,8 @@ impl Supervisor {
         };
         let instance = c.instances;
         c.instances += 1;
-        {
-            let mut logs = c.logs.lock().unwrap_or_else(|e| e.into_inner());
-            if instance > 0 {
-                let current = std::mem::replace(&mut logs.current, LogBuffer::new(LOG_BYTES));
-                logs.previous = Some(current);
-            }
+        if instance > 0 {
+            c.logs.lock().unwrap_or_else(|e| e.into_inner()).rotate();
         }
         let spawned = ProcessSpec::from_container(&c.spec).and_then(|mut spec| {
             // `probelet ...` runs this very binary (the demo app needs nothing installed).
@@ -995,11 +1034,24 @@ impl HookContext {
     }
 }
 
-/// The next API request, or never when the API is off.
-async fn recv_control(api: &mut Option<ApiLink>) -> Option<Control> {
-    match api {
-        Some(api) => api.control.recv().await,
-        None => std::future::pending().await,
+/// What wakes the supervisor on the API's behalf.
+enum ApiWake {
+    /// A request (a deletion).
+    Request(Control),
+    /// Pending changes are due to be published.
+    Flush,
+}
+
+/// The next API request or flush; never when the API is off.
+async fn api_wake(api: &mut Option<ApiLink>) -> ApiWake {
+    let Some(api) = api else {
+        return std::future::pending().await;
+    };
+    let flush_at = api.flush_at;
+    tokio::select! {
+        Some(request) = api.control.recv() => ApiWake::Request(request),
+        _ = async { tokio::time::sleep_until(flush_at.expect("guarded")).await }, if flush_at.is_some() => ApiWake::Flush,
+        else => std::future::pending().await,
     }
 }
 

@@ -240,6 +240,8 @@ struct Pod {
     next_sync: Option<Instant>,
     /// Termination finished: nothing runs any more.
     finished: bool,
+    /// Handed out mutably since the last [`Manager::take_touched_pods`].
+    touched: bool,
 }
 
 #[derive(Debug)]
@@ -275,6 +277,8 @@ pub struct Manager {
     backoff: Backoff,
     timers: BinaryHeap<Reverse<(Instant, Timer)>>,
     queue: VecDeque<PodId>,
+    /// Pods changed since the last [`Manager::take_touched_pods`].
+    touched: Vec<PodId>,
     actions: VecDeque<Action>,
 }
 
@@ -311,6 +315,7 @@ impl Manager {
             backoff,
             timers: BinaryHeap::new(),
             queue: VecDeque::new(),
+            touched: Vec::new(),
             actions: VecDeque::new(),
         }
     }
@@ -410,6 +415,7 @@ impl Manager {
             sync_queued: false,
             next_sync: None,
             finished: false,
+            touched: false,
         });
         self.ensure_workers(id, now);
         self.queue_sync(id);
@@ -455,6 +461,24 @@ impl Manager {
     /// The cached result for a container instance (R4.1).
     pub fn cached_result(&self, probe_type: ProbeType, id: &ContainerId) -> Option<ProbeResult> {
         self.caches[probe_index(probe_type)].get(id)
+    }
+
+    /// The pods that may have changed (status included) since the last call, each once: every
+    /// pod whose status changed is in it, so a driver publishing statuses need not compare
+    /// every pod's after every step. Pods removed meanwhile may be listed.
+    pub fn take_touched_pods(&mut self) -> Vec<PodId> {
+        let touched = std::mem::take(&mut self.touched);
+        for id in &touched {
+            if let Some(p) = self
+                .pods
+                .get_mut(id.index as usize)
+                .and_then(Option::as_mut)
+                .filter(|p| p.generation == id.generation)
+            {
+                p.touched = false;
+            }
+        }
+        touched
     }
 
     /// Begins terminating a pod (deletion, R8.14): liveness and startup workers of regular
@@ -1067,10 +1091,18 @@ impl Manager {
     }
 
     fn pod_mut(&mut self, id: PodId) -> Option<&mut Pod> {
-        self.pods
+        let p = self
+            .pods
             .get_mut(id.index as usize)
             .and_then(Option::as_mut)
-            .filter(|p| p.generation == id.generation)
+            .filter(|p| p.generation == id.generation)?;
+        // Every change to a pod goes through here, so this list is a superset of the pods
+        // whose status changed: drivers look at these instead of at every pod.
+        if !p.touched {
+            p.touched = true;
+            self.touched.push(id);
+        }
+        Some(p)
     }
 
     fn queue_sync(&mut self, pod: PodId) {

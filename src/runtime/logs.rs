@@ -92,6 +92,28 @@ pub struct ContainerLogs {
     pub current: LogBuffer,
     /// The instance before it.
     pub previous: Option<LogBuffer>,
+    /// How many times `current` was replaced by a new instance's buffer (a follower of the
+    /// logs knows from it that its instance ended).
+    pub rotations: u64,
+}
+
+impl ContainerLogs {
+    /// Empty logs holding `cap` bytes per instance.
+    pub fn new(cap: usize) -> Self {
+        ContainerLogs {
+            current: LogBuffer::new(cap),
+            previous: None,
+            rotations: 0,
+        }
+    }
+
+    /// A new instance starts: the current buffer becomes the previous one.
+    pub fn rotate(&mut self) {
+        let cap = self.current.cap;
+        let current = std::mem::replace(&mut self.current, LogBuffer::new(cap));
+        self.previous = Some(current);
+        self.rotations += 1;
+    }
 }
 
 #[cfg(test)]
