@@ -10,11 +10,9 @@
 //! client over rustls, which also speaks HTTP/2 when ALPN picks it (R7.6).
 
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,10 +22,10 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::HTTPGetAction;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
+use super::tcp::ProbeIo;
 use super::url::ProbeUrl;
 use super::{MAX_OUTPUT, ProbeConfig, ProbeStats, error_chain};
 use crate::outcome::{ProbeOutcome, RawResult};
@@ -225,13 +223,16 @@ async fn run(
     counter: &Arc<AtomicU64>,
 ) -> ProbeOutcome {
     let original = &target.url;
-    let mut url = original.clone();
+    // The URL of the current hop: the original until a redirect is followed (no clone of it
+    // per probe: most probes never redirect).
+    let mut redirected: Option<ProbeUrl> = None;
     let mut host_override = headers.host_override.clone();
     let mut requests = 0;
     loop {
         requests += 1;
+        let url = redirected.as_ref().unwrap_or(original);
         let host = host_override.as_deref().unwrap_or(&url.authority);
-        let mut response = match send(&url, host, headers, deadline, counter).await {
+        let mut response = match send(url, host, headers, deadline, counter).await {
             Ok(r) => r,
             Err(text) => return ProbeOutcome::completed(RawResult::Failure, text),
         };
@@ -256,13 +257,13 @@ async fn run(
                     .clone()
                     .filter(|h| *h != original.authority && !is_absolute(&location));
                 drop(response);
-                url = next;
+                redirected = Some(next);
                 continue;
             }
         }
         return match response {
-            Head::Plain(r) => read_final_plain(r, &url, deadline, counter).await,
-            Head::Hyper(r, conn) => read_final(r, conn, &url, deadline).await,
+            Head::Plain(r) => read_final_plain(r, url, deadline, counter).await,
+            Head::Hyper(r, conn) => read_final(r, conn, url, deadline).await,
         };
     }
 }
@@ -431,10 +432,7 @@ async fn send(
     let stream = super::tcp::dial(&url.hostname, port, deadline)
         .await
         .map_err(|e| format!("Get \"{url}\": {e}"))?;
-    let io = ProbeIo {
-        inner: Some(stream),
-        count: Arc::clone(counter),
-    };
+    let io = ProbeIo::new(stream, Arc::clone(counter));
     let headers = headers.to_map();
     let headers = &headers;
     let exchange = async {
@@ -557,90 +555,6 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// The probe's socket: counts the bytes read from it (to show the probe stays bounded) and is
-/// closed without blocking the thread when dropped (see `tcp::close_in_background`).
-struct ProbeIo {
-    /// `None` only once dropped.
-    inner: Option<TcpStream>,
-    count: Arc<AtomicU64>,
-}
-
-impl ProbeIo {
-    fn stream(&mut self) -> io::Result<&mut TcpStream> {
-        self.inner
-            .as_mut()
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))
-    }
-}
-
-impl Drop for ProbeIo {
-    fn drop(&mut self) {
-        if let Some(stream) = self.inner.take() {
-            super::tcp::close_in_background(stream);
-        }
-    }
-}
-
-impl AsyncRead for ProbeIo {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let poll = match this.stream() {
-            Ok(s) => Pin::new(s).poll_read(cx, buf),
-            Err(e) => Poll::Ready(Err(e)),
-        };
-        let read = buf.filled().len() - before;
-        this.count.fetch_add(read as u64, Ordering::Relaxed);
-        poll
-    }
-}
-
-impl AsyncWrite for ProbeIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut().stream() {
-            Ok(s) => Pin::new(s).poll_write(cx, buf),
-            Err(e) => Poll::Ready(Err(e)),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut().stream() {
-            Ok(s) => Pin::new(s).poll_flush(cx),
-            Err(e) => Poll::Ready(Err(e)),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut().stream() {
-            Ok(s) => Pin::new(s).poll_shutdown(cx),
-            Err(e) => Poll::Ready(Err(e)),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut().stream() {
-            Ok(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Err(e) => Poll::Ready(Err(e)),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.as_ref().is_some_and(|s| s.is_write_vectored())
     }
 }
 
