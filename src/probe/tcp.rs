@@ -84,7 +84,7 @@ pub(crate) fn close_in_background(stream: TcpStream) {
     let _ = socket2::SockRef::from(&stream).shutdown(std::net::Shutdown::Write);
     if fin_acknowledged(&stream) {
         // The lingering close cannot block any more: it only waits for our FIN's ACK, which
-        // has come (on loopback it always has by now). Skipping the task saves a spawn, a
+        // has come (on loopback it usually has by now). Skipping the task saves a spawn, a
         // timer and a wake-up per probe (BENCHMARKS.md "Handler cost").
         drop(stream);
         return;
@@ -250,5 +250,29 @@ mod tests {
         let stream = dial("127.0.0.1", port, deadline).await.unwrap();
         let linger = socket2::SockRef::from(&stream).linger().unwrap();
         assert_eq!(linger, Some(LINGER));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn r7_4_fin_acknowledged_reads_the_tcp_state() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stream = dial("127.0.0.1", port, Instant::now() + Duration::from_secs(1))
+            .await
+            .unwrap();
+        let _peer = listener.accept().unwrap();
+        // Established: a lingering close could still have to wait.
+        assert!(!fin_acknowledged(&stream));
+        socket2::SockRef::from(&stream)
+            .shutdown(std::net::Shutdown::Write)
+            .unwrap();
+        let start = std::time::Instant::now();
+        while !fin_acknowledged(&stream) {
+            assert!(
+                start.elapsed() < Duration::from_secs(1),
+                "FIN never acknowledged"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 }
