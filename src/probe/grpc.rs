@@ -1,7 +1,18 @@
 //! The gRPC handler (R7.18–R7.20; pkg/probe/grpc/grpc.go): `grpc.health.v1.Health/Check`,
 //! plaintext, with the kubelet's user agent and texts.
+//!
+//! Connections are dialed by the probes' own dialer, like the kubelet's (which passes
+//! `probe.ProbeDialer` to grpc-go): 1 s `SO_LINGER` (R7.4), closed in the background.
 
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
 
 use tokio::time::Instant;
 use tonic::Code;
@@ -41,7 +52,12 @@ pub async fn probe(
             ));
         }
     };
-    let channel = match connect(&endpoint, deadline).await {
+    let dialer = Dialer {
+        host: Arc::from(host),
+        port,
+        deadline,
+    };
+    let channel = match connect(&endpoint, &dialer, deadline).await {
         Some(c) => c,
         None => {
             return failure(format!(
@@ -97,9 +113,11 @@ pub async fn probe(
 }
 
 /// Connects, retrying until `deadline` like grpc-go's blocking dial; `None` on timeout.
-async fn connect(endpoint: &Endpoint, deadline: Instant) -> Option<Channel> {
+async fn connect(endpoint: &Endpoint, dialer: &Dialer, deadline: Instant) -> Option<Channel> {
     loop {
-        let attempt = tokio::time::timeout_at(deadline, endpoint.connect()).await;
+        let attempt =
+            tokio::time::timeout_at(deadline, endpoint.connect_with_connector(dialer.clone()))
+                .await;
         match attempt {
             Err(_) => return None,
             Ok(Ok(channel)) => return Some(channel),
@@ -111,5 +129,62 @@ async fn connect(endpoint: &Endpoint, deadline: Instant) -> Option<Channel> {
                 tokio::time::sleep(RETRY_DELAY).await;
             }
         }
+    }
+}
+
+/// tonic's connector: the probes' TCP dialer (`tcp::dial`: 1 s linger, R7.4) and a socket that
+/// closes without blocking the thread when the channel drops it (`tcp::close_in_background`).
+#[derive(Clone)]
+struct Dialer {
+    host: Arc<str>,
+    port: u16,
+    deadline: Instant,
+}
+
+impl tower_service::Service<http::Uri> for Dialer {
+    type Response = TokioIo<super::tcp::ProbeIo>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _uri: http::Uri) -> Self::Future {
+        // The endpoint's URI names the same host and port; dialing them directly keeps the
+        // kubelet's resolver-free path for IP literals.
+        let dialer = self.clone();
+        Box::pin(async move {
+            let stream = super::tcp::dial(&dialer.host, dialer.port, dialer.deadline)
+                .await
+                .map_err(io::Error::other)?;
+            // As tonic's own connector does: HTTP/2 frames are small and latency-bound.
+            stream.set_nodelay(true)?;
+            let io = super::tcp::ProbeIo::new(stream, Arc::new(AtomicU64::new(0)));
+            Ok(TokioIo::new(io))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower_service::Service;
+
+    #[tokio::test]
+    async fn r7_4_grpc_connections_use_the_lingering_probe_dialer() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut dialer = Dialer {
+            host: Arc::from("127.0.0.1"),
+            port,
+            deadline: Instant::now() + Duration::from_secs(1),
+        };
+        let uri: http::Uri = format!("http://127.0.0.1:{port}").parse().unwrap();
+        let io = dialer.call(uri).await.unwrap();
+        let stream = io.inner().get_ref().unwrap();
+        let sock = socket2::SockRef::from(stream);
+        assert_eq!(sock.linger().unwrap(), Some(Duration::from_secs(1)));
+        assert!(sock.tcp_nodelay().unwrap());
     }
 }

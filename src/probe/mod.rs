@@ -12,6 +12,7 @@ pub use crate::display::{error_chain, go_duration};
 pub mod exec;
 pub mod grpc;
 pub mod http;
+mod http1;
 pub mod tcp;
 pub mod url;
 

@@ -3,8 +3,13 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 
@@ -33,30 +38,35 @@ pub async fn probe(host: &str, port: u16, timeout: Duration) -> ProbeOutcome {
 /// kubelet's 1 s linger. Errors read like Go's (`dial tcp 127.0.0.1:1: connect: connection
 /// refused`, `dial tcp 10.0.0.1:80: i/o timeout`).
 pub(crate) async fn dial(host: &str, port: u16, deadline: Instant) -> Result<TcpStream, String> {
-    let addr_text = join_host_port(host, port);
-    let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
-        // An IP literal needs no resolver (which would run on the blocking pool).
-        Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => {
-            let lookup = tokio::net::lookup_host((host, port));
-            match tokio::time::timeout_at(deadline, lookup).await {
-                Ok(Ok(addrs)) => addrs.collect(),
-                Ok(Err(e)) => {
-                    return Err(format!("dial tcp: lookup {host}: {}", os_error_text(&e)));
-                }
-                Err(_) => return Err(format!("dial tcp: lookup {host}: i/o timeout")),
-            }
-        }
+    // An IP literal (the usual pod IP) needs no resolver, which would run on the blocking
+    // pool, and no address list.
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return dial_addr(SocketAddr::new(ip, port), deadline).await;
+    }
+    let lookup = tokio::net::lookup_host((host, port));
+    let addrs = match tokio::time::timeout_at(deadline, lookup).await {
+        Ok(Ok(addrs)) => addrs,
+        Ok(Err(e)) => return Err(format!("dial tcp: lookup {host}: {}", os_error_text(&e))),
+        Err(_) => return Err(format!("dial tcp: lookup {host}: i/o timeout")),
     };
-    let mut last = format!("dial tcp {addr_text}: no addresses");
+    let mut last = None;
     for addr in addrs {
-        match tokio::time::timeout_at(deadline, connect(addr)).await {
-            Ok(Ok(stream)) => return Ok(stream),
-            Ok(Err(e)) => last = format!("dial tcp {addr}: connect: {}", os_error_text(&e)),
-            Err(_) => return Err(format!("dial tcp {addr}: i/o timeout")),
+        match dial_addr(addr, deadline).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) if e.ends_with(": i/o timeout") => return Err(e),
+            Err(e) => last = Some(e),
         }
     }
-    Err(last)
+    Err(last.unwrap_or_else(|| format!("dial tcp {}: no addresses", join_host_port(host, port))))
+}
+
+/// Connects to one address before `deadline`.
+async fn dial_addr(addr: SocketAddr, deadline: Instant) -> Result<TcpStream, String> {
+    match tokio::time::timeout_at(deadline, connect(addr)).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(e)) => Err(format!("dial tcp {addr}: connect: {}", os_error_text(&e))),
+        Err(_) => Err(format!("dial tcp {addr}: i/o timeout")),
+    }
 }
 
 /// Closes a probe connection without blocking the runtime thread.
@@ -72,10 +82,147 @@ pub(crate) fn close_in_background(stream: TcpStream) {
         return;
     };
     let _ = socket2::SockRef::from(&stream).shutdown(std::net::Shutdown::Write);
+    if fin_acknowledged(&stream) {
+        // The lingering close cannot block any more: it only waits for our FIN's ACK, which
+        // has come (on loopback it usually has by now). Skipping the task saves a spawn, a
+        // timer and a wake-up per probe (BENCHMARKS.md "Handler cost").
+        drop(stream);
+        return;
+    }
     handle.spawn(async move {
         let _ = tokio::time::timeout(LINGER, stream.readable()).await;
         drop(stream);
     });
+}
+
+/// The probe's socket: counts the bytes read from it (to show the probe stays bounded) and is
+/// closed without blocking the thread when dropped (see `tcp::close_in_background`).
+pub(crate) struct ProbeIo {
+    /// `None` only once dropped.
+    inner: Option<TcpStream>,
+    count: Arc<AtomicU64>,
+}
+
+impl ProbeIo {
+    /// Wraps a dialed stream; bytes read are added to `count`.
+    pub(crate) fn new(stream: TcpStream, count: Arc<AtomicU64>) -> ProbeIo {
+        ProbeIo {
+            inner: Some(stream),
+            count,
+        }
+    }
+
+    /// The socket, for tests of its options.
+    #[cfg(test)]
+    pub(crate) fn get_ref(&self) -> Option<&TcpStream> {
+        self.inner.as_ref()
+    }
+
+    fn stream(&mut self) -> io::Result<&mut TcpStream> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))
+    }
+}
+
+impl Drop for ProbeIo {
+    fn drop(&mut self) {
+        if let Some(stream) = self.inner.take() {
+            close_in_background(stream);
+        }
+    }
+}
+
+impl AsyncRead for ProbeIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let poll = match this.stream() {
+            Ok(s) => Pin::new(s).poll_read(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        };
+        let read = buf.filled().len() - before;
+        this.count.fetch_add(read as u64, Ordering::Relaxed);
+        poll
+    }
+}
+
+impl AsyncWrite for ProbeIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_write(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_flush(cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_shutdown(cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut().stream() {
+            Ok(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.as_ref().is_some_and(|s| s.is_write_vectored())
+    }
+}
+
+/// Whether the peer has acknowledged our FIN (or the connection is gone), so that a close with
+/// `SO_LINGER` returns at once: TCP state FIN_WAIT2, TIME_WAIT or CLOSE.
+#[cfg(target_os = "linux")]
+fn fin_acknowledged(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    // Only `tcpi_state`, the first byte of `struct tcp_info`, is needed; the kernel copies
+    // no more than the length given.
+    let mut info = [0u8; 8];
+    let mut len = info.len() as libc::socklen_t;
+    // SAFETY: the fd is open for the borrow's lifetime; the kernel writes at most `len` bytes
+    // into `info` and stores the written length in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    const FIN_WAIT2: u8 = 5;
+    const TIME_WAIT: u8 = 6;
+    const CLOSE: u8 = 7;
+    rc == 0 && len >= 1 && matches!(info[0], FIN_WAIT2 | TIME_WAIT | CLOSE)
+}
+
+/// Elsewhere the state is not read: always close in the background.
+#[cfg(not(target_os = "linux"))]
+fn fin_acknowledged(_stream: &TcpStream) -> bool {
+    false
 }
 
 async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
@@ -103,5 +250,29 @@ mod tests {
         let stream = dial("127.0.0.1", port, deadline).await.unwrap();
         let linger = socket2::SockRef::from(&stream).linger().unwrap();
         assert_eq!(linger, Some(LINGER));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn r7_4_fin_acknowledged_reads_the_tcp_state() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stream = dial("127.0.0.1", port, Instant::now() + Duration::from_secs(1))
+            .await
+            .unwrap();
+        let _peer = listener.accept().unwrap();
+        // Established: a lingering close could still have to wait.
+        assert!(!fin_acknowledged(&stream));
+        socket2::SockRef::from(&stream)
+            .shutdown(std::net::Shutdown::Write)
+            .unwrap();
+        let start = std::time::Instant::now();
+        while !fin_acknowledged(&stream) {
+            assert!(
+                start.elapsed() < Duration::from_secs(1),
+                "FIN never acknowledged"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 }

@@ -5,5 +5,6 @@ mod dispatch;
 mod exec;
 mod grpc;
 mod http;
+mod http1;
 mod support;
 mod tcp;
