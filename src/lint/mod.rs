@@ -4,7 +4,8 @@
 //! The checks ([`check`]) read one defaulted pod template and return findings with a field
 //! path. [`lint_text`] loads a manifest text, runs the checks on every template, applies the
 //! configuration and the per-object annotations, and resolves each field path to a line and
-//! column with [`crate::spec::locate`] (only for files that have findings).
+//! column with [`crate::spec::locate`] (the loader's fast path hands its index over; otherwise it
+//! is built only for files that have findings).
 
 use crate::spec::PodTemplate;
 use crate::spec::load::{self, LoadError};
@@ -117,7 +118,7 @@ pub fn lint_text(
     text: &str,
     config: &Config,
 ) -> Result<(Vec<Finding>, Vec<load::Warning>), LoadError> {
-    let loaded = load::load_str(name, text)?;
+    let (loaded, index) = load::load_str_indexed(name, text)?;
     let mut pending: Vec<(usize, RawFinding)> = Vec::new();
     for (i, template) in loaded.templates.iter().enumerate() {
         for raw in check::check_template(template, config) {
@@ -153,8 +154,9 @@ pub fn lint_text(
         return Ok((Vec::new(), other_warnings));
     }
 
-    // Only now, with something to report, read the text for positions.
-    let index = SourceIndex::build(text);
+    // The loader's fast path built the index while reading; otherwise read the text for
+    // positions only now, with something to report.
+    let index = index.unwrap_or_else(|| SourceIndex::build(text));
     let ordinals = ordinals(&loaded.templates);
     let mut findings = Vec::with_capacity(pending.len());
     for (i, raw) in pending {

@@ -2,7 +2,13 @@
 //! and every workload kind that carries a pod template.
 //!
 //! Objects are deserialised into the `k8s-openapi` types, so a manifest that `kubectl` accepts
-//! parses the same way here. Reading happens in two passes over each file's text:
+//! parses the same way here.
+//!
+//! Most files are read once, by the fast reader of [`super::yaml`] (plain block YAML, the way
+//! people, `helm template` and `kustomize build` write it), and their objects deserialised
+//! from its tree; that tree is also the location index the lint needs. A file the fast path
+//! does not take (other YAML, or any error) is read by the full reader, serde-saphyr, which
+//! handles all of YAML and locates errors. It reads in two passes over each file's text:
 //!
 //! 1. every document is read into a small header (`apiVersion`, `kind`, `metadata.name`,
 //!    `items`) to decide which type each object is, with the location of each object;
@@ -16,6 +22,8 @@
 //! around that one call.
 
 use super::PodTemplate;
+use super::locate::{NodeView, SourceIndex};
+use super::yaml::{self, NodeDe};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec, ReplicationController};
@@ -35,6 +43,10 @@ pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// How deep `kind: List` objects may nest inside each other.
 const MAX_LIST_DEPTH: usize = 8;
+
+/// How deep the fast path follows `items` when checking headers (the full reader has its own
+/// budget; past this, it decides).
+const MAX_HEADER_DEPTH: usize = 64;
 
 /// How deep a directory tree is searched for manifests; guards against symlink loops.
 const MAX_DIR_DEPTH: usize = 32;
@@ -177,6 +189,17 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
 
 /// Load manifests from a string; `name` stands for the file in messages.
 pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {
+    Ok(load_str_indexed(name, text)?.0)
+}
+
+/// [`load_str`], also handing back the text's location index when loading built one (it
+/// does for the plain block YAML that most manifests are), so that callers which need
+/// positions ([`crate::lint`]) do not read the text again. `None` means: build it with
+/// [`SourceIndex::build`] if needed.
+pub fn load_str_indexed(
+    name: &str,
+    text: &str,
+) -> Result<(Loaded, Option<SourceIndex>), LoadError> {
     if text.len() as u64 > MAX_FILE_BYTES {
         return Err(LoadError::TooLarge {
             path: name.to_string(),
@@ -184,8 +207,8 @@ pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {
         });
     }
     let mut loaded = Loaded::default();
-    load_text(name, text, &mut loaded)?;
-    Ok(loaded)
+    let index = load_text(name, text, &mut loaded)?;
+    Ok((loaded, index))
 }
 
 /// The manifest files a path stands for, the way [`load_paths`] reads them: a directory's
@@ -546,21 +569,26 @@ impl<'de> DeserializeSeed<'de> for PlanSeed<'_> {
                 return Ok(Parsed::Skipped);
             }
             Plan::List(items) => return d.deserialize_map(ListVisitor(items)),
-            Plan::Object(kind) => match kind {
-                WorkloadKind::Pod => Object::Pod(Deserialize::deserialize(d)?),
-                WorkloadKind::Deployment => Object::Deployment(Deserialize::deserialize(d)?),
-                WorkloadKind::StatefulSet => Object::StatefulSet(Deserialize::deserialize(d)?),
-                WorkloadKind::DaemonSet => Object::DaemonSet(Deserialize::deserialize(d)?),
-                WorkloadKind::ReplicaSet => Object::ReplicaSet(Deserialize::deserialize(d)?),
-                WorkloadKind::ReplicationController => {
-                    Object::ReplicationController(Deserialize::deserialize(d)?)
-                }
-                WorkloadKind::Job => Object::Job(Deserialize::deserialize(d)?),
-                WorkloadKind::CronJob => Object::CronJob(Deserialize::deserialize(d)?),
-            },
+            Plan::Object(kind) => object(*kind, d)?,
         };
         Ok(Parsed::Object(obj))
     }
+}
+
+/// Deserialise one workload object of a known kind.
+fn object<'de, D: Deserializer<'de>>(kind: WorkloadKind, d: D) -> Result<Object, D::Error> {
+    Ok(match kind {
+        WorkloadKind::Pod => Object::Pod(Deserialize::deserialize(d)?),
+        WorkloadKind::Deployment => Object::Deployment(Deserialize::deserialize(d)?),
+        WorkloadKind::StatefulSet => Object::StatefulSet(Deserialize::deserialize(d)?),
+        WorkloadKind::DaemonSet => Object::DaemonSet(Deserialize::deserialize(d)?),
+        WorkloadKind::ReplicaSet => Object::ReplicaSet(Deserialize::deserialize(d)?),
+        WorkloadKind::ReplicationController => {
+            Object::ReplicationController(Deserialize::deserialize(d)?)
+        }
+        WorkloadKind::Job => Object::Job(Deserialize::deserialize(d)?),
+        WorkloadKind::CronJob => Object::CronJob(Deserialize::deserialize(d)?),
+    })
 }
 
 /// Consumes any value without reporting any part of it as unknown. `serde_ignored` reports
@@ -776,7 +804,23 @@ fn yaml_options() -> serde_saphyr::Options {
     options
 }
 
-fn load_text(source: &str, text: &str, loaded: &mut Loaded) -> Result<(), LoadError> {
+/// Load one file's text into `loaded`. Returns the text's location index when the fast reader
+/// built one on the way (see [`super::yaml`]).
+fn load_text(
+    source: &str,
+    text: &str,
+    loaded: &mut Loaded,
+) -> Result<Option<SourceIndex>, LoadError> {
+    if let Some(index) = load_fast(source, text, loaded) {
+        return Ok(Some(index));
+    }
+    load_full(source, text, loaded)?;
+    Ok(None)
+}
+
+/// The full reader: serde-saphyr, twice (headers, then typed objects). Handles all of YAML
+/// and gives every error its location and field path.
+fn load_full(source: &str, text: &str, loaded: &mut Loaded) -> Result<(), LoadError> {
     // Pass 1.
     let headers: Vec<Spanned<Header>> =
         serde_saphyr::from_multiple_with_options(text, yaml_options())
@@ -801,34 +845,237 @@ fn load_text(source: &str, text: &str, loaded: &mut Loaded) -> Result<(), LoadEr
             saphyr_error(source, &e, field)
         })?;
     for (document, doc) in docs.into_iter().enumerate() {
-        let mut objects = Vec::new();
-        flatten(doc.parsed, &mut Vec::new(), &mut objects);
-        let mut labels = Vec::new();
-        for (item_path, object) in objects {
-            let template = template_of(source, document, object);
-            labels.push((item_path, format!("{}/{}", template.kind, template.name)));
-            loaded.templates.push(template);
-        }
-        for segs in doc.ignored {
-            // Attribute a field inside a list item to that item, with a path relative to it.
-            let owner = labels
-                .iter()
-                .filter(|(prefix, _)| starts_with(&segs, prefix))
-                .max_by_key(|(prefix, _)| prefix.len());
-            let (object, rel) = match owner {
-                Some((prefix, label)) => (Some(label.clone()), &segs[prefix.len()..]),
-                None => (None, &segs[..]),
-            };
-            let field = render_segments(rel);
-            loaded.warnings.push(Warning {
-                source: source.to_string(),
-                object,
-                message: format!("unknown field \"{field}\""),
-                field: Some(field),
-            });
-        }
+        finish_document(source, document, doc.parsed, doc.ignored, loaded);
     }
     Ok(())
+}
+
+/// Turn one document's objects into templates, and its unknown fields into warnings.
+fn finish_document(
+    source: &str,
+    document: usize,
+    parsed: Parsed,
+    ignored: Vec<Vec<Seg>>,
+    loaded: &mut Loaded,
+) {
+    let mut objects = Vec::new();
+    flatten(parsed, &mut Vec::new(), &mut objects);
+    let mut labels = Vec::new();
+    for (item_path, object) in objects {
+        let template = template_of(source, document, object);
+        labels.push((item_path, format!("{}/{}", template.kind, template.name)));
+        loaded.templates.push(template);
+    }
+    for segs in ignored {
+        // Attribute a field inside a list item to that item, with a path relative to it.
+        let owner = labels
+            .iter()
+            .filter(|(prefix, _)| starts_with(&segs, prefix))
+            .max_by_key(|(prefix, _)| prefix.len());
+        let (object, rel) = match owner {
+            Some((prefix, label)) => (Some(label.clone()), &segs[prefix.len()..]),
+            None => (None, &segs[..]),
+        };
+        let field = render_segments(rel);
+        loaded.warnings.push(Warning {
+            source: source.to_string(),
+            object,
+            message: format!("unknown field \"{field}\""),
+            field: Some(field),
+        });
+    }
+}
+
+// === The fast path: one read with the subset reader, objects from its tree ===
+
+/// Load `text` with the fast reader and the tree deserialiser. `None` (and nothing added to
+/// `loaded`) when the text is outside the reader's subset or anything at all goes wrong:
+/// then [`load_full`] reads it and reports errors exactly as it always has.
+fn load_fast(source: &str, text: &str, loaded: &mut Loaded) -> Option<SourceIndex> {
+    let index = yaml::read(text)?;
+    let mut out = Loaded::default();
+    // As in the full reader, every document's plan (and skip warning) comes first.
+    let mut plans = Vec::with_capacity(index.roots().len());
+    for &root in index.roots() {
+        let header = tree_header(&index, text, root, 0)?;
+        plans.push(tree_plan(&index, &header, 0, source, &mut out.warnings)?);
+    }
+    for (document, (&root, plan)) in index.roots().iter().zip(&plans).enumerate() {
+        let mut ignored = Vec::new();
+        let parsed = tree_parse(&index, text, root, plan, &mut Vec::new(), &mut ignored)?;
+        finish_document(source, document, parsed, ignored, &mut out);
+    }
+    loaded.templates.append(&mut out.templates);
+    loaded.warnings.append(&mut out.warnings);
+    Some(index)
+}
+
+/// [`Header`], read from the tree with serde-saphyr's rules for it; `None` where those rules
+/// would fail (a key of the wrong type) or get subtle.
+struct TreeHeader<'t> {
+    node: u32,
+    kind: Option<&'t str>,
+    api_version: Option<&'t str>,
+    name: Option<&'t str>,
+    items: Option<Vec<TreeHeader<'t>>>,
+}
+
+/// An optional string field: absent or null is `Some(None)`; not a scalar is `None`.
+fn tree_string<'t>(
+    index: &'t SourceIndex,
+    text: &'t str,
+    node: Option<u32>,
+) -> Option<Option<&'t str>> {
+    let Some(node) = node else {
+        return Some(None);
+    };
+    match index.view(text, node) {
+        NodeView::Scalar(t, plain) if plain && is_null(t) => Some(None),
+        NodeView::Scalar(t, _) => Some(Some(t)),
+        _ => None,
+    }
+}
+
+fn is_null(text: &str) -> bool {
+    matches!(text, "" | "~" | "null" | "Null" | "NULL")
+}
+
+fn tree_header<'t>(
+    index: &'t SourceIndex,
+    text: &'t str,
+    node: u32,
+    depth: usize,
+) -> Option<TreeHeader<'t>> {
+    if index.view(text, node) != NodeView::Map || depth > MAX_HEADER_DEPTH {
+        return None;
+    }
+    let field = |key| index.child_by_key(text, node, key);
+    let kind = tree_string(index, text, field("kind"))?;
+    let api_version = tree_string(index, text, field("apiVersion"))?;
+    let name = match field("metadata") {
+        None => None,
+        Some(m) => match index.view(text, m) {
+            NodeView::Scalar(t, true) if is_null(t) => None,
+            NodeView::Map => {
+                let name = tree_string(index, text, index.child_by_key(text, m, "name"))?;
+                let generate =
+                    tree_string(index, text, index.child_by_key(text, m, "generateName"))?;
+                name.or(generate)
+            }
+            _ => return None,
+        },
+    };
+    let items = match field("items") {
+        None => None,
+        Some(i) => match index.view(text, i) {
+            NodeView::Scalar(t, true) if is_null(t) => None,
+            NodeView::Seq => Some(
+                index
+                    .children(i)
+                    .map(|c| tree_header(index, text, c, depth + 1))
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+            _ => return None,
+        },
+    };
+    Some(TreeHeader {
+        node,
+        kind,
+        api_version,
+        name,
+        items,
+    })
+}
+
+/// [`plan_for`] over a [`TreeHeader`]; `None` where `plan_for` reports an error.
+fn tree_plan(
+    index: &SourceIndex,
+    h: &TreeHeader<'_>,
+    depth: usize,
+    source: &str,
+    warnings: &mut Vec<Warning>,
+) -> Option<Plan> {
+    let kind = h.kind.filter(|k| !k.is_empty())?;
+    let api_version = h.api_version.filter(|v| !v.is_empty())?;
+    if kind == "List" || (kind.ends_with("List") && h.items.is_some()) {
+        if depth >= MAX_LIST_DEPTH {
+            return None;
+        }
+        let mut plans = Vec::new();
+        for item in h.items.iter().flatten() {
+            plans.push(tree_plan(index, item, depth + 1, source, warnings)?);
+        }
+        return Some(Plan::List(plans));
+    }
+    match WorkloadKind::parse(kind) {
+        Some(wk) if wk.api_version() == api_version => Some(Plan::Object(wk)),
+        Some(_) => None,
+        None => {
+            warnings.push(Warning {
+                source: source.to_string(),
+                object: Some(format!("{kind}/{}", h.name.unwrap_or_default())),
+                field: None,
+                message: format!(
+                    "skipped: {api_version} {kind} has no pod template (line {})",
+                    index.at(h.node).0
+                ),
+            });
+            Some(Plan::Skip)
+        }
+    }
+}
+
+/// The typed objects of `node` following `plan`, the way [`PlanSeed`] builds them, with the
+/// unknown fields (paths from the document root, `prefix` first) added to `ignored`.
+fn tree_parse(
+    index: &SourceIndex,
+    text: &str,
+    node: u32,
+    plan: &Plan,
+    prefix: &mut Vec<Seg>,
+    ignored: &mut Vec<Vec<Seg>>,
+) -> Option<Parsed> {
+    match plan {
+        // The reader has checked the syntax; a skipped object is not read any further.
+        Plan::Skip => Some(Parsed::Skipped),
+        Plan::Object(kind) => {
+            let mut on_ignored = |path: serde_ignored::Path<'_>| {
+                let mut segs = prefix.clone();
+                segs.extend(segments(&path));
+                ignored.push(segs);
+            };
+            let d =
+                serde_ignored::Deserializer::new(NodeDe::new(index, text, node), &mut on_ignored);
+            object(*kind, d).ok().map(Parsed::Object)
+        }
+        Plan::List(plans) => {
+            let mut out = Vec::new();
+            for child in index.children(node) {
+                match index.key(text, child)? {
+                    "items" => match index.view(text, child) {
+                        NodeView::Seq => {
+                            for (i, (item, plan)) in index.children(child).zip(plans).enumerate() {
+                                prefix.push(Seg::Key("items".into()));
+                                prefix.push(Seg::Index(i));
+                                let parsed = tree_parse(index, text, item, plan, prefix, ignored);
+                                prefix.truncate(prefix.len() - 2);
+                                out.push(parsed?);
+                            }
+                        }
+                        NodeView::Scalar(t, true) if is_null(t) => {}
+                        _ => return None,
+                    },
+                    "apiVersion" | "kind" | "metadata" => {}
+                    other => {
+                        let mut segs = prefix.clone();
+                        segs.push(Seg::Key(other.to_string()));
+                        ignored.push(segs);
+                    }
+                }
+            }
+            Some(Parsed::List(out))
+        }
+    }
 }
 
 fn starts_with(segs: &[Seg], prefix: &[Seg]) -> bool {
@@ -937,5 +1184,86 @@ fn template_of(source: &str, document: usize, object: Object) -> PodTemplate {
         field_prefix: prefix.to_string(),
         spec: spec.unwrap_or_default(),
         replicas,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Load `text` both ways; `None` when the fast path does not take it.
+    fn both(text: &str) -> Option<(Loaded, Loaded)> {
+        let mut fast = Loaded::default();
+        load_fast("f.yaml", text, &mut fast)?;
+        let mut full = Loaded::default();
+        load_full("f.yaml", text, &mut full)
+            .expect("the full reader accepts what the fast one did");
+        Some((fast, full))
+    }
+
+    fn assert_same(text: &str, what: &str) -> bool {
+        match both(text) {
+            Some((fast, full)) => {
+                assert_eq!(fast.templates, full.templates, "{what}");
+                assert_eq!(fast.warnings, full.warnings, "{what}");
+                true
+            }
+            None => false,
+        }
+    }
+
+    const CASES: &[&str] = &[
+        // Unknown fields at every level, skipped kinds, lists with unknown keys.
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labelz: {}}\nspec:\n  containers:\n  - name: c\n    readinessProbe:\n      exec: {command: [x]}\n      periodSecond: 5\n  extra: 1\nstatus2: {}\n",
+        "apiVersion: v1\nkind: List\nbogus: 1\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: cm}\n  data: {a: b, port: 0x1F}\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: p}\n  spec:\n    containers:\n    - name: c\n      livenessProbe: {httpGett: {port: 80}}\n- apiVersion: v1\n  kind: List\n  items:\n  - apiVersion: batch/v1\n    kind: Job\n    metadata: {generateName: j-}\n    spec: {template: {spec: {containers: [{name: x, extra: 1}]}}}\n",
+        "apiVersion: v1\nkind: PodList\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: x}\n  spec: {containers: [{name: c}]}\n",
+        "apiVersion: v1\nkind: List\nitems:\n",
+        "apiVersion: v1\nkind: List\nitems: []\n---\napiVersion: v1\nkind: List\nitems: ~\n",
+        "---\n# only a comment\n---\napiVersion: v1\nkind: Service\nmetadata: {name: svc}\nspec:\n  ports:\n  - port: 80\n    targetPort: http\n---\napiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: cj\n  creationTimestamp: null\nspec:\n  schedule: \"*/5 * * * *\"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: OnFailure\n          containers:\n          - name: c\n            image: busybox\n            command: [\"sh\", \"-c\", \"date\"]\n            resources:\n              limits: {cpu: 1, memory: 64Mi}\n              requests:\n                cpu: 0.5\n                memory: \"32Mi\"\n",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  annotations:\n    a: \"true\"\n    b: '8080'\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      terminationGracePeriodSeconds: 30\n      containers:\n      - name: app\n        ports:\n        - {name: http, containerPort: 8080}\n        env:\n        - name: A\n          value: \"1\"\n        - name: B\n          valueFrom: {fieldRef: {fieldPath: metadata.name}}\n        livenessProbe:\n          httpGet: {path: /healthz, port: http, httpHeaders: [{name: X, value: y}]}\n          failureThreshold: 1\n        readinessProbe:\n          tcpSocket:\n            port: 8080\n        startupProbe:\n          exec:\n            command:\n            - sh\n            - -c\n            - |\n              test -f /tmp/ready\n              echo ok\n",
+        "apiVersion: v1\nkind: ReplicationController\nmetadata: {name: rc}\nspec:\n  selector: {app: x}\n  template:\n    spec:\n      containers: [{name: c, image: i}]\n---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: ds}\nspec:\n  selector: {matchLabels: {app: x}}\n  template:\n    spec:\n      hostNetwork: yes\n      containers: [{name: c, image: i}]\n",
+    ];
+
+    #[test]
+    fn fast_and_full_readers_agree() {
+        let mut taken = 0;
+        for (i, text) in CASES.iter().enumerate() {
+            let fast = assert_same(text, &format!("case {i}"));
+            assert!(fast, "case {i} should take the fast path");
+            taken += 1;
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for dir in ["tests/corpus", "examples"] {
+            let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().and_then(|e| e.to_str()) == Some("yaml")
+                    && let Ok(text) = std::fs::read_to_string(&path)
+                {
+                    // Files with errors are the full reader's; the rest must agree.
+                    let mut full = Loaded::default();
+                    if load_full("f.yaml", &text, &mut full).is_ok() {
+                        taken += usize::from(assert_same(&text, &path.display().to_string()));
+                    }
+                }
+            }
+        }
+        assert!(taken >= 25, "only {taken} files took the fast path");
+    }
+
+    #[test]
+    fn errors_leave_the_fast_path_for_the_full_reader() {
+        for text in [
+            "kind: Pod\nmetadata: {name: p}\n",
+            "apiVersion: apps/v1\nkind: Pod\n",
+            "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: c\n    livenessProbe: {periodSeconds: often}\n",
+            "apiVersion: v1\nkind: Pod\nspec: {containers: [{name: 5}]}\nmetadata: [a]\n",
+        ] {
+            let mut fast = Loaded::default();
+            assert!(load_fast("f.yaml", text, &mut fast).is_none(), "{text}");
+            assert!(fast.templates.is_empty() && fast.warnings.is_empty());
+        }
     }
 }

@@ -32,6 +32,76 @@ enum Text {
     Owned(u32),
 }
 
+/// What one node of a [`SourceIndex`] is, for readers of the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeView<'t> {
+    Map,
+    Seq,
+    /// A scalar's text, and whether it was written plain (unquoted, untagged).
+    Scalar(&'t str, bool),
+    /// An alias or a scalar whose text is not kept.
+    Other,
+}
+
+impl SourceIndex {
+    /// The root node of each non-empty document, in order.
+    pub(crate) fn roots(&self) -> &[u32] {
+        &self.roots
+    }
+
+    /// What node `id` is.
+    pub(crate) fn view<'t>(&'t self, source: &'t str, id: u32) -> NodeView<'t> {
+        let Some(node) = self.nodes.get(id as usize) else {
+            return NodeView::Other;
+        };
+        match node.kind {
+            Kind::Map => NodeView::Map,
+            Kind::Seq => NodeView::Seq,
+            Kind::Scalar => match self.resolve(source, node.value) {
+                Some(text) => NodeView::Scalar(text, node.plain),
+                None => NodeView::Other,
+            },
+            Kind::Other => NodeView::Other,
+        }
+    }
+
+    /// The key node `id` is the value of, in a mapping.
+    pub(crate) fn key<'t>(&'t self, source: &'t str, id: u32) -> Option<&'t str> {
+        self.resolve(source, self.nodes.get(id as usize)?.key)
+    }
+
+    /// Where node `id` (its key, for a mapping value) starts: 1-based line and column.
+    pub(crate) fn at(&self, id: u32) -> (u32, u32) {
+        self.nodes.get(id as usize).map_or((0, 0), |n| n.at)
+    }
+
+    /// Every node with its key, value, position and depth, in document order: for tests
+    /// that compare two ways of building the index.
+    #[cfg(test)]
+    pub(crate) fn dump(&self, source: &str) -> Vec<String> {
+        fn walk(ix: &SourceIndex, source: &str, id: u32, depth: usize, out: &mut Vec<String>) {
+            let n = &ix.nodes[id as usize];
+            out.push(format!(
+                "{depth} {:?} key={:?} value={:?} plain={} at={:?}",
+                n.kind,
+                ix.resolve(source, n.key),
+                ix.resolve(source, n.value),
+                n.kind == Kind::Scalar && n.plain,
+                n.at
+            ));
+            for c in ix.children(id) {
+                walk(ix, source, c, depth + 1, out);
+            }
+        }
+        let mut out = Vec::new();
+        for (d, &root) in self.roots.iter().enumerate() {
+            out.push(format!("document {d} objects {:?}", self.objects[d]));
+            walk(self, source, root, 0, &mut out);
+        }
+        out
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Map,
@@ -47,6 +117,9 @@ struct Node {
     key: Text,
     /// The scalar's value, for scalars.
     value: Text,
+    /// Whether a scalar is plain (unquoted, untagged): only plain scalars can be null, numbers
+    /// or booleans, so the tree deserialiser needs it.
+    plain: bool,
     /// Where the key starts (mapping values) or where the node starts (sequence items, roots).
     at: (u32, u32),
     first_child: u32,
@@ -65,6 +138,8 @@ pub struct ObjectRef(u32);
 pub struct SourceIndex {
     nodes: Vec<Node>,
     owned: Vec<String>,
+    /// Per non-empty document, its root node.
+    roots: Vec<u32>,
     /// Per non-empty document, its workload objects in loader order.
     objects: Vec<Vec<u32>>,
     base: usize,
@@ -99,17 +174,138 @@ enum Frame {
     },
 }
 
+/// Builds a [`SourceIndex`] from a stream of YAML events. Shared by [`SourceIndex::build`]
+/// (events from serde-saphyr's parser) and [`super::yaml`] (the loader's own reader), so both
+/// produce the same tree for the same text.
+pub(crate) struct Builder<'t> {
+    text: &'t str,
+    index: SourceIndex,
+    stack: Vec<Frame>,
+}
+
+impl<'t> Builder<'t> {
+    pub(crate) fn new(text: &'t str) -> Self {
+        Builder {
+            text,
+            index: SourceIndex {
+                base: text.as_ptr() as usize,
+                len: text.len(),
+                ..SourceIndex::default()
+            },
+            stack: Vec::new(),
+        }
+    }
+
+    /// While a complex mapping key (a mapping or sequence used as a key) is being read, swallow
+    /// its events; true when `event` was swallowed.
+    fn skip_complex_key(&mut self, event: &Event<'_>, at: (u32, u32)) -> bool {
+        let Some(Frame::Map { skipping, key, .. }) = self.stack.last_mut() else {
+            return false;
+        };
+        if *skipping == 0 {
+            return false;
+        }
+        match event {
+            Event::MappingStart(..) | Event::SequenceStart(..) => *skipping += 1,
+            Event::MappingEnd | Event::SequenceEnd => {
+                *skipping -= 1;
+                if *skipping == 0 {
+                    *key = Some((Text::None, at));
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
+    pub(crate) fn document_end(&mut self) {
+        self.stack.clear();
+    }
+
+    /// A scalar: the pending key of a mapping, or a value. `null` tells whether it resolves
+    /// to null (a null document is not counted as a document).
+    pub(crate) fn scalar(&mut self, value: &str, plain: bool, null: bool, at: (u32, u32)) {
+        let text_ref = self.index.text(value);
+        if let Some(Frame::Map { key, .. }) = self.stack.last_mut()
+            && key.is_none()
+        {
+            *key = Some((text_ref, at));
+            return;
+        }
+        let root = self.stack.is_empty();
+        let id = self
+            .index
+            .attach(&mut self.stack, Kind::Scalar, at, text_ref);
+        if let Some(node) = self.index.nodes.get_mut(id as usize) {
+            node.plain = plain;
+        }
+        if root && !null {
+            self.index.roots.push(id);
+        }
+    }
+
+    fn alias(&mut self, at: (u32, u32)) {
+        if let Some(Frame::Map { key, .. }) = self.stack.last_mut()
+            && key.is_none()
+        {
+            *key = Some((Text::None, at));
+            return;
+        }
+        let root = self.stack.is_empty();
+        let id = self
+            .index
+            .attach(&mut self.stack, Kind::Other, at, Text::None);
+        if root {
+            self.index.roots.push(id);
+        }
+    }
+
+    /// The start of a mapping (`map`) or sequence.
+    pub(crate) fn start(&mut self, map: bool, at: (u32, u32)) {
+        if let Some(Frame::Map { key, skipping, .. }) = self.stack.last_mut()
+            && key.is_none()
+        {
+            *skipping = 1;
+            return;
+        }
+        let kind = if map { Kind::Map } else { Kind::Seq };
+        let root = self.stack.is_empty();
+        let id = self.index.attach(&mut self.stack, kind, at, Text::None);
+        if root {
+            self.index.roots.push(id);
+        }
+        self.stack.push(if map {
+            Frame::Map {
+                node: id,
+                key: None,
+                skipping: 0,
+            }
+        } else {
+            Frame::Seq { node: id }
+        });
+    }
+
+    /// The end of the innermost mapping or sequence.
+    pub(crate) fn end(&mut self) {
+        self.stack.pop();
+    }
+
+    pub(crate) fn finish(mut self) -> SourceIndex {
+        let roots = self.index.roots.clone();
+        for root in roots {
+            let mut objects = Vec::new();
+            self.index.collect_objects(self.text, root, 0, &mut objects);
+            self.index.objects.push(objects);
+        }
+        self.index
+    }
+}
+
 impl SourceIndex {
     /// Index `text`. Never fails: on a syntax error it keeps what it read up to there (the
     /// loader has already accepted the text, so this happens only if the two readers disagree).
     pub fn build(text: &str) -> SourceIndex {
-        let mut index = SourceIndex {
-            base: text.as_ptr() as usize,
-            len: text.len(),
-            ..SourceIndex::default()
-        };
-        let mut stack: Vec<Frame> = Vec::new();
-        let mut roots: Vec<u32> = Vec::new();
+        let mut b = Builder::new(text);
         for item in Parser::new_from_str(text) {
             let Ok((event, span)) = item else { break };
             let at = (
@@ -117,94 +313,34 @@ impl SourceIndex {
                 u32::try_from(span.start.col() + 1).unwrap_or(u32::MAX),
             );
             // A complex mapping key (a mapping or sequence used as a key) is skipped whole.
-            if let Some(Frame::Map { skipping, key, .. }) = stack.last_mut()
-                && *skipping > 0
-            {
-                match event {
-                    Event::MappingStart(..) | Event::SequenceStart(..) => *skipping += 1,
-                    Event::MappingEnd | Event::SequenceEnd => {
-                        *skipping -= 1;
-                        if *skipping == 0 {
-                            *key = Some((Text::None, at));
-                        }
-                    }
-                    _ => {}
-                }
+            if b.skip_complex_key(&event, at) {
                 continue;
             }
             match event {
                 Event::DocumentStart(..) => {}
-                Event::DocumentEnd => {
-                    stack.clear();
-                }
+                Event::DocumentEnd => b.document_end(),
                 Event::Scalar(value, style, _, tag) => {
-                    let text_ref = index.text(&value);
-                    if let Some(Frame::Map { key, .. }) = stack.last_mut()
-                        && key.is_none()
-                    {
-                        *key = Some((text_ref, at));
-                        continue;
-                    }
-                    let null_root = stack.is_empty()
-                        && (tag
-                            .as_ref()
-                            .is_some_and(|t| t.is_yaml_core_schema_tag("null"))
-                            || (tag.is_none()
-                                && style == ScalarStyle::Plain
-                                && matches!(&*value, "" | "~" | "null" | "Null" | "NULL")));
-                    let id = index.attach(&mut stack, Kind::Scalar, at, text_ref);
-                    if stack.is_empty() && !null_root {
-                        roots.push(id);
-                    }
+                    let null = tag
+                        .as_ref()
+                        .is_some_and(|t| t.is_yaml_core_schema_tag("null"))
+                        || (tag.is_none()
+                            && style == ScalarStyle::Plain
+                            && matches!(&*value, "" | "~" | "null" | "Null" | "NULL"));
+                    b.scalar(
+                        &value,
+                        style == ScalarStyle::Plain && tag.is_none(),
+                        null,
+                        at,
+                    );
                 }
-                Event::Alias(_) => {
-                    if let Some(Frame::Map { key, .. }) = stack.last_mut()
-                        && key.is_none()
-                    {
-                        *key = Some((Text::None, at));
-                        continue;
-                    }
-                    let id = index.attach(&mut stack, Kind::Other, at, Text::None);
-                    if stack.is_empty() {
-                        roots.push(id);
-                    }
-                }
-                Event::MappingStart(..) | Event::SequenceStart(..) => {
-                    if let Some(Frame::Map { key, skipping, .. }) = stack.last_mut()
-                        && key.is_none()
-                    {
-                        *skipping = 1;
-                        continue;
-                    }
-                    let is_map = matches!(event, Event::MappingStart(..));
-                    let kind = if is_map { Kind::Map } else { Kind::Seq };
-                    let was_root = stack.is_empty();
-                    let id = index.attach(&mut stack, kind, at, Text::None);
-                    if was_root {
-                        roots.push(id);
-                    }
-                    stack.push(if is_map {
-                        Frame::Map {
-                            node: id,
-                            key: None,
-                            skipping: 0,
-                        }
-                    } else {
-                        Frame::Seq { node: id }
-                    });
-                }
-                Event::MappingEnd | Event::SequenceEnd => {
-                    stack.pop();
-                }
+                Event::Alias(_) => b.alias(at),
+                Event::MappingStart(..) => b.start(true, at),
+                Event::SequenceStart(..) => b.start(false, at),
+                Event::MappingEnd | Event::SequenceEnd => b.end(),
                 _ => {}
             }
         }
-        for root in roots {
-            let mut objects = Vec::new();
-            index.collect_objects(text, root, 0, &mut objects);
-            index.objects.push(objects);
-        }
-        index
+        b.finish()
     }
 
     /// Remember a scalar's text: as a slice of the source when the parser borrowed it.
@@ -228,6 +364,7 @@ impl SourceIndex {
             kind,
             key: Text::None,
             value,
+            plain: false,
             at,
             first_child: NONE,
             last_child: NONE,
@@ -267,7 +404,8 @@ impl SourceIndex {
         }
     }
 
-    fn children(&self, id: u32) -> impl Iterator<Item = u32> + '_ {
+    /// The children of a mapping (its values) or sequence (its items), in order.
+    pub(crate) fn children(&self, id: u32) -> impl Iterator<Item = u32> + '_ {
         let mut cur = self.nodes.get(id as usize).map_or(NONE, |n| n.first_child);
         std::iter::from_fn(move || {
             if cur == NONE {
@@ -282,7 +420,8 @@ impl SourceIndex {
         })
     }
 
-    fn child_by_key(&self, source: &str, id: u32, key: &str) -> Option<u32> {
+    /// The value of `key` in mapping `id`.
+    pub(crate) fn child_by_key(&self, source: &str, id: u32, key: &str) -> Option<u32> {
         self.children(id)
             .find(|&c| self.resolve(source, self.nodes[c as usize].key) == Some(key))
     }

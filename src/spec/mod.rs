@@ -11,6 +11,7 @@ pub mod field;
 pub mod load;
 pub mod locate;
 pub mod validate;
+mod yaml;
 
 /// One pod template found in a manifest: a Pod's spec, or the template of a workload object
 /// (Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob).
