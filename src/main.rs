@@ -33,6 +33,12 @@ enum Command {
     Lint(cli::lint::Args),
     /// Simulate a pod's probes against a scenario in virtual time (see docs/simulate.md).
     Simulate(cli::simulate::Args),
+    /// Probe many targets (HTTP, TCP, gRPC, exec) with the kubelet's readiness semantics;
+    /// serve /metrics, /targets and /targets/NAME/ready (see docs/monitor.md).
+    Monitor(cli::monitor::Args),
+    /// Benchmark `monitor`: N targets at a period against a local target; prints probes/s,
+    /// CPU per 1,000 probes, lateness, memory (see docs/monitor.md).
+    Bench(cli::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,5 +50,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cli::check::run(args),
         Command::Lint(args) => cli::lint::run(args),
         Command::Simulate(args) => cli::simulate::run(args),
+        Command::Monitor(args) => cli::monitor::run(args),
+        Command::Bench(args) => cli::bench::run(args),
     }
 }
