@@ -206,8 +206,10 @@ pub fn run(args: Args) -> ExitCode {
         .max_in_flight
         .unwrap_or_else(|| default_in_flight(nofile))
         .max(1);
-    let mut probe = probelet::probe::ProbeConfig::default();
-    probe.kubelet_version = args.kubelet_version.clone();
+    let probe = probelet::probe::ProbeConfig {
+        kubelet_version: args.kubelet_version.clone(),
+        ..Default::default()
+    };
     let config = MonitorConfig {
         max_in_flight,
         seed: args.seed.unwrap_or_else(|| {
