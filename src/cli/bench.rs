@@ -60,6 +60,11 @@ pub struct Args {
     /// Seed of the start-up jitter.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Run the minimal tokio scheduler instead of the monitor (the issue's "minimal Rust"
+    /// anchor, same run): one task with a `tokio::time::interval` per target, a raw GET
+    /// (connect, write, read to EOF, close) or raw connect, no kubelet semantics.
+    #[arg(long)]
+    pub baseline: bool,
     /// Internal: serve the benchmark's target on this address and print its port.
     #[arg(long, hide = true)]
     pub serve_target: Option<SocketAddr>,
@@ -112,7 +117,11 @@ fn run_inner(args: Args) -> anyhow::Result<()> {
             (addr.ip().to_string(), addr.port(), "/healthz".to_string())
         }
     };
-    let result = measure(&args, &host, port, &path);
+    let result = if args.baseline {
+        baseline(&args, &host, port, &path)
+    } else {
+        measure(&args, &host, port, &path)
+    };
     if let Some(mut c) = child {
         let _ = c.kill();
         let _ = c.wait();
@@ -198,6 +207,136 @@ fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<ser
             "time_wait_target_side": tw_target,
         }))
     })
+}
+
+/// The minimal tokio scheduler: a task and an interval per target, raw probes.
+fn baseline(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<serde_json::Value> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    super::monitor::raise_nofile_limit();
+    let ip: std::net::IpAddr = host.parse().context("--baseline needs an IP address")?;
+    let addr = SocketAddr::new(ip, port);
+    let request: Arc<[u8]> = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.33\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+    )
+    .into_bytes()
+    .into();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let period = Duration::from_secs(u64::try_from(args.period).unwrap_or(1));
+        let timeout = Duration::from_secs(u64::try_from(args.timeout).unwrap_or(1));
+        let ok = Arc::new(AtomicU64::new(0));
+        let fail = Arc::new(AtomicU64::new(0));
+        let measuring = Arc::new(AtomicBool::new(false));
+        let late = Arc::new(Mutex::new(probelet::monitor::hist::Histogram::default()));
+        let rss_before = proc_status_kb("VmRSS");
+        let mut rng = probelet::engine::rng::Rng::new(args.seed);
+        let mut tasks = Vec::with_capacity(args.targets);
+        for _ in 0..args.targets {
+            let jitter = period.mul_f64(rng.next_f64());
+            let (ok, fail, measuring, late, request) = (
+                ok.clone(),
+                fail.clone(),
+                measuring.clone(),
+                late.clone(),
+                request.clone(),
+            );
+            let tcp = args.mode == Mode::Tcp;
+            tasks.push(tokio::spawn(async move {
+                let start = tokio::time::Instant::now() + jitter;
+                let mut tick = tokio::time::interval_at(start, period);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                loop {
+                    let ideal = tick.tick().await;
+                    let lateness = ideal.elapsed();
+                    let good = tokio::time::timeout(timeout, raw_probe(addr, &request, tcp))
+                        .await
+                        .unwrap_or(false);
+                    if measuring.load(Ordering::Relaxed) {
+                        late.lock().unwrap_or_else(|e| e.into_inner()).record(lateness);
+                        if good { &ok } else { &fail }.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+        let rss_loaded = proc_status_kb("VmRSS");
+        tokio::time::sleep(args.warmup).await;
+        measuring.store(true, Ordering::Relaxed);
+        let cpu0 = cpu_seconds();
+        let w0 = StdInstant::now();
+        tokio::time::sleep(args.duration - args.warmup).await;
+        measuring.store(false, Ordering::Relaxed);
+        let cpu1 = cpu_seconds();
+        let window = w0.elapsed().as_secs_f64();
+        let rss_end = proc_status_kb("VmRSS");
+        let (tw_prober, tw_target) = time_wait(port);
+        for t in tasks {
+            t.abort();
+        }
+        let (ok, fail) = (ok.load(Ordering::Relaxed), fail.load(Ordering::Relaxed));
+        let probes = ok + fail;
+        let cpu = (cpu1.0 - cpu0.0) + (cpu1.1 - cpu0.1);
+        let late = late.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        Ok(json!({
+            "impl": "minimal-tokio",
+            "mode": format!("{:?}", args.mode).to_lowercase(),
+            "n": args.targets,
+            "period_s": args.period,
+            "window_s": window,
+            "probes": probes,
+            "ok": ok,
+            "fail": fail,
+            "probes_per_s": probes as f64 / window,
+            "expected_per_s": args.targets as f64 / f64::from(args.period),
+            "user_s": cpu1.0 - cpu0.0,
+            "sys_s": cpu1.1 - cpu0.1,
+            "cpu_cores": cpu / window,
+            "cpu_ms_per_1k": if probes > 0 { 1e6 * cpu / probes as f64 } else { 0.0 },
+            "late_p50_ms": ms(late.quantile(0.5)),
+            "late_p99_ms": ms(late.quantile(0.99)),
+            "late_max_ms": ms(late.max()),
+            "peak_rss_kb": proc_status_kb("VmHWM"),
+            "rss_kb_at_end": rss_end,
+            "bytes_per_target_loaded": (rss_loaded - rss_before) as f64 * 1024.0 / args.targets as f64,
+            "time_wait_prober_side": tw_prober,
+            "time_wait_target_side": tw_target,
+        }))
+    })
+}
+
+/// One raw probe: connect; for HTTP write the request and read to EOF (at most 10 KiB kept),
+/// success when the status line says 2xx or 3xx.
+async fn raw_probe(addr: SocketAddr, request: &[u8], tcp_only: bool) -> bool {
+    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
+        return false;
+    };
+    if tcp_only {
+        return true;
+    }
+    if stream.write_all(request).await.is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 1024];
+    let mut head = [0u8; 12];
+    let mut seen = 0usize;
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => {
+                let take = n.min(head.len().saturating_sub(seen));
+                head[seen..seen + take].copy_from_slice(&buf[..take]);
+                seen += n;
+                if seen > 10 * 1024 {
+                    break;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    head.starts_with(b"HTTP/1.1 2") || head.starts_with(b"HTTP/1.1 3")
 }
 
 /// One benchmark target, as the targets file would give it after defaults.

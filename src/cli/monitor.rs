@@ -139,20 +139,20 @@ impl Out {
                     Format::Json => json!({
                         "time": format_rfc3339(*time),
                         "event": state,
-                        "target": t.spec.name,
-                        "labels": t.spec.labels.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+                        "target": &*t.name,
+                        "labels": t.labels.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
                         "ready": t.ready,
                         "reason": t.reason.map(|r| r.as_str()),
                         "output": t.output,
                     })
                     .to_string(),
                     Format::Text if t.ready => {
-                        format!("{} {} Ready", format_rfc3339(*time), t.spec.name)
+                        format!("{} {} Ready", format_rfc3339(*time), t.name)
                     }
                     Format::Text => format!(
                         "{} {} NotReady ({}): {}",
                         format_rfc3339(*time),
-                        t.spec.name,
+                        t.name,
                         reason_text(t.reason),
                         t.output
                     ),
@@ -417,7 +417,7 @@ async fn live_view(shared: Arc<Shared>, pending: Arc<Mutex<Vec<String>>>) {
                 .map(|t| {
                     format!(
                         "{:<24} {:<9} {:<8} {}",
-                        t.spec.name,
+                        t.name,
                         "NotReady",
                         reason_text(t.state.last_reason),
                         t.state.last_output.replace('\n', " ")

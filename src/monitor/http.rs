@@ -58,16 +58,20 @@ pub struct TargetView {
     /// `periodSeconds`.
     pub period_seconds: i32,
     /// Line of the target in the file.
-    pub line: u64,
+    pub line: u32,
 }
 
 /// A target's view at this moment.
 pub fn view(shared: &Shared, t: &Target<Arc<Check>>) -> TargetView {
     let st = &t.state;
     TargetView {
-        name: t.spec.name.clone(),
-        labels: t.spec.labels.iter().cloned().collect(),
-        handler: t.spec.to_string(),
+        name: t.name.to_string(),
+        labels: t
+            .labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        handler: t.payload.to_string(),
         state: if st.ready() { "Ready" } else { "NotReady" },
         ready: st.ready(),
         last_result: st.last_raw.map(|r| r.as_str()),
@@ -87,7 +91,7 @@ pub fn view(shared: &Shared, t: &Target<Arc<Check>>) -> TargetView {
             .collect(),
         errors: st.errors,
         period_seconds: t.timing.period_seconds,
-        line: t.spec.line,
+        line: t.line,
     }
 }
 

@@ -137,13 +137,12 @@ fn series<P>(out: &mut String, name: &str, t: &Target<P>, extra: &[(&str, &str)]
 fn line_start<P>(out: &mut String, name: &str, t: &Target<P>, extra: &[(&str, &str)]) {
     out.push_str(name);
     out.push_str("{target=\"");
-    escape(out, &t.spec.name);
+    escape(out, &t.name);
     out.push('"');
     for (k, v) in t
-        .spec
         .labels
         .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .map(|(k, v)| (&**k, &**v))
         .chain(extra.iter().copied())
     {
         out.push(',');

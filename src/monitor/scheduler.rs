@@ -138,12 +138,18 @@ impl TargetState {
     }
 }
 
-/// One target in the scheduler: its spec, timing and state, and the driver's payload (the
-/// prepared probe).
+/// One target in the scheduler: its name, labels, timing and state, and the driver's payload
+/// (the prepared probe). The Kubernetes `Probe` it came from is not kept: at 100,000 targets
+/// its 300 bytes would be a third of the memory, and the payload and timing say everything
+/// a probe and a reload need.
 #[derive(Debug, Clone)]
 pub struct Target<P> {
-    /// The validated spec.
-    pub spec: Arc<TargetSpec>,
+    /// The unique name.
+    pub name: Arc<str>,
+    /// Extra Prometheus labels, sorted by name.
+    pub labels: Box<[(Box<str>, Box<str>)]>,
+    /// Line of the target in the file (0 when built in code).
+    pub line: u32,
     /// What the driver attached (the prepared probe).
     pub payload: P,
     /// Its timing after defaults.
@@ -195,8 +201,10 @@ pub enum Completion {
 pub struct Transition {
     /// Which target.
     pub id: TargetId,
-    /// Its spec (name and labels).
-    pub spec: Arc<TargetSpec>,
+    /// Its name.
+    pub name: Arc<str>,
+    /// Its labels.
+    pub labels: Vec<(String, String)>,
     /// The new state.
     pub ready: bool,
     /// When it changed.
@@ -225,7 +233,7 @@ pub struct ReloadSummary {
 pub struct Scheduler<P> {
     slots: Vec<Option<Target<P>>>,
     free: Vec<u32>,
-    by_name: HashMap<Box<str>, u32>,
+    by_name: HashMap<Arc<str>, u32>,
     heap: BinaryHeap<Reverse<(Instant, TargetId)>>,
     queue: VecDeque<TargetId>,
     in_flight: usize,
@@ -274,9 +282,10 @@ impl<P> Scheduler<P> {
     }
 
     /// Adds a target (its name must be new). Returns its handle.
-    pub fn add(&mut self, spec: Arc<TargetSpec>, payload: P, now: Instant) -> TargetId {
+    pub fn add(&mut self, spec: TargetSpec, payload: P, now: Instant) -> TargetId {
         let timing = ProbeTiming::from_probe(&spec.probe);
         let first = self.first_tick(&spec.name, timing.period(), now);
+        let name: Arc<str> = spec.name.into();
         let generation = self.next_generation;
         self.next_generation = self.next_generation.wrapping_add(1);
         let index = match self.free.pop() {
@@ -287,9 +296,11 @@ impl<P> Scheduler<P> {
             }
         };
         let id = TargetId { index, generation };
-        self.by_name.insert(spec.name.as_str().into(), index);
+        self.by_name.insert(name.clone(), index);
         self.slots[index as usize] = Some(Target {
-            spec,
+            name,
+            labels: labels_of(spec.labels),
+            line: u32::try_from(spec.line).unwrap_or(u32::MAX),
             payload,
             timing,
             state: TargetState::new(now, first),
@@ -316,16 +327,19 @@ impl<P> Scheduler<P> {
 
     /// Applies a new set of targets: new names are added, missing ones removed, changed
     /// probes start over, and unchanged ones keep their whole state (labels are updated).
-    /// `make` builds the payload of each new or changed target.
+    /// `make` builds the payload of each target; equal payloads and timings mean "unchanged".
     pub fn reload(
         &mut self,
         specs: Vec<TargetSpec>,
         now: Instant,
         mut make: impl FnMut(&TargetSpec) -> P,
-    ) -> ReloadSummary {
+    ) -> ReloadSummary
+    where
+        P: PartialEq,
+    {
         let mut summary = ReloadSummary::default();
         let wanted: HashMap<&str, ()> = specs.iter().map(|s| (s.name.as_str(), ())).collect();
-        let gone: Vec<Box<str>> = self
+        let gone: Vec<Arc<str>> = self
             .by_name
             .keys()
             .filter(|n| !wanted.contains_key(&***n))
@@ -335,23 +349,27 @@ impl<P> Scheduler<P> {
             self.remove(&name);
             summary.removed += 1;
         }
+        // Exact capacity for a large first load: doubling would leave up to half unused.
+        let new = specs.len().saturating_sub(self.by_name.len());
+        self.slots.reserve_exact(new);
+        self.heap.reserve_exact(new);
+        self.by_name.reserve(new);
         for spec in specs {
+            let payload = make(&spec);
+            let timing = ProbeTiming::from_probe(&spec.probe);
             match self.get_by_name_mut(&spec.name) {
-                Some(t) if t.spec.same_probe(&spec) => {
-                    if t.spec.labels != spec.labels || t.spec.line != spec.line {
-                        t.spec = Arc::new(spec);
-                    }
+                Some(t) if t.payload == payload && t.timing == timing => {
+                    t.labels = labels_of(spec.labels);
+                    t.line = u32::try_from(spec.line).unwrap_or(u32::MAX);
                     summary.kept += 1;
                 }
                 Some(_) => {
                     self.remove(&spec.name);
-                    let payload = make(&spec);
-                    self.add(Arc::new(spec), payload, now);
+                    self.add(spec, payload, now);
                     summary.changed += 1;
                 }
                 None => {
-                    let payload = make(&spec);
-                    self.add(Arc::new(spec), payload, now);
+                    self.add(spec, payload, now);
                     summary.added += 1;
                 }
             }
@@ -506,14 +524,22 @@ impl<P> Scheduler<P> {
                     s.last_transition = now;
                     transition = Some(Transition {
                         id,
-                        spec: t.spec.clone(),
+                        name: t.name.clone(),
+                        labels: t
+                            .labels
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect(),
                         ready: result == ProbeResult::Success,
                         at: now,
                         output: keep(&output).into(),
                         reason: s.last_reason,
                     });
                 }
-                s.last_output = keep(&output);
+                // Most probes answer what they answered last time: no new allocation then.
+                if *s.last_output != *keep_str(&output) {
+                    s.last_output = keep(&output);
+                }
             }
         }
         // R3.5: ticks that fell due while probing coalesce into one, run at once; the grid
@@ -596,16 +622,27 @@ impl<P> Scheduler<P> {
     }
 }
 
+fn labels_of(labels: Vec<(String, String)>) -> Box<[(Box<str>, Box<str>)]> {
+    labels
+        .into_iter()
+        .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+        .collect()
+}
+
 /// At most [`MAX_KEPT_OUTPUT`] bytes of `s`, cut on a character boundary.
 fn keep(s: &str) -> Box<str> {
+    keep_str(s).into()
+}
+
+fn keep_str(s: &str) -> &str {
     if s.len() <= MAX_KEPT_OUTPUT {
-        return s.into();
+        return s;
     }
     let mut end = MAX_KEPT_OUTPUT;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    s[..end].into()
+    &s[..end]
 }
 
 #[cfg(test)]
@@ -669,7 +706,7 @@ mod tests {
                     break;
                 }
                 running.remove(0);
-                let name = s.get(l.id).unwrap().spec.name.clone();
+                let name = s.get(l.id).unwrap().name.clone();
                 if let Some(t) = s.complete(l.id, answer(&name, start), now, &mut launches) {
                     transitions.push(t);
                 }
@@ -721,10 +758,10 @@ mod tests {
     fn r3_9_r3_11_thresholds_on_the_period_grid() {
         let mut s = Scheduler::<()>::new(10, 1);
         let id = s.add(
-            Arc::new(spec(
+            spec(
                 "web",
                 ", periodSeconds: 2, successThreshold: 2, failureThreshold: 3",
-            )),
+            ),
             (),
             Instant::ZERO,
         );
@@ -770,7 +807,7 @@ mod tests {
     fn r3_5_ticks_during_a_slow_probe_coalesce() {
         let mut s = Scheduler::<()>::new(10, 1);
         let id = s.add(
-            Arc::new(spec("slow", ", periodSeconds: 1, timeoutSeconds: 5")),
+            spec("slow", ", periodSeconds: 1, timeoutSeconds: 5"),
             (),
             Instant::ZERO,
         );
@@ -804,7 +841,7 @@ mod tests {
         let mut s = Scheduler::<()>::new(2, 1);
         for i in 0..5 {
             s.add(
-                Arc::new(spec(&format!("t{i}"), ", periodSeconds: 10")),
+                spec(&format!("t{i}"), ", periodSeconds: 10"),
                 (),
                 Instant::ZERO,
             );
@@ -826,11 +863,7 @@ mod tests {
     #[test]
     fn r6_4_errors_are_discarded() {
         let mut s = Scheduler::<()>::new(2, 1);
-        let id = s.add(
-            Arc::new(spec("e", ", failureThreshold: 1")),
-            (),
-            Instant::ZERO,
-        );
+        let id = s.add(spec("e", ", failureThreshold: 1"), (), Instant::ZERO);
         let (tr, launches) = drive(&mut s, Instant::from_secs(60), Duration::ZERO, |_, _| {
             Completion::Errored {
                 error: "boom".into(),
@@ -848,7 +881,7 @@ mod tests {
     fn r3_3_step_8_initial_delay() {
         let mut s = Scheduler::<()>::new(2, 1);
         s.add(
-            Arc::new(spec("d", ", initialDelaySeconds: 5, periodSeconds: 1")),
+            spec("d", ", initialDelaySeconds: 5, periodSeconds: 1"),
             (),
             Instant::ZERO,
         );
@@ -861,11 +894,7 @@ mod tests {
     #[test]
     fn exhausted_descriptors_degrade_into_lateness() {
         let mut s = Scheduler::<()>::new(8, 1);
-        let id = s.add(
-            Arc::new(spec("x", ", failureThreshold: 1")),
-            (),
-            Instant::ZERO,
-        );
+        let id = s.add(spec("x", ", failureThreshold: 1"), (), Instant::ZERO);
         let mut l = Vec::new();
         s.poll(Instant::from_secs(10), &mut l);
         assert_eq!(l.len(), 1);
@@ -893,9 +922,9 @@ mod tests {
     #[test]
     fn reload_keeps_unchanged_targets_state() {
         let mut s = Scheduler::<()>::new(10, 1);
-        s.add(Arc::new(spec("keep", "")), (), Instant::ZERO);
-        s.add(Arc::new(spec("change", "")), (), Instant::ZERO);
-        let gone = s.add(Arc::new(spec("gone", "")), (), Instant::ZERO);
+        s.add(spec("keep", ""), (), Instant::ZERO);
+        s.add(spec("change", ""), (), Instant::ZERO);
+        let gone = s.add(spec("gone", ""), (), Instant::ZERO);
         let (_, _) = drive(&mut s, Instant::from_secs(30), Duration::ZERO, |_, _| ok());
         assert!(s.get_by_name("keep").unwrap().state.ready());
         let before = s.get_by_name("keep").unwrap().state.successes;
@@ -918,7 +947,7 @@ mod tests {
         let k = s.get_by_name("keep").unwrap();
         assert!(k.state.ready());
         assert_eq!(k.state.successes, before);
-        assert_eq!(k.spec.labels.len(), 1);
+        assert_eq!(k.labels.len(), 1);
         assert!(!s.get_by_name("change").unwrap().state.ready());
         assert!(s.get_by_name("gone").is_none());
         assert!(s.get(gone).is_none());
