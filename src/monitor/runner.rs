@@ -124,57 +124,88 @@ impl Check {
         }
     }
 
-    async fn once(&self, timeout: Duration, cfg: &ProbeConfig) -> ProbeOutcome {
-        match self {
-            Check::Http(t) => probe::http::probe(t, timeout, cfg).await.0,
-            Check::Tcp { host, port } => probe::tcp::probe(host, *port, timeout).await,
-            Check::Grpc {
-                host,
-                port,
-                service,
-            } => probe::grpc::probe(host, *port, service, timeout, cfg).await,
-            Check::Exec { command } => probe::exec::probe(command, &[], timeout, cfg).await.0,
-            Check::Invalid(e) => ProbeOutcome::errored(e.to_string()),
-        }
-    }
-
     /// Runs one evaluation: up to [`MAX_ATTEMPTS`] handler calls while it errors (R6.3),
     /// each bounded by `timeout` (R7.7). A failure that only says the prober ran out of
     /// descriptors or ports becomes [`Completion::Exhausted`].
     pub async fn run(&self, timeout: Duration, cfg: &ProbeConfig) -> Completion {
-        let start = tokio::time::Instant::now();
-        let mut last = String::new();
-        for _ in 0..MAX_ATTEMPTS {
-            match self.once(timeout, cfg).await {
-                ProbeOutcome::Completed { result, output } => {
-                    let failed = matches!(result, RawResult::Failure | RawResult::Unknown);
-                    if failed && reason::local_exhaustion(&output) {
-                        return Completion::Exhausted;
-                    }
-                    let kind = self.kind();
-                    let http_status = match (kind, result) {
-                        (HandlerKind::Http, RawResult::Success) => Some(200),
-                        (HandlerKind::Http, RawResult::Warning) => Some(300),
-                        (HandlerKind::Http, _) => Some(reason::failed_status(&output).unwrap_or(0)),
-                        _ => None,
-                    };
-                    return Completion::Completed {
-                        raw: result,
-                        reason: failed.then(|| reason::classify(kind, &output)),
-                        output,
-                        http_status,
-                        duration: start.elapsed(),
-                    };
-                }
-                ProbeOutcome::Errored { error, .. } => {
-                    if reason::local_exhaustion(&error) {
-                        return Completion::Exhausted;
-                    }
-                    last = error;
-                }
+        let kind = self.kind();
+        match self {
+            Check::Http(t) => {
+                evaluate(kind, || async {
+                    probe::http::probe(t, timeout, cfg).await.0
+                })
+                .await
+            }
+            Check::Tcp { host, port } => {
+                evaluate(kind, || probe::tcp::probe(host, *port, timeout)).await
+            }
+            Check::Grpc {
+                host,
+                port,
+                service,
+            } => {
+                evaluate(kind, || {
+                    probe::grpc::probe(host, *port, service, timeout, cfg)
+                })
+                .await
+            }
+            Check::Exec { command } => {
+                evaluate(kind, || async {
+                    probe::exec::probe(command, &[], timeout, cfg).await.0
+                })
+                .await
+            }
+            Check::Invalid(e) => {
+                evaluate(kind, || async { ProbeOutcome::errored(e.to_string()) }).await
             }
         }
-        Completion::Errored { error: last }
+    }
+
+    /// Runs one evaluation in a task of its own and hands the completion to `done`.
+    ///
+    /// Each handler kind is spawned as its own task type: [`Check::run`]'s future is sized for
+    /// the largest handler (the gRPC client's), and spawning it would allocate and copy that
+    /// much for every HTTP or TCP probe (visible in profiles as `memmove` in `spawn`).
+    pub fn spawn(
+        self: Arc<Self>,
+        timeout: Duration,
+        cfg: Arc<ProbeConfig>,
+        done: impl FnOnce(Completion) + Send + 'static,
+    ) {
+        let kind = self.kind();
+        match &*self {
+            Check::Http(_) => {
+                tokio::spawn(async move {
+                    let c = match &*self {
+                        Check::Http(t) => {
+                            evaluate(kind, || async {
+                                probe::http::probe(t, timeout, &cfg).await.0
+                            })
+                            .await
+                        }
+                        other => mismatch(other),
+                    };
+                    done(c);
+                });
+            }
+            Check::Tcp { .. } => {
+                tokio::spawn(async move {
+                    let c = match &*self {
+                        Check::Tcp { host, port } => {
+                            evaluate(kind, || probe::tcp::probe(host, *port, timeout)).await
+                        }
+                        other => mismatch(other),
+                    };
+                    done(c);
+                });
+            }
+            _ => {
+                tokio::spawn(async move {
+                    let c = self.run(timeout, &cfg).await;
+                    done(c);
+                });
+            }
+        }
     }
 }
 
@@ -200,6 +231,52 @@ impl std::fmt::Display for Check {
             Check::Invalid(e) => write!(f, "<invalid: {e}>"),
         }
     }
+}
+
+fn mismatch(check: &Check) -> Completion {
+    Completion::Errored {
+        error: format!("internal: unexpected check {check}"),
+    }
+}
+
+/// The retry loop of one evaluation (R6.3) around `once`, with the outcome classified.
+async fn evaluate<F, Fut>(kind: HandlerKind, mut once: F) -> Completion
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ProbeOutcome>,
+{
+    let start = tokio::time::Instant::now();
+    let mut last = String::new();
+    for _ in 0..MAX_ATTEMPTS {
+        match once().await {
+            ProbeOutcome::Completed { result, output } => {
+                let failed = matches!(result, RawResult::Failure | RawResult::Unknown);
+                if failed && reason::local_exhaustion(&output) {
+                    return Completion::Exhausted;
+                }
+                let http_status = match (kind, result) {
+                    (HandlerKind::Http, RawResult::Success) => Some(200),
+                    (HandlerKind::Http, RawResult::Warning) => Some(300),
+                    (HandlerKind::Http, _) => Some(reason::failed_status(&output).unwrap_or(0)),
+                    _ => None,
+                };
+                return Completion::Completed {
+                    raw: result,
+                    reason: failed.then(|| reason::classify(kind, &output)),
+                    output,
+                    http_status,
+                    duration: start.elapsed(),
+                };
+            }
+            ProbeOutcome::Errored { error, .. } => {
+                if reason::local_exhaustion(&error) {
+                    return Completion::Exhausted;
+                }
+                last = error;
+            }
+        }
+    }
+    Completion::Errored { error: last }
 }
 
 /// Process-wide metrics (the per-target series are rendered from the targets' state).
@@ -492,15 +569,15 @@ pub async fn run(
                     let Some(t) = s.get(l.id) else { continue };
                     late.record(l.lateness);
                     shared.metrics.lateness.observe(l.lateness.as_secs_f64());
-                    let check = t.payload.clone();
-                    let timeout = timeout_of(&t.timing);
-                    let cfg = probe_cfg.clone();
                     let tx = done_tx.clone();
                     let id = l.id;
-                    tokio::spawn(async move {
-                        let completion = check.run(timeout, &cfg).await;
-                        let _ = tx.send((id, completion));
-                    });
+                    t.payload.clone().spawn(
+                        timeout_of(&t.timing),
+                        probe_cfg.clone(),
+                        move |completion| {
+                            let _ = tx.send((id, completion));
+                        },
+                    );
                 }
             }
             shared.metrics.in_flight.set(s.in_flight() as i64);
