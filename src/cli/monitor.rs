@@ -391,8 +391,11 @@ async fn live_view(shared: Arc<Shared>, pending: Arc<Mutex<Vec<String>>>) {
         tick.tick().await;
         let lines = std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
         let late = shared.take_lateness();
+        // A terminal that reports no size (0 columns) gets a usual width.
         let width = rustix::termios::tcgetwinsize(std::io::stdout())
             .map(|w| usize::from(w.ws_col))
+            .ok()
+            .filter(|w| *w > 0)
             .unwrap_or(120)
             .max(40);
         let mut table = Vec::new();
