@@ -21,6 +21,7 @@ pub mod display;
 pub mod driver;
 pub mod engine;
 pub mod lint;
+pub mod monitor;
 pub mod outcome;
 pub mod probe;
 pub mod runtime;

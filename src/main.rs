@@ -40,6 +40,12 @@ enum Command {
     Describe(cli::describe::Args),
     /// Print a container's output from a running `probelet run`, as `kubectl logs` does.
     Logs(cli::logs::Args),
+    /// Probe many targets (HTTP, TCP, gRPC, exec) with the kubelet's readiness semantics;
+    /// serve /metrics, /targets and /targets/NAME/ready (see docs/monitor.md).
+    Monitor(cli::monitor::Args),
+    /// Benchmark `monitor`: N targets at a period against a local target; prints probes/s,
+    /// CPU per 1,000 probes, lateness, memory (see docs/monitor.md).
+    Bench(cli::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,5 +60,7 @@ fn main() -> ExitCode {
         Command::Get(args) => cli::get::run(args),
         Command::Describe(args) => cli::describe::run(args),
         Command::Logs(args) => cli::logs::run(args),
+        Command::Monitor(args) => cli::monitor::run(args),
+        Command::Bench(args) => cli::bench::run(args),
     }
 }

@@ -1,12 +1,14 @@
 //! The subcommands: argument structs (clap) and what each one does.
 
 pub mod api_client;
+pub mod bench;
 pub mod check;
 pub mod demo_app;
 pub mod describe;
 pub mod get;
 pub mod lint;
 pub mod logs;
+pub mod monitor;
 pub mod run;
 pub mod simulate;
 pub mod tabwriter;

@@ -32,4 +32,4 @@ pub use pod::{ContainerInfo, ContainerKind, PodInfo, ProbeTiming, RestartPolicy}
 pub use results::{ContainerId, ProbeResult};
 pub use status::{Condition, ConditionType, ContainerState, ContainerStatus, PodPhase, PodStatus};
 pub use time::Instant;
-pub use worker::initial_value;
+pub use worker::{count_result, initial_value};

@@ -21,6 +21,33 @@ pub fn initial_value(probe_type: ProbeType) -> ProbeResult {
     }
 }
 
+/// Steps 11–12 of an evaluation (kubelet-semantics.md §3.3): counts `result` into the run of
+/// identical results (`last`, `run`) and says whether it has reached its threshold, i.e. must
+/// be stored in the cache (R3.10–R3.12).
+///
+/// Only consecutive identical results count (R3.10); a Failure needs `failure_threshold` of
+/// them and a Success `success_threshold` (R3.11); once crossed, every further identical result
+/// answers true again (R3.12: re-publishing the same value is a no-op for the cache). Any other
+/// result (Unknown) is published at once. This is the one copy of the rule: the engine's
+/// workers and `probelet monitor`'s targets both call it.
+pub fn count_result(
+    last: &mut ProbeResult,
+    run: &mut u32,
+    result: ProbeResult,
+    success_threshold: i32,
+    failure_threshold: i32,
+) -> bool {
+    if *last == result {
+        *run = run.saturating_add(1);
+    } else {
+        *last = result;
+        *run = 1;
+    }
+    let run = i64::from(*run);
+    !((result == ProbeResult::Failure && run < i64::from(failure_threshold))
+        || (result == ProbeResult::Success && run < i64::from(success_threshold)))
+}
+
 /// Where the worker is in its loop (worker.go `run`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -235,18 +262,14 @@ impl Worker {
         cache: &mut ResultsCache,
         published: &mut Published,
     ) {
-        // Step 11: count the run (R3.10).
-        if self.last_result == result {
-            self.result_run = self.result_run.saturating_add(1);
-        } else {
-            self.last_result = result;
-            self.result_run = 1;
-        }
-        // Step 12: below threshold → leave the cache as it is (R3.11).
-        let run = self.result_run as i64;
-        if (result == ProbeResult::Failure && run < self.timing.failure_threshold as i64)
-            || (result == ProbeResult::Success && run < self.timing.success_threshold as i64)
-        {
+        // Steps 11–12: count the run; below threshold → leave the cache as it is.
+        if !count_result(
+            &mut self.last_result,
+            &mut self.result_run,
+            result,
+            self.timing.success_threshold,
+            self.timing.failure_threshold,
+        ) {
             return;
         }
         // Step 13: publish (only a change is an update, R3.12 / R4.2).
@@ -496,6 +519,38 @@ mod tests {
                 Begin::End
             );
         }
+    }
+
+    /// R3.10–R3.12 on the shared rule itself: F F S F F never publishes Failure with
+    /// failureThreshold 3 (`TestFailureThreshold`), S needs successThreshold in a row
+    /// (`TestSuccessThreshold`), and once crossed every identical result publishes again.
+    #[test]
+    fn r3_10_r3_12_count_result() {
+        use ProbeResult::{Failure as F, Success as S};
+        let mut last = S;
+        let mut run = 0;
+        let got: Vec<bool> = [F, F, S, F, F]
+            .into_iter()
+            .map(|r| count_result(&mut last, &mut run, r, 1, 3))
+            .collect();
+        assert_eq!(got, [false, false, true, false, false]);
+        assert!(
+            count_result(&mut last, &mut run, F, 1, 3),
+            "third F in a row"
+        );
+        assert!(count_result(&mut last, &mut run, F, 1, 3), "R3.12: again");
+        let got: Vec<bool> = [S, S, S, S]
+            .into_iter()
+            .map(|r| count_result(&mut last, &mut run, r, 3, 3))
+            .collect();
+        assert_eq!(got, [false, false, true, true]);
+        assert!(count_result(
+            &mut last,
+            &mut run,
+            ProbeResult::Unknown,
+            3,
+            3
+        ));
     }
 
     /// §3.3 step 8: whole seconds since the container started, truncated (`TestInitialDelay`).

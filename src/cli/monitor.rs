@@ -1,0 +1,445 @@
+//! `probelet monitor TARGETS.yaml`: probe many targets with the kubelet's readiness semantics,
+//! serve `/metrics`, `/targets` and `/targets/NAME/ready`, print transitions.
+//!
+//! Exit codes: 0 after Ctrl-C or SIGTERM, 1 when the targets file cannot be used at start,
+//! 2 on a usage error (bad flag, address in use).
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use probelet::driver::real::format_rfc3339;
+use probelet::driver::view::LiveView;
+use probelet::monitor::config::{self, InvalidTarget};
+use probelet::monitor::runner::{self, MonitorConfig, MonitorEvent, Shared, reason_text};
+use probelet::monitor::scheduler::ReloadSummary;
+use serde_json::json;
+use tokio::signal::unix::{SignalKind, signal};
+
+/// The default address of the HTTP endpoints (loopback only: `/targets` shows probe outputs).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9181";
+
+/// Probe many targets (HTTP, TCP, gRPC, exec) with the kubelet's readiness semantics and
+/// serve their state.
+///
+/// TARGETS.yaml has `defaults` and `targets` (name, labels, probe in the Kubernetes Probe
+/// schema; see docs/monitor.md). Endpoints on --listen: /metrics, /targets,
+/// /targets/NAME/ready (200 or 503), /healthz. SIGHUP reloads the file; unchanged targets keep
+/// their state.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The targets file.
+    #[arg(value_name = "TARGETS.yaml")]
+    pub file: PathBuf,
+
+    /// Where to serve /metrics, /targets and /targets/NAME/ready. Port 0 picks a free port
+    /// (printed at start).
+    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+
+    /// How to print events: `text` lines (with a live table on a terminal) or `json` lines.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+
+    /// Reload the file when it changes (its modification time or size is polled).
+    #[arg(long)]
+    pub watch: bool,
+
+    /// How often --watch looks at the file (`1s`, `500ms`).
+    #[arg(long, default_value = "1s", value_parser = probelet::display::parse_duration)]
+    pub watch_interval: Duration,
+
+    /// The most probes in flight at once; due probes beyond it wait (reported as lateness).
+    /// Default: 4096, or fewer when the file-descriptor limit is low (half the limit).
+    #[arg(long, value_name = "N")]
+    pub max_in_flight: Option<usize>,
+
+    /// Seed of the start-up jitter (default: random). The same seed and names give the same
+    /// probe phases.
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// The kubelet version to emulate (`User-Agent: kube-probe/<version>`).
+    #[arg(long, default_value = probelet::probe::DEFAULT_KUBELET_VERSION)]
+    pub kubelet_version: String,
+
+    /// Do not draw the live table on a terminal.
+    #[arg(long)]
+    pub no_table: bool,
+}
+
+/// Event output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Where event lines go: straight to stdout, or into the live view's buffer.
+#[derive(Clone)]
+struct Out {
+    format: Format,
+    pending: Option<Arc<Mutex<Vec<String>>>>,
+}
+
+impl Out {
+    fn line(&self, text: String) {
+        match &self.pending {
+            Some(p) => p.lock().unwrap_or_else(|e| e.into_inner()).push(text),
+            None => {
+                let _ = writeln!(std::io::stdout().lock(), "{text}");
+            }
+        }
+    }
+
+    /// Text goes to stderr for notices (stdout stays events only); JSON goes to stdout.
+    fn notice(&self, event: serde_json::Value, text: String) {
+        match self.format {
+            Format::Json => self.line(event.to_string()),
+            Format::Text => {
+                let _ = writeln!(std::io::stderr().lock(), "{text}");
+            }
+        }
+    }
+
+    fn invalid(&self, file: &str, bad: &[InvalidTarget]) {
+        for i in bad {
+            let lines = i.render(file);
+            if self.format == Format::Json {
+                self.line(
+                    json!({
+                        "time": format_rfc3339(SystemTime::now()),
+                        "event": "Invalid",
+                        "target": i.name,
+                        "index": i.index,
+                        "line": i.line,
+                        "column": i.column,
+                        "errors": i.errors,
+                    })
+                    .to_string(),
+                );
+            }
+            for l in lines {
+                let _ = writeln!(std::io::stderr().lock(), "invalid target: {l}");
+            }
+        }
+    }
+
+    fn event(&self, e: &MonitorEvent) {
+        match e {
+            MonitorEvent::Transition { time, transition } => {
+                let t = transition;
+                let state = if t.ready { "Ready" } else { "NotReady" };
+                let text = match self.format {
+                    Format::Json => json!({
+                        "time": format_rfc3339(*time),
+                        "event": state,
+                        "target": &*t.name,
+                        "labels": t.labels.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+                        "ready": t.ready,
+                        "reason": t.reason.map(|r| r.as_str()),
+                        "output": t.output,
+                    })
+                    .to_string(),
+                    Format::Text if t.ready => {
+                        format!("{} {} Ready", format_rfc3339(*time), t.name)
+                    }
+                    Format::Text => format!(
+                        "{} {} NotReady ({}): {}",
+                        format_rfc3339(*time),
+                        t.name,
+                        reason_text(t.reason),
+                        t.output
+                    ),
+                };
+                self.line(text);
+            }
+            MonitorEvent::Exhausted {
+                time,
+                limit,
+                in_flight,
+            } => {
+                let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+                    .current
+                    .map_or("unlimited".to_string(), |n| n.to_string());
+                let message = format!(
+                    "out of file descriptors or local ports (open-file limit {nofile}, {in_flight} probes in flight): probes are postponed and run late, at most {limit} at once until descriptors free up; raise `ulimit -n` or lower --max-in-flight"
+                );
+                // One clear line, always on stderr, once per episode.
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "probelet monitor: warning: {message}"
+                );
+                if self.format == Format::Json {
+                    self.line(
+                        json!({"time": format_rfc3339(*time), "event": "DescriptorsExhausted",
+                            "limit": limit, "inFlight": in_flight, "message": message})
+                        .to_string(),
+                    );
+                }
+            }
+            MonitorEvent::Recovered { time } => self.notice(
+                json!({"time": format_rfc3339(*time), "event": "DescriptorsRecovered"}),
+                "probelet monitor: file descriptors available again: full concurrency".into(),
+            ),
+        }
+    }
+}
+
+/// Runs `probelet monitor`.
+pub fn run(args: Args) -> ExitCode {
+    let file_name = args.file.display().to_string();
+    let loaded = match config::load_file(&args.file) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {}", probelet::display::error_chain(&e));
+            return ExitCode::from(1);
+        }
+    };
+    let nofile = raise_nofile_limit();
+    let max_in_flight = args
+        .max_in_flight
+        .unwrap_or_else(|| default_in_flight(nofile))
+        .max(1);
+    let probe = probelet::probe::ProbeConfig {
+        kubelet_version: args.kubelet_version.clone(),
+        ..Default::default()
+    };
+    let config = MonitorConfig {
+        max_in_flight,
+        seed: args.seed.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+        }),
+        probe,
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let live_table =
+        !args.no_table && args.output == Format::Text && std::io::stdout().is_terminal();
+    let out = Out {
+        format: args.output,
+        pending: live_table.then(Arc::default),
+    };
+    runtime.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(args.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: cannot listen on {}: {e}", args.listen);
+                return ExitCode::from(2);
+            }
+        };
+        let addr = listener.local_addr().unwrap_or(args.listen);
+        let shared = Shared::new(&config, file_name.clone());
+        out.invalid(&file_name, &loaded.invalid);
+        let summary = shared.apply(loaded);
+        out.notice(
+            json!({"time": format_rfc3339(SystemTime::now()), "event": "Listening",
+                "address": addr.to_string(), "targets": summary.added,
+                "maxInFlight": max_in_flight}),
+            format!(
+                "probelet monitor: {} targets from {file_name}, serving http://{addr}/metrics, /targets, /targets/NAME/ready (at most {max_in_flight} probes in flight)",
+                summary.added
+            ),
+        );
+        let server = axum::serve(listener, probelet::monitor::http::router(shared.clone()));
+        tokio::spawn(async move {
+            if let Err(e) = server.await {
+                eprintln!("probelet monitor: HTTP server stopped: {e}");
+            }
+        });
+        let wake = Arc::new(tokio::sync::Notify::new());
+        // Reloads: SIGHUP, and file changes with --watch.
+        let reload = {
+            let (shared, out, wake, path) =
+                (shared.clone(), out.clone(), wake.clone(), args.file.clone());
+            move |why: &str| reload(&shared, &out, &wake, &path, why)
+        };
+        match signal(SignalKind::hangup()) {
+            Ok(mut hup) => {
+                let reload = reload.clone();
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        reload("SIGHUP");
+                    }
+                });
+            }
+            Err(e) => eprintln!("probelet monitor: warning: SIGHUP reload unavailable: {e}"),
+        }
+        if args.watch {
+            let (path, every) = (args.file.clone(), args.watch_interval);
+            tokio::spawn(async move {
+                let mut seen = stamp(&path);
+                loop {
+                    tokio::time::sleep(every).await;
+                    let now = stamp(&path);
+                    if now != seen {
+                        seen = now;
+                        reload("file change");
+                    }
+                }
+            });
+        }
+        if let Some(pending) = out.pending.clone() {
+            let shared = shared.clone();
+            tokio::spawn(live_view(shared, pending));
+        }
+        let stop = async {
+            let mut term = signal(SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        };
+        let events = out.clone();
+        runner::run(shared, config, wake, stop, move |e| events.event(&e)).await;
+        ExitCode::SUCCESS
+    })
+}
+
+/// Reloads the file; an unreadable file keeps the current targets.
+fn reload(shared: &Shared, out: &Out, wake: &tokio::sync::Notify, path: &Path, why: &str) {
+    match config::load_file(path) {
+        Ok(f) => {
+            out.invalid(&shared.file, &f.invalid);
+            let invalid = f.invalid.len();
+            let ReloadSummary {
+                added,
+                removed,
+                changed,
+                kept,
+            } = shared.apply(f);
+            shared.metrics.reloads.inc();
+            wake.notify_one();
+            out.notice(
+                json!({"time": format_rfc3339(SystemTime::now()), "event": "Reloaded",
+                    "cause": why, "added": added, "removed": removed, "changed": changed,
+                    "kept": kept, "invalid": invalid}),
+                format!(
+                    "probelet monitor: reloaded {} ({why}): {added} added, {removed} removed, {changed} changed, {kept} kept, {invalid} invalid",
+                    shared.file
+                ),
+            );
+        }
+        Err(e) => {
+            shared.metrics.reload_failures.inc();
+            let text = probelet::display::error_chain(&e);
+            out.notice(
+                json!({"time": format_rfc3339(SystemTime::now()), "event": "ReloadFailed",
+                    "cause": why, "error": text}),
+                format!(
+                    "probelet monitor: reload ({why}) refused, keeping the current targets: {text}"
+                ),
+            );
+        }
+    }
+}
+
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+/// Raises the soft open-file limit to the hard limit (as Go programs do at start), so that
+/// thousands of probes in flight fit. Returns the soft limit in force.
+pub fn raise_nofile_limit() -> Option<u64> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current != lim.maximum {
+        let raised = rustix::process::Rlimit {
+            current: lim.maximum,
+            maximum: lim.maximum,
+        };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            lim = getrlimit(Resource::Nofile);
+        }
+    }
+    lim.current
+}
+
+/// 4096 in flight, or half the descriptor limit (each probe holds one socket, plus one more
+/// briefly while its close lingers), leaving room for the listener and stdio.
+pub fn default_in_flight(nofile: Option<u64>) -> usize {
+    match nofile {
+        Some(n) => usize::try_from(n.saturating_sub(32) / 2)
+            .unwrap_or(4096)
+            .clamp(1, 4096),
+        None => 4096,
+    }
+}
+
+/// Redraws a summary and the not-ready targets once a second, under the event lines.
+async fn live_view(shared: Arc<Shared>, pending: Arc<Mutex<Vec<String>>>) {
+    let mut view = LiveView::default();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let lines = std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
+        let late = shared.take_lateness();
+        // A terminal that reports no size (0 columns) gets a usual width.
+        let width = rustix::termios::tcgetwinsize(std::io::stdout())
+            .map(|w| usize::from(w.ws_col))
+            .ok()
+            .filter(|w| *w > 0)
+            .unwrap_or(120)
+            .max(40);
+        let mut table = Vec::new();
+        {
+            let s = shared.scheduler();
+            let ready = s.targets().filter(|t| t.state.ready()).count();
+            table.push(format!(
+                "{} targets: {} ready, {} not ready, {} invalid | {} in flight, {} queued | lateness p50 {:.1} ms, p99 {:.1} ms",
+                s.len(),
+                ready,
+                s.len() - ready,
+                shared.invalid().len(),
+                s.in_flight(),
+                s.queued(),
+                late.quantile(0.5).as_secs_f64() * 1e3,
+                late.quantile(0.99).as_secs_f64() * 1e3,
+            ));
+            let not_ready: Vec<String> = s
+                .targets()
+                .filter(|t| !t.state.ready())
+                .take(20)
+                .map(|t| {
+                    format!(
+                        "{:<24} {:<9} {:<8} {}",
+                        t.name,
+                        "NotReady",
+                        reason_text(t.state.last_reason),
+                        t.state.last_output.replace('\n', " ")
+                    )
+                })
+                .collect();
+            if !not_ready.is_empty() {
+                table.push(format!(
+                    "{:<24} {:<9} {:<8} {}",
+                    "TARGET", "STATE", "REASON", "OUTPUT"
+                ));
+                table.extend(not_ready);
+            }
+        }
+        let table: Vec<String> = table
+            .into_iter()
+            .map(|l| l.chars().take(width).collect())
+            .collect();
+        let frame = view.frame(&lines, &table);
+        let _ = std::io::stdout().lock().write_all(frame.as_bytes());
+    }
+}

@@ -1,0 +1,574 @@
+//! The targets file of `probelet monitor`: loading, defaults and validation.
+//!
+//! ```yaml
+//! defaults: {periodSeconds: 10, timeoutSeconds: 1, failureThreshold: 3, host: 127.0.0.1}
+//! targets:
+//! - name: web-1
+//!   labels: {team: shop}
+//!   probe:
+//!     httpGet: {host: 127.0.0.1, port: 8080, path: /healthz}
+//!     periodSeconds: 1
+//! ```
+//!
+//! Each target's `probe` is a Kubernetes `Probe` (k8s-openapi types for `exec`, `httpGet` and
+//! `tcpSocket`) with one extension: `grpc.host`, since a monitored gRPC server has no pod IP.
+//! The file is read in two steps so that one bad target cannot hide the others: the YAML is
+//! parsed once (syntax errors stop everything, with line and column), then every target is
+//! typed, defaulted and validated on its own. A bad target is reported with the file, the
+//! line and column where it starts, and the field path (`targets[3].probe.periodSeconds`);
+//! the others run.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{ExecAction, GRPCAction, HTTPGetAction, Probe, TCPSocketAction};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use crate::spec::field::{BadValue, FieldError, FieldPath};
+use crate::spec::{ProbeType, defaults, validate};
+
+/// The largest targets file accepted (64 MiB: 100,000 targets take about 10 MiB).
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The host a target probes when neither the probe nor `defaults.host` names one.
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+
+/// Label names that the metrics use themselves, so a target may not set them.
+const RESERVED_LABELS: [&str; 6] = ["target", "probe_type", "result", "reason", "le", "quantile"];
+
+/// Why a targets file could not be used at all (problems with single targets are
+/// [`InvalidTarget`]s instead).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read")]
+    Io {
+        /// The path as given.
+        path: String,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_FILE_BYTES`].
+    #[error("{path}: larger than the limit of {MAX_FILE_BYTES} bytes")]
+    TooLarge {
+        /// The path as given.
+        path: String,
+    },
+    /// The YAML is malformed, or its top level (or `defaults`) has the wrong shape.
+    #[error("{path}{}: {}{message}", location(*.line, *.column), field.as_deref().map(|f| format!("{f}: ")).unwrap_or_default())]
+    Invalid {
+        /// The path as given.
+        path: String,
+        /// 1-based line, 0 when unknown.
+        line: u64,
+        /// 1-based column, 0 when unknown.
+        column: u64,
+        /// The field path, when known (`defaults.periodSeconds`).
+        field: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn location(line: u64, column: u64) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}:{column}")
+    }
+}
+
+/// One target that could not be used, with every reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidTarget {
+    /// Its position in `targets`.
+    pub index: usize,
+    /// Its name, when it has a usable one.
+    pub name: Option<String>,
+    /// Where the target starts in the file (1-based; 0 when unknown).
+    pub line: u64,
+    /// Column of the target's start.
+    pub column: u64,
+    /// The errors, in the API server's words (`targets[3].probe.periodSeconds: Invalid value: ...`).
+    pub errors: Vec<String>,
+}
+
+impl InvalidTarget {
+    /// One line per error: `FILE:LINE:COL: ERROR`.
+    pub fn render(&self, file: &str) -> Vec<String> {
+        self.errors
+            .iter()
+            .map(|e| format!("{file}{}: {e}", location(self.line, self.column)))
+            .collect()
+    }
+}
+
+/// What a valid target probes, resolved from its `Probe`: the handler with its host filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetSpec {
+    /// The unique name (`/targets/NAME/ready`, the `target` label).
+    pub name: String,
+    /// Extra Prometheus labels for this target's series, sorted by name.
+    pub labels: Vec<(String, String)>,
+    /// The probe after the API server's defaults, with `httpGet.host` / `tcpSocket.host` set.
+    pub probe: Probe,
+    /// The host of a gRPC probe (the file's `grpc.host` extension).
+    pub grpc_host: Option<String>,
+    /// Where the target starts in the file (1-based; 0 when built in code).
+    pub line: u64,
+}
+
+impl TargetSpec {
+    /// Whether `other` probes the same thing the same way (names and labels aside): a reload
+    /// keeps a target's state only then.
+    pub fn same_probe(&self, other: &TargetSpec) -> bool {
+        self.probe == other.probe && self.grpc_host == other.grpc_host
+    }
+}
+
+/// A loaded targets file: the valid targets in file order, and the invalid ones.
+#[derive(Debug, Clone, Default)]
+pub struct TargetsFile {
+    /// Targets that passed validation.
+    pub targets: Vec<TargetSpec>,
+    /// Targets that did not, with their errors.
+    pub invalid: Vec<InvalidTarget>,
+}
+
+/// The file's `defaults`: applied to every target that does not set the field itself, before
+/// the API server's own defaults.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Defaults {
+    initial_delay_seconds: Option<i32>,
+    timeout_seconds: Option<i32>,
+    period_seconds: Option<i32>,
+    success_threshold: Option<i32>,
+    failure_threshold: Option<i32>,
+    /// Host for targets whose handler names none (extension).
+    host: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetDoc {
+    name: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    probe: ProbeDoc,
+}
+
+/// The Kubernetes `Probe` with `grpc.host` added.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ProbeDoc {
+    exec: Option<ExecAction>,
+    http_get: Option<HTTPGetAction>,
+    tcp_socket: Option<TCPSocketAction>,
+    grpc: Option<GrpcDoc>,
+    initial_delay_seconds: Option<i32>,
+    timeout_seconds: Option<i32>,
+    period_seconds: Option<i32>,
+    success_threshold: Option<i32>,
+    failure_threshold: Option<i32>,
+    termination_grace_period_seconds: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrpcDoc {
+    port: i32,
+    service: Option<String>,
+    host: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    defaults: Option<Spanned<serde_json::Value>>,
+    #[serde(default)]
+    targets: Vec<Spanned<serde_json::Value>>,
+}
+
+/// Reads and validates the targets file at `path`.
+pub fn load_file(path: &Path) -> Result<TargetsFile, ConfigError> {
+    let name = path.display().to_string();
+    let io = |source| ConfigError::Io {
+        path: name.clone(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(ConfigError::TooLarge { path: name });
+    }
+    let text = std::fs::read_to_string(path).map_err(io)?;
+    load_str(&name, &text)
+}
+
+/// Parses and validates a targets file's text; `file` names it in errors.
+pub fn load_str(file: &str, text: &str) -> Result<TargetsFile, ConfigError> {
+    let raw: RawFile = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((0, 0));
+        ConfigError::Invalid {
+            path: file.to_string(),
+            line,
+            column,
+            field: None,
+            message: saphyr_message(&e),
+        }
+    })?;
+    let defaults = match raw.defaults {
+        None => Defaults::default(),
+        Some(d) => typed::<Defaults>(d.value, "defaults").map_err(|(field, message)| {
+            ConfigError::Invalid {
+                path: file.to_string(),
+                line: d.referenced.line(),
+                column: d.referenced.column(),
+                field: Some(field),
+                message,
+            }
+        })?,
+    };
+    let mut out = TargetsFile::default();
+    let mut names = HashSet::new();
+    for (index, t) in raw.targets.into_iter().enumerate() {
+        let (line, column) = (t.referenced.line(), t.referenced.column());
+        let path = FieldPath::new("targets").index(index);
+        let invalid = |name: Option<String>, errors: Vec<String>| InvalidTarget {
+            index,
+            name,
+            line,
+            column,
+            errors,
+        };
+        let doc = match typed::<TargetDoc>(t.value.clone(), path.as_str()) {
+            Ok(doc) => doc,
+            Err((field, message)) => {
+                let name = t
+                    .value
+                    .get("name")
+                    .and_then(|n| n.as_str())
+                    .map(String::from);
+                out.invalid
+                    .push(invalid(name, vec![format!("{field}: {message}")]));
+                continue;
+            }
+        };
+        let mut errors: Vec<String> = Vec::new();
+        let name_ok = validate_name(&doc.name, &path.child("name"), &mut errors);
+        if name_ok && !names.insert(doc.name.clone()) {
+            errors.push(
+                FieldError::duplicate(&path.child("name"), BadValue::Str(doc.name.clone()))
+                    .to_string(),
+            );
+        }
+        for key in doc.labels.keys() {
+            if let Some(msg) = label_name_error(key) {
+                errors.push(
+                    FieldError::invalid(&path.child("labels"), BadValue::Str(key.clone()), msg)
+                        .to_string(),
+                );
+            }
+        }
+        let (probe, grpc_host) = to_probe(doc.probe, &defaults);
+        let probe_path = path.child("probe");
+        // The API server's own rules for a readiness probe (R1.5–R1.13), unchanged.
+        errors.extend(
+            validate::validate_probe(&probe, ProbeType::Readiness, &probe_path)
+                .iter()
+                .map(ToString::to_string),
+        );
+        errors.extend(named_port_errors(&probe, &probe_path));
+        if !errors.is_empty() {
+            out.invalid
+                .push(invalid(name_ok.then(|| doc.name.clone()), errors));
+            continue;
+        }
+        out.targets.push(TargetSpec {
+            name: doc.name,
+            labels: doc.labels.into_iter().collect(),
+            probe,
+            grpc_host,
+            line,
+        });
+    }
+    Ok(out)
+}
+
+/// Types one value with the field path of any error (`targets[2].probe.periodSeconds`).
+fn typed<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+    prefix: &str,
+) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let field = if inner.is_empty() || inner == "." {
+            prefix.to_string()
+        } else if inner.starts_with('[') {
+            format!("{prefix}{inner}")
+        } else {
+            format!("{prefix}.{inner}")
+        };
+        (field, e.into_inner().to_string())
+    })
+}
+
+/// The file's defaults, then the API server's (R1.1–R1.3), then the host.
+fn to_probe(doc: ProbeDoc, d: &Defaults) -> (Probe, Option<String>) {
+    let host = d.host.clone().unwrap_or_else(|| DEFAULT_HOST.to_string());
+    let with_host = |h: Option<String>| Some(h.filter(|h| !h.is_empty()).unwrap_or(host.clone()));
+    let mut grpc_host = None;
+    let mut probe = Probe {
+        exec: doc.exec,
+        http_get: doc.http_get.map(|mut a| {
+            a.host = with_host(a.host.take());
+            a
+        }),
+        tcp_socket: doc.tcp_socket.map(|mut a| {
+            a.host = with_host(a.host.take());
+            a
+        }),
+        grpc: doc.grpc.map(|g| {
+            grpc_host = with_host(g.host);
+            GRPCAction {
+                port: g.port,
+                service: g.service,
+            }
+        }),
+        initial_delay_seconds: doc.initial_delay_seconds.or(d.initial_delay_seconds),
+        timeout_seconds: doc.timeout_seconds.or(d.timeout_seconds),
+        period_seconds: doc.period_seconds.or(d.period_seconds),
+        success_threshold: doc.success_threshold.or(d.success_threshold),
+        failure_threshold: doc.failure_threshold.or(d.failure_threshold),
+        termination_grace_period_seconds: doc.termination_grace_period_seconds,
+    };
+    defaults::apply_probe(&mut probe);
+    (probe, grpc_host)
+}
+
+/// A monitored target has no container, so a named port can never resolve (R7.24 would make
+/// the probe error forever, R6.4): refuse it up front.
+fn named_port_errors(probe: &Probe, path: &FieldPath) -> Vec<String> {
+    let port = probe
+        .http_get
+        .as_ref()
+        .map(|a| ("httpGet", &a.port))
+        .or_else(|| probe.tcp_socket.as_ref().map(|a| ("tcpSocket", &a.port)));
+    match port {
+        Some((handler, IntOrString::String(name))) => vec![
+            FieldError::invalid(
+                &path.child(handler).child("port"),
+                BadValue::Str(name.clone()),
+                "named ports need a container; a monitor target must give a number",
+            )
+            .to_string(),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// Names appear in URLs (`/targets/NAME/ready`) and label values: 1–253 characters of
+/// `[A-Za-z0-9._:-]`, starting with a letter or digit.
+fn validate_name(name: &str, path: &FieldPath, errors: &mut Vec<String>) -> bool {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+    let msg = if name.is_empty() {
+        Some("must not be empty")
+    } else if name.len() > 253 {
+        Some("must be no more than 253 characters")
+    } else if !name.chars().all(ok_char) || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        Some(
+            "must consist of letters, digits, '.', '_', ':' or '-', and start with a letter or digit",
+        )
+    } else {
+        None
+    };
+    if let Some(msg) = msg {
+        let err = if name.is_empty() {
+            FieldError::required(path, "")
+        } else {
+            FieldError::invalid(path, BadValue::Str(name.to_string()), msg)
+        };
+        errors.push(err.to_string());
+        false
+    } else {
+        true
+    }
+}
+
+/// Prometheus label-name rules, plus the names the metrics use themselves.
+fn label_name_error(key: &str) -> Option<&'static str> {
+    let mut chars = key.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Some("must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)");
+    }
+    if key.starts_with("__") || RESERVED_LABELS.contains(&key) {
+        return Some("is reserved by probelet's metrics");
+    }
+    None
+}
+
+/// serde-saphyr's message without the location and snippet it appends (printed separately).
+fn saphyr_message(e: &serde_saphyr::Error) -> String {
+    let text = e.without_snippet().to_string();
+    let msg = text.lines().next().unwrap_or_default().trim();
+    match msg.find(" at line ") {
+        Some(at) => msg[..at].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// Limits sized for [`MAX_FILE_BYTES`] of targets (the crate's defaults stop at 250,000 nodes,
+/// about 20,000 targets); aliases stay tight against "billion laughs" input.
+fn yaml_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = 16_000_000;
+    budget.max_events = 64_000_000;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options.alias_limits.max_total_replayed_events = 250_000;
+    options
+}
+
+impl fmt::Display for TargetSpec {
+    /// A short handler summary: `GET http://127.0.0.1:8080/healthz`, `tcp 10.0.0.1:5432`, ...
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::spec::effective::handler_summary(&self.probe))?;
+        if let Some(h) = &self.grpc_host {
+            write!(f, " on {h}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+defaults: {periodSeconds: 10, timeoutSeconds: 1, failureThreshold: 3}
+targets:
+- name: web-1
+  labels: {team: shop}
+  probe:
+    httpGet: {host: 127.0.0.1, port: 8080, path: /healthz}
+    periodSeconds: 1
+- name: db
+  probe:
+    tcpSocket: {port: 5432}
+- name: grpc
+  probe:
+    grpc: {port: 9090, host: 10.0.0.7}
+";
+
+    #[test]
+    fn issue_shape_loads_with_defaults_applied() {
+        let f = load_str("t.yaml", GOOD).unwrap();
+        assert!(f.invalid.is_empty(), "{:?}", f.invalid);
+        let web = &f.targets[0];
+        assert_eq!(web.probe.period_seconds, Some(1));
+        assert_eq!(web.probe.failure_threshold, Some(3));
+        assert_eq!(web.probe.success_threshold, Some(1));
+        assert_eq!(web.labels, vec![("team".into(), "shop".into())]);
+        assert_eq!(web.line, 3);
+        let db = &f.targets[1];
+        assert_eq!(db.probe.period_seconds, Some(10));
+        assert_eq!(
+            db.probe.tcp_socket.as_ref().unwrap().host.as_deref(),
+            Some(DEFAULT_HOST)
+        );
+        assert_eq!(f.targets[2].grpc_host.as_deref(), Some("10.0.0.7"));
+    }
+
+    #[test]
+    fn one_invalid_target_is_reported_and_the_others_kept() {
+        let text = "\
+targets:
+- name: ok
+  probe: {tcpSocket: {port: 1}}
+- name: neg
+  probe: {tcpSocket: {port: 1}, periodSeconds: -1}
+- name: typo
+  probe: {tcpSocket: {port: 1}, periodSeconds: five}
+- name: ok
+  probe: {tcpSocket: {port: 2}}
+- name: bad/name
+  labels: {target: x}
+  probe: {httpGet: {port: http}}
+";
+        let f = load_str("t.yaml", text).unwrap();
+        assert_eq!(f.targets.len(), 1);
+        let lines: Vec<String> = f.invalid.iter().flat_map(|i| i.render("t.yaml")).collect();
+        assert_eq!(
+            lines[0],
+            "t.yaml:4:3: targets[1].probe.periodSeconds: Invalid value: -1: must be greater than or equal to 0"
+        );
+        assert!(
+            lines[1].starts_with("t.yaml:6:3: targets[2].probe.periodSeconds: invalid type"),
+            "{}",
+            lines[1]
+        );
+        assert_eq!(
+            lines[2],
+            "t.yaml:8:3: targets[3].name: Duplicate value: \"ok\""
+        );
+        assert!(lines[3].contains("targets[4].name: Invalid value: \"bad/name\""));
+        assert!(lines[4].contains("targets[4].labels: Invalid value: \"target\": is reserved"));
+        assert!(lines[5].contains("targets[4].probe.httpGet.port: Invalid value: \"http\""));
+        assert_eq!(f.invalid[2].name.as_deref(), Some("ok"));
+    }
+
+    #[test]
+    fn no_handler_and_two_handlers_use_the_api_servers_words() {
+        let text = "\
+targets:
+- name: a
+  probe: {periodSeconds: 3}
+- name: b
+  probe: {tcpSocket: {port: 1}, exec: {command: [\"true\"]}}
+";
+        let f = load_str("t.yaml", text).unwrap();
+        let all: Vec<String> = f.invalid.iter().flat_map(|i| i.errors.clone()).collect();
+        assert_eq!(
+            all,
+            [
+                "targets[0].probe: Required value: must specify a handler type",
+                "targets[1].probe.tcpSocket: Forbidden: may not specify more than 1 handler type",
+            ]
+        );
+    }
+
+    #[test]
+    fn broken_yaml_and_bad_defaults_stop_the_file() {
+        let e = load_str("t.yaml", "targets:\n- name: [\n").unwrap_err();
+        assert!(e.to_string().starts_with("t.yaml:"), "{e}");
+        let e = load_str("t.yaml", "defaults: {periodSecond: 1}\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("t.yaml:1:11: defaults.periodSecond: unknown field"),
+            "{e}"
+        );
+        let e = load_str("t.yaml", "target: []\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field"), "{e}");
+    }
+
+    #[test]
+    fn same_probe_ignores_labels() {
+        let f = load_str("t.yaml", GOOD).unwrap();
+        let mut other = f.targets[0].clone();
+        other.labels.clear();
+        assert!(f.targets[0].same_probe(&other));
+        other.probe.period_seconds = Some(2);
+        assert!(!f.targets[0].same_probe(&other));
+    }
+}

@@ -1,0 +1,179 @@
+//! `/metrics` for the monitor, in the Prometheus text format 0.0.4 (the kubelet's format).
+//!
+//! Per-target series are written straight from the targets' state instead of living in a
+//! `prometheus-client` family: a family keeps a map entry with owned label strings per
+//! series, which at 100,000 targets × 4 series would cost more than the targets themselves.
+//! Process-wide metrics (lateness, in flight, ...) go through `prometheus-client`.
+//!
+//! | series | labels | like |
+//! | --- | --- | --- |
+//! | `probe_success` | `target` + the target's labels | blackbox_exporter |
+//! | `probe_duration_seconds` | same | blackbox_exporter |
+//! | `probe_http_status_code` | same (HTTP targets) | blackbox_exporter |
+//! | `prober_probe_total` | + `probe_type`, `result`, `reason` (failures) | the kubelet (R10.1), plus `reason` |
+//! | `probelet_monitor_target_ready` | same | the published readiness |
+
+use std::fmt::Write;
+
+use super::runner::{Check, Shared};
+use super::scheduler::{REASONS, Scheduler, Target};
+use crate::outcome::RawResult;
+
+/// Renders every metric.
+pub fn render(shared: &Shared) -> String {
+    let mut out = String::new();
+    {
+        let s = shared.scheduler();
+        out.reserve(s.len() * 400);
+        render_targets(&s, &mut out);
+    }
+    // Writing into a String cannot fail.
+    let _ =
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &shared.metrics.registry);
+    out
+}
+
+/// The per-target families.
+pub fn render_targets(s: &Scheduler<std::sync::Arc<Check>>, out: &mut String) {
+    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    family(
+        out,
+        "probe_success",
+        "gauge",
+        "Whether the last probe of the target succeeded (blackbox_exporter)",
+    );
+    for t in s.targets() {
+        if let Some(raw) = t.state.last_raw {
+            let ok = matches!(raw, RawResult::Success | RawResult::Warning);
+            series(out, "probe_success", t, &[], u64::from(ok));
+        }
+    }
+    family(
+        out,
+        "probe_duration_seconds",
+        "gauge",
+        "How long the last probe of the target took, retries included (blackbox_exporter)",
+    );
+    for t in s.targets() {
+        if t.state.last_raw.is_some() {
+            line_start(out, "probe_duration_seconds", t, &[]);
+            let _ = writeln!(out, " {}", t.state.last_duration.as_secs_f64());
+        }
+    }
+    family(
+        out,
+        "probe_http_status_code",
+        "gauge",
+        "HTTP status of the last probe: the code of a failure status, 200 for any 2xx, 300 for any 3xx, 0 without a response (blackbox_exporter)",
+    );
+    for t in s.targets() {
+        if matches!(*t.payload, Check::Http(_)) && t.state.last_raw.is_some() {
+            series(
+                out,
+                "probe_http_status_code",
+                t,
+                &[],
+                u64::from(t.state.http_status),
+            );
+        }
+    }
+    family(
+        out,
+        "prober_probe_total",
+        "counter",
+        "Cumulative number of a liveness, readiness or startup probe for a container by result",
+    );
+    for t in s.targets() {
+        let st = &t.state;
+        if st.successes > 0 {
+            series(
+                out,
+                "prober_probe_total",
+                t,
+                &[("probe_type", "Readiness"), ("result", "successful")],
+                st.successes,
+            );
+        }
+        for (i, n) in st.failures.iter().enumerate() {
+            if *n > 0 {
+                series(
+                    out,
+                    "prober_probe_total",
+                    t,
+                    &[
+                        ("probe_type", "Readiness"),
+                        ("result", "failed"),
+                        ("reason", REASONS[i].as_str()),
+                    ],
+                    u64::from(*n),
+                );
+            }
+        }
+    }
+    family(
+        out,
+        "probelet_monitor_target_ready",
+        "gauge",
+        "Whether the target is ready: its published readiness result, after the thresholds",
+    );
+    for t in s.targets() {
+        series(
+            out,
+            "probelet_monitor_target_ready",
+            t,
+            &[],
+            u64::from(t.state.ready()),
+        );
+    }
+}
+
+fn series<P>(out: &mut String, name: &str, t: &Target<P>, extra: &[(&str, &str)], value: u64) {
+    line_start(out, name, t, extra);
+    let _ = writeln!(out, " {value}");
+}
+
+fn line_start<P>(out: &mut String, name: &str, t: &Target<P>, extra: &[(&str, &str)]) {
+    out.push_str(name);
+    out.push_str("{target=\"");
+    escape(out, &t.name);
+    out.push('"');
+    for (k, v) in t
+        .labels
+        .iter()
+        .map(|(k, v)| (&**k, &**v))
+        .chain(extra.iter().copied())
+    {
+        out.push(',');
+        out.push_str(k);
+        out.push_str("=\"");
+        escape(out, v);
+        out.push('"');
+    }
+    out.push('}');
+}
+
+/// Label-value escaping of the text format: backslash, double quote and newline.
+fn escape(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        let mut s = String::new();
+        escape(&mut s, "a\"b\\c\nd");
+        assert_eq!(s, "a\\\"b\\\\c\\nd");
+    }
+}

@@ -1,0 +1,21 @@
+//! `probelet monitor`: many targets probed with the kubelet's readiness semantics.
+//!
+//! | module | job |
+//! | --- | --- |
+//! | [`config`] | the targets file: YAML, defaults, the API server's validation per target |
+//! | [`scheduler`] | pure per-target state and the one timer heap (virtual-time testable) |
+//! | [`reason`] | failure classes read from the handlers' outputs |
+//! | [`runner`] | the tokio driver: probes, retries, events, reload |
+//! | [`metrics`] | `/metrics` text: blackbox-style series, `prober_probe_total`, lateness |
+//! | [`http`] | the HTTP endpoints (`/metrics`, `/targets`, `/targets/NAME/ready`, `/healthz`) |
+//! | [`hist`] | a small log-linear histogram for lateness quantiles |
+//!
+//! See docs/monitor.md for the file format and the design choices.
+
+pub mod config;
+pub mod hist;
+pub mod http;
+pub mod metrics;
+pub mod reason;
+pub mod runner;
+pub mod scheduler;

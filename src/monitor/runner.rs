@@ -1,0 +1,669 @@
+//! The monitor's driver: one tokio task runs the [`Scheduler`], each due probe runs as its own
+//! small task through the `probe` handlers, and outcomes come back over a channel.
+//!
+//! Everything runs on one thread (a current-thread runtime): the scheduler, the probes and
+//! the HTTP endpoints. The scheduler state sits behind a `Mutex` only so the endpoints can
+//! read it between two scheduler steps; nothing contends for it.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram as PromHistogram;
+use prometheus_client::registry::Registry;
+use tokio::sync::mpsc;
+
+use super::config::{InvalidTarget, TargetSpec, TargetsFile};
+use super::hist::Histogram;
+use super::reason::{self, HandlerKind, Reason};
+use super::scheduler::{Completion, Launch, ReloadSummary, Scheduler, TargetId, Transition};
+use crate::engine::{Instant, ProbeTiming};
+use crate::outcome::{ProbeOutcome, RawResult};
+use crate::probe::http::HttpTarget;
+use crate::probe::{self, ProbeConfig};
+
+/// How long without running out of descriptors ends an episode (and allows a new warning).
+pub const EPISODE_QUIET: Duration = Duration::from_secs(10);
+
+/// Attempts per evaluation while the handler errors (R6.3).
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// A target's probe, prepared once so that each run only does I/O. Two targets with equal
+/// checks (and timings) probe the same thing the same way: a reload keeps their state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// `httpGet`.
+    Http(Box<HttpTarget>),
+    /// `tcpSocket`.
+    Tcp {
+        /// Host name or address.
+        host: Box<str>,
+        /// Port.
+        port: u16,
+    },
+    /// `grpc` (with the file's `host` extension).
+    Grpc {
+        /// Host name or address.
+        host: Box<str>,
+        /// Port.
+        port: u16,
+        /// `grpc.service`.
+        service: Box<str>,
+    },
+    /// `exec`, run on this machine.
+    Exec {
+        /// The command.
+        command: Box<[String]>,
+    },
+    /// A probe that cannot run (validation keeps these out; kept so nothing panics).
+    Invalid(Box<str>),
+}
+
+impl Check {
+    /// Prepares a validated target's probe.
+    pub fn new(spec: &TargetSpec) -> Check {
+        let p = &spec.probe;
+        let port = |port| match probe::resolve_port(port, &[]) {
+            Ok(n) => Ok(n),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Some(a) = &p.exec {
+            return Check::Exec {
+                command: a.command.clone().unwrap_or_default().into(),
+            };
+        }
+        if let Some(a) = &p.http_get {
+            return match port(&a.port) {
+                Ok(n) => Check::Http(Box::new(HttpTarget::from_action(
+                    a,
+                    super::config::DEFAULT_HOST,
+                    n,
+                ))),
+                Err(e) => Check::Invalid(e.into()),
+            };
+        }
+        if let Some(a) = &p.tcp_socket {
+            return match port(&a.port) {
+                Ok(n) => Check::Tcp {
+                    host: a
+                        .host
+                        .as_deref()
+                        .unwrap_or(super::config::DEFAULT_HOST)
+                        .into(),
+                    port: n,
+                },
+                Err(e) => Check::Invalid(e.into()),
+            };
+        }
+        if let Some(a) = &p.grpc {
+            let n = port(&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(a.port));
+            return match n {
+                Ok(n) => Check::Grpc {
+                    host: spec
+                        .grpc_host
+                        .as_deref()
+                        .unwrap_or(super::config::DEFAULT_HOST)
+                        .into(),
+                    port: n,
+                    service: a.service.clone().unwrap_or_default().into(),
+                },
+                Err(e) => Check::Invalid(e.into()),
+            };
+        }
+        Check::Invalid(probe::ProbeError::MissingHandler.to_string().into())
+    }
+
+    /// Which handler runs it.
+    pub fn kind(&self) -> HandlerKind {
+        match self {
+            Check::Http(_) => HandlerKind::Http,
+            Check::Tcp { .. } | Check::Invalid(_) => HandlerKind::Tcp,
+            Check::Grpc { .. } => HandlerKind::Grpc,
+            Check::Exec { .. } => HandlerKind::Exec,
+        }
+    }
+
+    /// Runs one evaluation: up to [`MAX_ATTEMPTS`] handler calls while it errors (R6.3),
+    /// each bounded by `timeout` (R7.7). A failure that only says the prober ran out of
+    /// descriptors or ports becomes [`Completion::Exhausted`].
+    pub async fn run(&self, timeout: Duration, cfg: &ProbeConfig) -> Completion {
+        let kind = self.kind();
+        match self {
+            Check::Http(t) => {
+                evaluate(kind, || async {
+                    probe::http::probe(t, timeout, cfg).await.0
+                })
+                .await
+            }
+            Check::Tcp { host, port } => {
+                evaluate(kind, || probe::tcp::probe(host, *port, timeout)).await
+            }
+            Check::Grpc {
+                host,
+                port,
+                service,
+            } => {
+                evaluate(kind, || {
+                    probe::grpc::probe(host, *port, service, timeout, cfg)
+                })
+                .await
+            }
+            Check::Exec { command } => {
+                evaluate(kind, || async {
+                    probe::exec::probe(command, &[], timeout, cfg).await.0
+                })
+                .await
+            }
+            Check::Invalid(e) => {
+                evaluate(kind, || async { ProbeOutcome::errored(e.to_string()) }).await
+            }
+        }
+    }
+
+    /// Runs one evaluation in a task of its own and hands the completion to `done`.
+    ///
+    /// Each handler kind is spawned as its own task type: [`Check::run`]'s future is sized for
+    /// the largest handler (the gRPC client's), and spawning it would allocate and copy that
+    /// much for every HTTP or TCP probe (visible in profiles as `memmove` in `spawn`).
+    pub fn spawn(
+        self: Arc<Self>,
+        timeout: Duration,
+        cfg: Arc<ProbeConfig>,
+        done: impl FnOnce(Completion) + Send + 'static,
+    ) {
+        let kind = self.kind();
+        match &*self {
+            Check::Http(_) => {
+                tokio::spawn(async move {
+                    let c = match &*self {
+                        Check::Http(t) => {
+                            evaluate(kind, || async {
+                                probe::http::probe(t, timeout, &cfg).await.0
+                            })
+                            .await
+                        }
+                        other => mismatch(other),
+                    };
+                    done(c);
+                });
+            }
+            Check::Tcp { .. } => {
+                tokio::spawn(async move {
+                    let c = match &*self {
+                        Check::Tcp { host, port } => {
+                            evaluate(kind, || probe::tcp::probe(host, *port, timeout)).await
+                        }
+                        other => mismatch(other),
+                    };
+                    done(c);
+                });
+            }
+            _ => {
+                tokio::spawn(async move {
+                    let c = self.run(timeout, &cfg).await;
+                    done(c);
+                });
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Check {
+    /// `kubectl describe` style: `http-get http://127.0.0.1:8080/healthz`, `tcp-socket
+    /// 10.0.0.5:5432`, `grpc 10.0.0.6:9090 service="api"`, `exec [sh -c ...]`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Check::Http(t) => write!(f, "http-get {}", t.url),
+            Check::Tcp { host, port } => {
+                write!(f, "tcp-socket {}", probe::url::join_host_port(host, *port))
+            }
+            Check::Grpc {
+                host,
+                port,
+                service,
+            } => write!(
+                f,
+                "grpc {} service={service:?}",
+                probe::url::join_host_port(host, *port)
+            ),
+            Check::Exec { command } => write!(f, "exec [{}]", command.join(" ")),
+            Check::Invalid(e) => write!(f, "<invalid: {e}>"),
+        }
+    }
+}
+
+fn mismatch(check: &Check) -> Completion {
+    Completion::Errored {
+        error: format!("internal: unexpected check {check}"),
+    }
+}
+
+/// The retry loop of one evaluation (R6.3) around `once`, with the outcome classified.
+async fn evaluate<F, Fut>(kind: HandlerKind, mut once: F) -> Completion
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ProbeOutcome>,
+{
+    let start = tokio::time::Instant::now();
+    let mut last = String::new();
+    for _ in 0..MAX_ATTEMPTS {
+        match once().await {
+            ProbeOutcome::Completed { result, output } => {
+                let failed = matches!(result, RawResult::Failure | RawResult::Unknown);
+                if failed && reason::local_exhaustion(&output) {
+                    return Completion::Exhausted;
+                }
+                let http_status = match (kind, result) {
+                    (HandlerKind::Http, RawResult::Success) => Some(200),
+                    (HandlerKind::Http, RawResult::Warning) => Some(300),
+                    (HandlerKind::Http, _) => Some(reason::failed_status(&output).unwrap_or(0)),
+                    _ => None,
+                };
+                return Completion::Completed {
+                    raw: result,
+                    reason: failed.then(|| reason::classify(kind, &output)),
+                    output,
+                    http_status,
+                    duration: start.elapsed(),
+                };
+            }
+            ProbeOutcome::Errored { error, .. } => {
+                if reason::local_exhaustion(&error) {
+                    return Completion::Exhausted;
+                }
+                last = error;
+            }
+        }
+    }
+    Completion::Errored { error: last }
+}
+
+/// Process-wide metrics (the per-target series are rendered from the targets' state).
+#[derive(Debug)]
+pub struct Metrics {
+    /// The registry holding the metrics below.
+    pub registry: Registry,
+    /// Each probe's start against its ideal tick.
+    pub lateness: PromHistogram,
+    /// Probes running.
+    pub in_flight: Gauge,
+    /// Probes due and waiting for a slot.
+    pub queued: Gauge,
+    /// Valid targets.
+    pub targets: Gauge,
+    /// Targets the file has but that failed validation.
+    pub invalid_targets: Gauge,
+    /// Evaluations discarded because every attempt errored (R6.4).
+    pub errored: Counter,
+    /// Probes postponed because the prober ran out of descriptors or ports.
+    pub exhausted: Counter,
+    /// Reloads applied.
+    pub reloads: Counter,
+    /// Reloads refused (unreadable file).
+    pub reload_failures: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let lateness = PromHistogram::new([
+            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ]);
+        let m = Metrics {
+            registry: Registry::default(),
+            lateness,
+            in_flight: Gauge::default(),
+            queued: Gauge::default(),
+            targets: Gauge::default(),
+            invalid_targets: Gauge::default(),
+            errored: Counter::default(),
+            exhausted: Counter::default(),
+            reloads: Counter::default(),
+            reload_failures: Counter::default(),
+        };
+        // Help texts without a final period: the encoder adds one.
+        registry.register(
+            "probelet_monitor_probe_lateness_seconds",
+            "How late each probe started against its ideal tick (first tick plus k periods)",
+            m.lateness.clone(),
+        );
+        registry.register(
+            "probelet_monitor_probes_in_flight",
+            "Probes running now",
+            m.in_flight.clone(),
+        );
+        registry.register(
+            "probelet_monitor_probes_queued",
+            "Probes due and waiting for an in-flight slot",
+            m.queued.clone(),
+        );
+        registry.register(
+            "probelet_monitor_targets",
+            "Valid targets being probed",
+            m.targets.clone(),
+        );
+        registry.register(
+            "probelet_monitor_invalid_targets",
+            "Targets in the file that failed validation and are not probed",
+            m.invalid_targets.clone(),
+        );
+        registry.register(
+            "probelet_monitor_probe_errors",
+            "Evaluations discarded because every attempt errored, like the kubelet",
+            m.errored.clone(),
+        );
+        registry.register(
+            "probelet_monitor_probes_postponed_exhausted",
+            "Probes postponed because probelet ran out of file descriptors or local ports",
+            m.exhausted.clone(),
+        );
+        registry.register(
+            "probelet_monitor_reloads",
+            "Targets-file reloads applied",
+            m.reloads.clone(),
+        );
+        registry.register(
+            "probelet_monitor_reload_failures",
+            "Targets-file reloads refused because the file could not be read or parsed",
+            m.reload_failures.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+}
+
+/// Settings of a monitor.
+#[derive(Debug, Clone)]
+pub struct MonitorConfig {
+    /// The most probes in flight at once.
+    pub max_in_flight: usize,
+    /// Seed of the start-up jitter.
+    pub seed: u64,
+    /// The emulated kubelet's settings (User-Agent, exec timeout gate).
+    pub probe: ProbeConfig,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            max_in_flight: 4096,
+            seed: 0,
+            probe: ProbeConfig::default(),
+        }
+    }
+}
+
+/// What the monitor reports as it runs.
+#[derive(Debug, Clone)]
+pub enum MonitorEvent {
+    /// A target became ready or not ready.
+    Transition {
+        /// Wall-clock time.
+        time: SystemTime,
+        /// The change.
+        transition: Transition,
+    },
+    /// The prober ran out of file descriptors or ports (reported once per episode).
+    Exhausted {
+        /// Wall-clock time.
+        time: SystemTime,
+        /// The in-flight bound now in force.
+        limit: usize,
+        /// How many probes are in flight.
+        in_flight: usize,
+    },
+    /// The descriptors are back: probes run at full concurrency again.
+    Recovered {
+        /// Wall-clock time.
+        time: SystemTime,
+    },
+}
+
+/// The monitor's state, shared by the scheduler task and the HTTP endpoints.
+#[derive(Debug)]
+pub struct Shared {
+    scheduler: Mutex<Scheduler<Arc<Check>>>,
+    invalid: Mutex<Vec<InvalidTarget>>,
+    /// Process-wide metrics.
+    pub metrics: Metrics,
+    /// Lateness quantiles since start or the last [`Shared::take_lateness`].
+    lateness: Mutex<Histogram>,
+    origin: tokio::time::Instant,
+    wall_origin: SystemTime,
+    /// The file targets come from (for messages).
+    pub file: String,
+}
+
+impl Shared {
+    /// A monitor with no targets yet. Must be created inside a tokio runtime.
+    pub fn new(config: &MonitorConfig, file: impl Into<String>) -> Arc<Shared> {
+        Arc::new(Shared {
+            scheduler: Mutex::new(Scheduler::new(config.max_in_flight, config.seed)),
+            invalid: Mutex::new(Vec::new()),
+            metrics: Metrics::default(),
+            lateness: Mutex::new(Histogram::default()),
+            origin: tokio::time::Instant::now(),
+            wall_origin: SystemTime::now(),
+            file: file.into(),
+        })
+    }
+
+    /// The scheduler, locked (briefly: the probes wait while it is held).
+    pub fn scheduler(&self) -> MutexGuard<'_, Scheduler<Arc<Check>>> {
+        self.scheduler.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The targets that failed validation in the last load.
+    pub fn invalid(&self) -> MutexGuard<'_, Vec<InvalidTarget>> {
+        self.invalid.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The scheduler's clock now.
+    pub fn now(&self) -> Instant {
+        let nanos = tokio::time::Instant::now()
+            .saturating_duration_since(self.origin)
+            .as_nanos();
+        Instant::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    /// The wall-clock time of a scheduler instant.
+    pub fn wall(&self, at: Instant) -> SystemTime {
+        self.wall_origin + at.since_origin()
+    }
+
+    fn tokio_instant(&self, at: Instant) -> tokio::time::Instant {
+        self.origin + at.since_origin()
+    }
+
+    /// Replaces the target set (first load or reload): unchanged targets keep their state.
+    pub fn apply(&self, file: TargetsFile) -> ReloadSummary {
+        let now = self.now();
+        let summary = {
+            let mut s = self.scheduler();
+            let summary = s.reload(file.targets, now, |spec| Arc::new(Check::new(spec)));
+            self.metrics.targets.set(s.len() as i64);
+            summary
+        };
+        self.metrics.invalid_targets.set(file.invalid.len() as i64);
+        *self.invalid() = file.invalid;
+        summary
+    }
+
+    /// The lateness histogram so far, replaced by an empty one.
+    pub fn take_lateness(&self) -> Histogram {
+        std::mem::take(&mut *self.lateness.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The lateness histogram so far.
+    pub fn lateness(&self) -> Histogram {
+        self.lateness
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// Runs the scheduler until `stop` resolves: probes each due target, counts outcomes, and
+/// hands every event to `on_event`. `wake` nudges the loop after [`Shared::apply`].
+pub async fn run(
+    shared: Arc<Shared>,
+    config: MonitorConfig,
+    wake: Arc<tokio::sync::Notify>,
+    stop: impl std::future::Future<Output = ()>,
+    mut on_event: impl FnMut(MonitorEvent),
+) {
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(TargetId, Completion)>();
+    let probe_cfg = Arc::new(config.probe.clone());
+    let mut launches: Vec<Launch> = Vec::new();
+    // When the prober last ran out of descriptors, while that episode lasts.
+    let mut last_exhausted: Option<tokio::time::Instant> = None;
+    let mut received: Option<(TargetId, Completion)> = None;
+    tokio::pin!(stop);
+    loop {
+        // One scheduler step: every outcome already in, then everything due now.
+        let deadline = {
+            let mut s = shared.scheduler();
+            let arrived = received
+                .take()
+                .into_iter()
+                .chain(std::iter::from_fn(|| done_rx.try_recv().ok()));
+            for (id, completion) in arrived {
+                let exhausted = matches!(completion, Completion::Exhausted);
+                match &completion {
+                    Completion::Errored { .. } => {
+                        shared.metrics.errored.inc();
+                    }
+                    Completion::Exhausted => {
+                        shared.metrics.exhausted.inc();
+                    }
+                    Completion::Completed { .. } => {}
+                }
+                if let Some(t) = s.complete(id, completion, shared.now(), &mut launches) {
+                    on_event(MonitorEvent::Transition {
+                        time: shared.wall(t.at),
+                        transition: t,
+                    });
+                }
+                let now = tokio::time::Instant::now();
+                if exhausted {
+                    if last_exhausted.is_none() {
+                        // One line per episode, however many probes hit the limit.
+                        on_event(MonitorEvent::Exhausted {
+                            time: SystemTime::now(),
+                            limit: s.limit(),
+                            in_flight: s.in_flight(),
+                        });
+                    }
+                    last_exhausted = Some(now);
+                } else if last_exhausted.is_some_and(|t| now.duration_since(t) >= EPISODE_QUIET) {
+                    last_exhausted = None;
+                    on_event(MonitorEvent::Recovered {
+                        time: SystemTime::now(),
+                    });
+                }
+            }
+            s.poll(shared.now(), &mut launches);
+            if !launches.is_empty() {
+                let mut late = shared.lateness.lock().unwrap_or_else(|e| e.into_inner());
+                for l in launches.drain(..) {
+                    let Some(t) = s.get(l.id) else { continue };
+                    late.record(l.lateness);
+                    shared.metrics.lateness.observe(l.lateness.as_secs_f64());
+                    let tx = done_tx.clone();
+                    let id = l.id;
+                    t.payload.clone().spawn(
+                        timeout_of(&t.timing),
+                        probe_cfg.clone(),
+                        move |completion| {
+                            let _ = tx.send((id, completion));
+                        },
+                    );
+                }
+            }
+            shared.metrics.in_flight.set(s.in_flight() as i64);
+            shared.metrics.queued.set(s.queued() as i64);
+            s.next_deadline()
+        };
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(shared.tokio_instant(d)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = &mut stop => return,
+            Some(done) = done_rx.recv() => received = Some(done),
+            _ = wake.notified() => {}
+            _ = sleep => {}
+        }
+    }
+}
+
+/// `timeoutSeconds` as a duration (at least 1 s, as the handlers treat it).
+fn timeout_of(timing: &ProbeTiming) -> Duration {
+    Duration::from_secs(u64::try_from(timing.timeout_seconds.max(1)).unwrap_or(1))
+}
+
+/// A failure's class name for display, or `-`.
+pub fn reason_text(r: Option<Reason>) -> &'static str {
+    r.map_or("-", Reason::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The memory goal is ≤ 1 KiB per idle target at 100,000 targets; the slot is the
+    /// largest part, so it is kept in check here (the rest is measured by `probelet bench`).
+    #[test]
+    fn a_target_slot_stays_small() {
+        use crate::monitor::scheduler::Target;
+        let slot = std::mem::size_of::<Option<Target<Arc<Check>>>>();
+        assert!(slot <= 256, "{slot} bytes");
+        assert!(std::mem::size_of::<Check>() <= 48);
+    }
+
+    /// R6.3/R6.4: an evaluation that only errors is tried three times, then discarded.
+    #[tokio::test]
+    async fn r6_3_errors_are_retried_then_discarded() {
+        let check = Check::Invalid("port \"http\" not found".into());
+        let got = check
+            .run(Duration::from_secs(1), &ProbeConfig::default())
+            .await;
+        assert_eq!(
+            got,
+            Completion::Errored {
+                error: "port \"http\" not found".into()
+            }
+        );
+    }
+
+    /// R7.17 through the monitor's prepared check: a refused port is a counted failure with
+    /// reason `refused`, a listening one a success.
+    #[tokio::test]
+    async fn r7_17_tcp_check_outcomes_and_reasons() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cfg = ProbeConfig::default();
+        let ok = Check::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        };
+        assert!(matches!(
+            ok.run(Duration::from_secs(1), &cfg).await,
+            Completion::Completed {
+                raw: RawResult::Success,
+                ..
+            }
+        ));
+        drop(listener);
+        match ok.run(Duration::from_secs(1), &cfg).await {
+            Completion::Completed { raw, reason, .. } => {
+                assert_eq!(raw, RawResult::Failure);
+                assert_eq!(reason, Some(Reason::Refused));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
