@@ -3,6 +3,7 @@
 //! two calls, so each comparison is retried, and falls back to a line-by-line comparison with
 //! the ages masked).
 
+mod common;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -18,34 +19,11 @@ struct Probelet {
 
 impl Probelet {
     fn start(manifest: &str, dir: tempfile::TempDir) -> Probelet {
-        let path = dir.path().join("pod.yaml");
-        std::fs::write(&path, manifest).unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
-            .arg("run")
-            .arg(&path)
-            .args(["--listen", "127.0.0.1:0", "--no-table", "--seed", "1"])
-            .args(["--max-container-restart-period", "1s"])
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let server = loop {
-            line.clear();
-            assert!(
-                stderr.read_line(&mut line).unwrap() > 0,
-                "probelet exited before serving"
-            );
-            if let Some(rest) = line.strip_prefix("API on ") {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        // Keep draining stderr so probelet never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        let common::RunningApi {
+            child,
+            server,
+            kubeconfig,
+        } = common::start_run_with_api(dir.path(), manifest);
         Probelet {
             child,
             server,

@@ -2,6 +2,7 @@
 //! by `promtool`: a real probelet, real processes, and an HTTP server started by each test that
 //! the probes hit.
 
+mod common;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -67,34 +68,11 @@ struct Probelet {
 impl Probelet {
     fn start(manifest: &str) -> Probelet {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("pod.yaml");
-        std::fs::write(&path, manifest).unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
-            .arg("run")
-            .arg(&path)
-            .args(["--listen", "127.0.0.1:0", "--no-table", "--seed", "1"])
-            .args(["--max-container-restart-period", "1s"])
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let server = loop {
-            line.clear();
-            assert!(
-                stderr.read_line(&mut line).unwrap() > 0,
-                "probelet exited before serving"
-            );
-            if let Some(rest) = line.strip_prefix("API on ") {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        // Keep draining stderr so probelet never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        let common::RunningApi {
+            child,
+            server,
+            kubeconfig,
+        } = common::start_run_with_api(dir.path(), manifest);
         Probelet {
             child,
             server,
@@ -500,35 +478,7 @@ spec:
     assert!(probes_only.contains("prober_probe_total{"));
     assert!(!probes_only.contains("process_"));
 
-    match Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(mut promtool) => {
-            promtool
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(body.as_bytes())
-                .unwrap();
-            let out = promtool.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "promtool: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Err(_) if std::env::var_os("CI").is_none() => {
-            eprintln!(
-                "promtool not installed (Debian package prometheus; .ci/run installs it): skipped"
-            );
-        }
-        Err(e) => panic!("promtool is required in CI: {e}"),
-    }
+    common::promtool_check(&body);
 }
 
 /// `/api/v1/namespaces/NS/pods/NAME/ready` answers 503 until the pod is Ready, then 200, for

@@ -5,6 +5,8 @@
 //! plus a tolerance). The threshold and timing rules themselves are proven in virtual time in
 //! `monitor::scheduler`'s unit tests.
 
+mod common;
+use common::promtool_check;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -415,38 +417,6 @@ targets:
         std::thread::sleep(Duration::from_millis(150));
     }
     panic!("metrics never matched the servers: {last}");
-}
-
-/// `promtool check metrics` accepts the text (format and naming lint), when promtool is
-/// installed; CI (`CI` set) requires it.
-fn promtool_check(text: &str) {
-    match Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(mut child) => {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
-            let out = child.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "promtool: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Err(_) if std::env::var_os("CI").is_none() => {
-            eprintln!("promtool not installed (Debian package prometheus): check skipped");
-        }
-        Err(e) => panic!("promtool is required in CI: {e}"),
-    }
 }
 
 /// An invalid target is reported with its file position and the API server's words, and the

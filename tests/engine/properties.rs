@@ -141,3 +141,72 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// `Manager::take_touched_pods` lists every pod whose status changed since the last call
+    /// (drivers publish only those), whatever the probe outcomes, exits and timer steps.
+    #[test]
+    fn touched_pods_cover_every_status_change(
+        ops in prop::collection::vec((0u8..3, 0usize..8, 0u64..2500), 1..80),
+    ) {
+        use probelet::engine::{ContainerId, Instant as EngineInstant, Manager};
+        let mut m = Manager::new(quiet(), EngineInstant::ZERO);
+        let probes = json!({
+            "livenessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 1, "failureThreshold": 2},
+            "readinessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 1}});
+        let mut now = EngineInstant::ZERO;
+        let mut pods = Vec::new();
+        for name in ["a", "b", "c"] {
+            let mut info = app_pod(probes.clone());
+            info.uid = format!("uid-{name}").into();
+            info.name = name.into();
+            pods.push(m.add_pod(now, info).unwrap());
+        }
+        let mut instance = 0u32;
+        let mut pending = Vec::new();
+        let mut drain = |m: &mut Manager, now: EngineInstant, pending: &mut Vec<_>| {
+            while let Some(action) = m.poll_action() {
+                match action {
+                    Action::Probe(req) => pending.push(req.worker),
+                    Action::Start { pod, container } => {
+                        instance += 1;
+                        let id = ContainerId::new(format!("c{instance}"));
+                        let _ = m.container_started(now, pod, &container, id);
+                    }
+                    _ => {}
+                }
+            }
+        };
+        drain(&mut m, now, &mut pending);
+        m.take_touched_pods();
+        for (kind, index, ms) in ops {
+            let before: Vec<_> = pods.iter().map(|p| m.pod_status(*p).cloned()).collect();
+            match kind {
+                0 => {
+                    now = now + Duration::from_millis(ms);
+                    m.advance(now);
+                }
+                1 if !pending.is_empty() => {
+                    let worker = pending.remove(index % pending.len());
+                    let outcome = if ms % 2 == 0 {
+                        ProbeOutcome::completed(RawResult::Success, "")
+                    } else {
+                        ProbeOutcome::completed(RawResult::Failure, "no")
+                    };
+                    m.probe_completed(now, worker, outcome);
+                }
+                _ => {
+                    let _ = m.container_exited(now, pods[index % pods.len()], "app", 1, None);
+                }
+            }
+            drain(&mut m, now, &mut pending);
+            let touched = m.take_touched_pods();
+            for (p, old) in pods.iter().zip(before) {
+                let changed = m.pod_status(*p).cloned() != old;
+                prop_assert!(!changed || touched.contains(p), "status of {p:?} changed unlisted");
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Helpers shared by the end-to-end tests that start `probelet run` with its API, and check
+//! metrics with promtool.
+
+#![allow(dead_code)] // each test crate uses its own subset
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A `probelet run` serving its API on an ephemeral port.
+pub struct RunningApi {
+    /// The probelet process.
+    pub child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub server: String,
+    /// The kubeconfig it wrote.
+    pub kubeconfig: PathBuf,
+}
+
+/// Writes `manifest` into `dir` and starts `probelet run` on it with `--listen 127.0.0.1:0`,
+/// a fixed seed and a 1 s back-off cap; returns once the API serves.
+pub fn start_run_with_api(dir: &Path, manifest: &str) -> RunningApi {
+    let path = dir.join("pod.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .arg("run")
+        .arg(&path)
+        .args(["--listen", "127.0.0.1:0", "--no-table", "--seed", "1"])
+        .args(["--max-container-restart-period", "1s"])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let server = loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "probelet exited before serving"
+        );
+        if let Some(rest) = line.strip_prefix("API on ") {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // Keep draining stderr so probelet never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    RunningApi {
+        child,
+        server,
+        kubeconfig,
+    }
+}
+
+/// `promtool check metrics` accepts the text (format and naming lint), when promtool is
+/// installed; CI (`CI` set, where .ci/run installs it) requires it.
+pub fn promtool_check(text: &str) {
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut child) => {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "promtool: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Err(_) if std::env::var_os("CI").is_none() => {
+            eprintln!("promtool not installed (Debian package prometheus): check skipped");
+        }
+        Err(e) => panic!("promtool is required in CI: {e}"),
+    }
+}
