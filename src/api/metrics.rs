@@ -157,15 +157,17 @@ impl ProbeMetrics {
     }
 }
 
-/// probelet's own process metrics (the `process_*` series of Go's client), read from /proc.
-pub fn encode_process(out: &mut String) {
+/// This process's fields from `/proc/self/stat` that are counted in clock ticks, in seconds:
+/// user CPU, system CPU, and the start time since boot.
+pub fn self_stat_seconds() -> (f64, f64, f64) {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the command name, which is in parentheses and may contain spaces.
     let fields: Vec<&str> = stat
         .rsplit_once(')')
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
-    // USER_HZ is 100 on every Linux ABI.
+    // USER_HZ is 100 on every Linux ABI. utime, stime and starttime are fields 14, 15 and 22
+    // of proc(5), 11, 12 and 19 after the name.
     let ticks = |i: usize| {
         fields
             .get(i)
@@ -173,7 +175,13 @@ pub fn encode_process(out: &mut String) {
             .unwrap_or(0.0)
             / 100.0
     };
-    let cpu = ticks(11) + ticks(12);
+    (ticks(11), ticks(12), ticks(19))
+}
+
+/// probelet's own process metrics (the `process_*` series of Go's client), read from /proc.
+pub fn encode_process(out: &mut String) {
+    let (user, system, started) = self_stat_seconds();
+    let cpu = user + system;
     let boot = std::fs::read_to_string("/proc/stat")
         .unwrap_or_default()
         .lines()
@@ -182,7 +190,7 @@ pub fn encode_process(out: &mut String) {
                 .and_then(|v| v.trim().parse::<f64>().ok())
         })
         .unwrap_or(0.0);
-    let start = boot + ticks(19);
+    let start = boot + started;
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib = |key: &str| {
         status

@@ -255,7 +255,7 @@ fn condition_name(kind: ConditionType) -> &'static str {
 /// The pod's QoS class, as the API server computes it (simplified to the common cases:
 /// nothing requested → BestEffort; every container with equal CPU and memory requests and
 /// limits → Guaranteed; else Burstable).
-fn qos_class(spec: &core::PodSpec) -> &'static str {
+pub fn qos_class(spec: &core::PodSpec) -> &'static str {
     let containers: Vec<&core::Container> = spec
         .init_containers
         .iter()

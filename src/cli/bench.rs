@@ -383,18 +383,8 @@ fn totals(shared: &Shared) -> (u64, u64) {
 
 /// User and system CPU seconds of this process (`/proc/self/stat`, in USER_HZ = 100 ticks).
 fn cpu_seconds() -> (f64, f64) {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // After the command name: state is field 3, utime 14, stime 15 (1-based in proc(5)).
-    let tick = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-            / 100.0
-    };
-    (tick(11), tick(12))
+    let (user, system, _) = probelet::api::metrics::self_stat_seconds();
+    (user, system)
 }
 
 fn proc_status_kb(key: &str) -> i64 {

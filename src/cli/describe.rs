@@ -672,36 +672,7 @@ fn qos_class(pod: &core::Pod) -> String {
     {
         return q;
     }
-    let spec = pod.spec.clone().unwrap_or_default();
-    let all: Vec<&core::Container> = spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-        .collect();
-    let resources = |c: &core::Container| c.resources.clone().unwrap_or_default();
-    let any = all.iter().any(|c| {
-        let r = resources(c);
-        r.limits.is_some_and(|m| !m.is_empty()) || r.requests.is_some_and(|m| !m.is_empty())
-    });
-    if !any {
-        return "BestEffort".into();
-    }
-    let guaranteed = all.iter().all(|c| {
-        let r = resources(c);
-        let limits = r.limits.unwrap_or_default();
-        let requests = r.requests.unwrap_or_default();
-        ["cpu", "memory"].iter().all(|k| {
-            limits
-                .get(*k)
-                .is_some_and(|l| requests.get(*k).is_none_or(|q| q.0 == l.0))
-        })
-    });
-    if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
-    }
-    .into()
+    probelet::api::objects::qos_class(&pod.spec.clone().unwrap_or_default()).into()
 }
 
 fn tolerations(out: &mut Out, tolerations: &[core::Toleration]) {
