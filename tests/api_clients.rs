@@ -4,7 +4,6 @@
 //! the ages masked).
 
 mod common;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -317,13 +316,7 @@ fn watch_prints_the_list_then_streams_changes() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = watch.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = common::stream_lines(watch.stdout.take().unwrap());
     let header = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     let listed = String::from_utf8(p.kubectl(&["get", "pods"]).stdout).unwrap();
     assert_eq!(Some(header.as_str()), listed.lines().next());

@@ -4,8 +4,8 @@
 
 mod common;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -133,30 +133,7 @@ impl Drop for Probelet {
     }
 }
 
-/// One HTTP/1.1 request over a fresh connection; the status code and body.
-fn http(server: &str, method: &str, path: &str, headers: &str) -> (u16, String) {
-    let addr = server.trim_start_matches("http://");
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\nContent-Length: 0\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = Vec::new();
-    s.read_to_end(&mut response).unwrap();
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
+use common::http;
 
 fn liveness_pod(name: &str, port: u16, extra: &str) -> String {
     format!(
@@ -305,13 +282,7 @@ fn kubectl_watch_streams_a_restart() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = watch.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = common::stream_lines(watch.stdout.take().unwrap());
     let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(first.starts_with("NAME"), "{first}");
     // The target starts failing: liveness kills the container, which restarts.

@@ -232,6 +232,13 @@ impl Supervisor {
         Instant::from_nanos(self.origin.elapsed().as_nanos() as u64)
     }
 
+    /// The engine's instants as wall-clock times.
+    fn clock(&self) -> WallClock {
+        WallClock {
+            origin: self.origin_wall,
+        }
+    }
+
     fn wall(&self, at: Instant) -> String {
         format_rfc3339(self.origin_wall + at.since_origin())
     }
@@ -497,11 +504,9 @@ impl Supervisor {
                         event_type: event_type(e.kind),
                         message: e.message.clone(),
                     };
+                    let clock = self.clock();
                     let stored = self.events.record(&e);
                     if let Some(api) = &mut self.api {
-                        let clock = WallClock {
-                            origin: self.origin_wall,
-                        };
                         api.publisher.record_event(stored, clock);
                     }
                     (self.sink)(line);
@@ -611,11 +616,9 @@ impl Supervisor {
     /// Publishes to the API the pods whose status may have changed (`touched`, plus pods not
     /// published yet); the snapshot readers see is rebuilt at most every [`API_FLUSH`].
     fn publish(&mut self, touched: &[PodId]) {
+        let clock = self.clock();
         let Some(api) = &mut self.api else {
             return;
-        };
-        let clock = WallClock {
-            origin: self.origin_wall,
         };
         // The event store is bounded: what it dropped, the API drops too.
         if api.publisher.event_count() > self.events.len() {
@@ -756,13 +759,11 @@ impl Supervisor {
             .pod_info(pod)
             .and_then(|i| Some(i.field_path(i.container_index(container)?)))
             .unwrap_or_default();
+        let clock = self.clock();
         let stored = self
             .events
             .record_parts(pod, &field_path, reason, kind, &message, now);
         if let Some(api) = &mut self.api {
-            let clock = WallClock {
-                origin: self.origin_wall,
-            };
             api.publisher.record_event(stored, clock);
         }
         let line = Line {

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test crate uses its own subset
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -85,4 +85,42 @@ pub fn promtool_check(text: &str) {
         }
         Err(e) => panic!("promtool is required in CI: {e}"),
     }
+}
+
+/// One HTTP/1.1 request over a fresh connection to `addr` (`HOST:PORT`, an `http://` prefix
+/// allowed), with extra `headers` (each ending in CRLF); the status code and body.
+pub fn http(addr: &str, method: &str, path: &str, headers: &str) -> (u16, String) {
+    let addr = addr.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = Vec::new();
+    s.read_to_end(&mut response).unwrap();
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// The lines a child writes to `stdout`, as they come.
+pub fn stream_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
 }
