@@ -102,7 +102,7 @@ async fn one(
             }
         ),
         Mode::ProbeletTcp => matches!(
-            probe::tcp::probe("127.0.0.1", addr.port(), timeout).await,
+            probe::tcp::probe("127.0.0.1", addr.port(), timeout, Default::default()).await,
             ProbeOutcome::Completed {
                 result: RawResult::Success,
                 ..

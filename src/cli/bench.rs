@@ -65,6 +65,12 @@ pub struct Args {
     /// (connect, write, read to EOF, close) or raw connect, no kubelet semantics.
     #[arg(long)]
     pub baseline: bool,
+    /// How the monitor closes probe connections (`reset` or `linger`, as `monitor --close`).
+    #[arg(long, default_value = "reset")]
+    pub close: probelet::probe::CloseStyle,
+    /// Threads that run the monitor's probes (as `monitor --threads`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
     /// Internal: serve the benchmark's target on this address and print its port.
     #[arg(long, hide = true)]
     pub serve_target: Option<SocketAddr>,
@@ -133,14 +139,15 @@ fn run_inner(args: Args) -> anyhow::Result<()> {
 
 fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<serde_json::Value> {
     super::monitor::raise_nofile_limit();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = super::monitor::runtime(args.threads)?;
     runtime.block_on(async {
         let config = MonitorConfig {
             max_in_flight: args.max_in_flight,
             seed: args.seed,
-            probe: probelet::probe::ProbeConfig::default(),
+            probe: probelet::probe::ProbeConfig {
+                close: args.close,
+                ..Default::default()
+            },
         };
         let rss_before = proc_status_kb("VmRSS");
         let shared = Shared::new(&config, "bench");
@@ -182,6 +189,8 @@ fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<ser
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         Ok(json!({
             "impl": "probelet-monitor",
+            "close": format!("{:?}", args.close).to_lowercase(),
+            "threads": args.threads,
             "mode": format!("{:?}", args.mode).to_lowercase(),
             "n": args.targets,
             "period_s": args.period,

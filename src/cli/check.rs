@@ -152,7 +152,9 @@ pub fn run(args: Args) -> ExitCode {
     let outcome = runtime.block_on(async {
         match plan {
             Plan::Http(target, timeout) => probe::http::probe(&target, timeout, &cfg).await.0,
-            Plan::Tcp(host, port, timeout) => probe::tcp::probe(&host, port, timeout).await,
+            Plan::Tcp(host, port, timeout) => {
+                probe::tcp::probe(&host, port, timeout, cfg.close).await
+            }
             Plan::Grpc(host, port, service, timeout) => {
                 probe::grpc::probe(&host, port, &service, timeout, &cfg).await
             }

@@ -66,6 +66,17 @@ pub struct Args {
     #[arg(long, default_value = probelet::probe::DEFAULT_KUBELET_VERSION)]
     pub kubelet_version: String,
 
+    /// How probe connections are closed: `reset` (an RST, as HAProxy closes its health
+    /// checks: no TIME_WAIT on either side) or `linger` (the kubelet's FIN with a 1 s
+    /// SO_LINGER; the first side to close keeps TIME_WAIT for 60 s). See docs/monitor.md.
+    #[arg(long, default_value = "reset")]
+    pub close: probelet::probe::CloseStyle,
+
+    /// Threads that run probes. With 1 (the default) everything runs on one thread; with more,
+    /// probes are spread over that many worker threads while one scheduler keeps the timing.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
+
     /// Do not draw the live table on a terminal.
     #[arg(long)]
     pub no_table: bool,
@@ -208,6 +219,7 @@ pub fn run(args: Args) -> ExitCode {
         .max(1);
     let probe = probelet::probe::ProbeConfig {
         kubelet_version: args.kubelet_version.clone(),
+        close: args.close,
         ..Default::default()
     };
     let config = MonitorConfig {
@@ -220,10 +232,7 @@ pub fn run(args: Args) -> ExitCode {
         }),
         probe,
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime(args.threads) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: {e}");
@@ -441,5 +450,20 @@ async fn live_view(shared: Arc<Shared>, pending: Arc<Mutex<Vec<String>>>) {
             .collect();
         let frame = view.frame(&lines, &table);
         let _ = std::io::stdout().lock().write_all(frame.as_bytes());
+    }
+}
+
+/// The runtime the monitor runs on: one thread, or `threads` worker threads that share the
+/// probes (the scheduler is one task either way).
+pub fn runtime(threads: u16) -> std::io::Result<tokio::runtime::Runtime> {
+    if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(usize::from(threads))
+            .enable_all()
+            .build()
     }
 }

@@ -137,7 +137,7 @@ impl Check {
                 .await
             }
             Check::Tcp { host, port } => {
-                evaluate(kind, || probe::tcp::probe(host, *port, timeout)).await
+                evaluate(kind, || probe::tcp::probe(host, *port, timeout, cfg.close)).await
             }
             Check::Grpc {
                 host,
@@ -192,7 +192,8 @@ impl Check {
                 tokio::spawn(async move {
                     let c = match &*self {
                         Check::Tcp { host, port } => {
-                            evaluate(kind, || probe::tcp::probe(host, *port, timeout)).await
+                            evaluate(kind, || probe::tcp::probe(host, *port, timeout, cfg.close))
+                                .await
                         }
                         other => mismatch(other),
                     };

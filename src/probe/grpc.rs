@@ -22,7 +22,7 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use super::url::join_host_port;
-use super::{ProbeConfig, error_chain, go_duration};
+use super::{CloseStyle, ProbeConfig, error_chain, go_duration};
 use crate::outcome::{ProbeOutcome, RawResult};
 
 /// How long to wait between connection attempts: the kubelet's dial is blocking and keeps
@@ -56,6 +56,7 @@ pub async fn probe(
         host: Arc::from(host),
         port,
         deadline,
+        close: cfg.close,
     };
     let channel = match connect(&endpoint, &dialer, deadline).await {
         Some(c) => c,
@@ -139,6 +140,7 @@ struct Dialer {
     host: Arc<str>,
     port: u16,
     deadline: Instant,
+    close: CloseStyle,
 }
 
 impl tower_service::Service<http::Uri> for Dialer {
@@ -155,12 +157,12 @@ impl tower_service::Service<http::Uri> for Dialer {
         // kubelet's resolver-free path for IP literals.
         let dialer = self.clone();
         Box::pin(async move {
-            let stream = super::tcp::dial(&dialer.host, dialer.port, dialer.deadline)
+            let stream = super::tcp::dial(&dialer.host, dialer.port, dialer.deadline, dialer.close)
                 .await
                 .map_err(io::Error::other)?;
             // As tonic's own connector does: HTTP/2 frames are small and latency-bound.
             stream.set_nodelay(true)?;
-            let io = super::tcp::ProbeIo::new(stream, Arc::new(AtomicU64::new(0)));
+            let io = super::tcp::ProbeIo::new(stream, Arc::new(AtomicU64::new(0)), dialer.close);
             Ok(TokioIo::new(io))
         })
     }
@@ -179,6 +181,7 @@ mod tests {
             host: Arc::from("127.0.0.1"),
             port,
             deadline: Instant::now() + Duration::from_secs(1),
+            close: CloseStyle::Linger,
         };
         let uri: http::Uri = format!("http://127.0.0.1:{port}").parse().unwrap();
         let io = dialer.call(uri).await.unwrap();

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 
 use super::tcp::ProbeIo;
 use super::url::ProbeUrl;
-use super::{MAX_OUTPUT, ProbeConfig, ProbeStats, error_chain};
+use super::{CloseStyle, MAX_OUTPUT, ProbeConfig, ProbeStats, error_chain};
 use crate::outcome::{ProbeOutcome, RawResult};
 
 /// Go's client gives up when the 10th redirect response arrives (R7.15).
@@ -75,7 +75,7 @@ pub async fn probe(
     let counter = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + timeout;
     let outcome = match RequestHeaders::build(&target.headers, &cfg.user_agent()) {
-        Ok(headers) => run(target, &headers, deadline, &counter).await,
+        Ok(headers) => run(target, &headers, deadline, cfg.close, &counter).await,
         // Go's client rejects such a request before sending: a transport error, so a failure.
         Err(e) => {
             ProbeOutcome::completed(RawResult::Failure, format!("Get \"{}\": {e}", target.url))
@@ -220,6 +220,7 @@ async fn run(
     target: &HttpTarget,
     headers: &RequestHeaders,
     deadline: Instant,
+    close: CloseStyle,
     counter: &Arc<AtomicU64>,
 ) -> ProbeOutcome {
     let original = &target.url;
@@ -232,7 +233,7 @@ async fn run(
         requests += 1;
         let url = redirected.as_ref().unwrap_or(original);
         let host = host_override.as_deref().unwrap_or(&url.authority);
-        let mut response = match send(url, host, headers, deadline, counter).await {
+        let mut response = match send(url, host, headers, deadline, close, counter).await {
             Ok(r) => r,
             Err(text) => return ProbeOutcome::completed(RawResult::Failure, text),
         };
@@ -263,7 +264,7 @@ async fn run(
         }
         return match response {
             Head::Plain(r) => read_final_plain(r, url, deadline, counter).await,
-            Head::Hyper(r, conn) => read_final(r, conn, url, deadline).await,
+            Head::Hyper(r, conn) => Box::pin(read_final(r, conn, url, deadline)).await,
         };
     }
 }
@@ -396,6 +397,7 @@ async fn send(
     host: &str,
     headers: &RequestHeaders,
     deadline: Instant,
+    close: CloseStyle,
     counter: &Arc<AtomicU64>,
 ) -> Result<Head, String> {
     let https = match url.scheme.as_str() {
@@ -419,20 +421,20 @@ async fn send(
         let mut request = Vec::with_capacity(super::http1::INITIAL_BUF);
         super::http1::encode_request(&mut request, url, host, &headers.list)
             .map_err(|e| format!("Get \"{url}\": {e}"))?;
-        let stream = super::tcp::dial(&url.hostname, port, deadline)
+        let stream = super::tcp::dial(&url.hostname, port, deadline, close)
             .await
             .map_err(|e| format!("Get \"{url}\": {e}"))?;
-        let exchange = super::http1::exchange(stream, request, counter);
+        let exchange = super::http1::exchange(stream, close, request, counter);
         return match tokio::time::timeout_at(deadline, exchange).await {
             Ok(Ok(response)) => Ok(Head::Plain(response)),
             Ok(Err(e)) => Err(format!("Get \"{url}\": {e}")),
             Err(_) => Err(timeout_text()),
         };
     }
-    let stream = super::tcp::dial(&url.hostname, port, deadline)
+    let stream = super::tcp::dial(&url.hostname, port, deadline, close)
         .await
         .map_err(|e| format!("Get \"{url}\": {e}"))?;
-    let io = ProbeIo::new(stream, Arc::clone(counter));
+    let io = ProbeIo::new(stream, Arc::clone(counter), close);
     let headers = headers.to_map();
     let headers = &headers;
     let exchange = async {
@@ -447,7 +449,9 @@ async fn send(
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
         exchange(tls, h2, url, host, headers).await
     };
-    match tokio::time::timeout_at(deadline, exchange).await {
+    // Boxed: the TLS handshake and hyper's connection make this future several KiB, and
+    // it would otherwise size (and be copied with) every plain-HTTP probe's future too.
+    match tokio::time::timeout_at(deadline, Box::pin(exchange)).await {
         Ok(r) => r.map(|(response, conn)| Head::Hyper(response, conn)),
         Err(_) => Err(timeout_text()),
     }

@@ -18,9 +18,9 @@ use http::header::{HeaderName, HeaderValue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::MAX_OUTPUT;
 use super::os_error_text;
 use super::url::ProbeUrl;
+use super::{CloseStyle, MAX_OUTPUT};
 
 /// The most bytes one response head (status line and headers) may take. Far above what any
 /// health endpoint sends; it keeps a target streaming endless headers from costing memory.
@@ -92,7 +92,7 @@ enum Framing {
 
 /// The probe's socket, closed without blocking the thread when dropped (R7.4, see
 /// `tcp::close_in_background`).
-struct Socket(Option<TcpStream>);
+struct Socket(Option<TcpStream>, CloseStyle);
 
 impl Socket {
     /// The stream; it is taken only by `drop`, so this never fails in practice.
@@ -106,7 +106,7 @@ impl Socket {
 impl Drop for Socket {
     fn drop(&mut self) {
         if let Some(stream) = self.0.take() {
-            super::tcp::close_in_background(stream);
+            super::tcp::close_in_background(stream, self.1);
         }
     }
 }
@@ -176,10 +176,11 @@ fn write_title_case(buf: &mut Vec<u8>, name: &[u8]) {
 /// head, skipping informational responses. The same buffer receives the response.
 pub(super) async fn exchange(
     stream: TcpStream,
+    close: CloseStyle,
     mut buf: Vec<u8>,
     counter: &AtomicU64,
 ) -> Result<Response, Http1Error> {
-    let mut socket = Socket(Some(stream));
+    let mut socket = Socket(Some(stream), close);
     let stream = socket.stream()?;
     stream
         .write_all(&buf)

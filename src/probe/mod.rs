@@ -39,6 +39,8 @@ pub struct ProbeConfig {
     /// The `ExecProbeTimeout` feature gate (on since v1.20): an exec timeout is a failure when
     /// on, an error (discarded) when off (R7.22).
     pub exec_probe_timeout: bool,
+    /// How probe connections are closed: the kubelet's lingering close by default.
+    pub close: CloseStyle,
 }
 
 impl Default for ProbeConfig {
@@ -46,6 +48,37 @@ impl Default for ProbeConfig {
         ProbeConfig {
             kubelet_version: DEFAULT_KUBELET_VERSION.to_string(),
             exec_probe_timeout: true,
+            close: CloseStyle::Linger,
+        }
+    }
+}
+
+/// How a probe's TCP connection is closed once the probe has its answer.
+///
+/// The choice changes nothing a probe reports, only what is left on the wire and in the
+/// kernels of both sides (BENCHMARKS.md "monitor", TIME_WAIT).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CloseStyle {
+    /// The kubelet's: `SO_LINGER` 1 s and a FIN (R7.4). Whoever closes first keeps the
+    /// connection in TIME_WAIT for 60 s: the target for HTTP (it closes after answering
+    /// `Connection: close`), the prober for TCP probes.
+    #[default]
+    Linger,
+    /// An abortive close (`SO_LINGER` 0, an RST), as HAProxy closes its health checks: no
+    /// TIME_WAIT on either side and two fewer packets per probe. The target sees a reset,
+    /// which a TCP probe's target may log.
+    Reset,
+}
+
+impl std::str::FromStr for CloseStyle {
+    type Err = String;
+
+    /// `linger` or `reset`, as command-line flags spell them.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "linger" => Ok(CloseStyle::Linger),
+            "reset" => Ok(CloseStyle::Reset),
+            other => Err(format!("{other:?}: expected `linger` or `reset`")),
         }
     }
 }
@@ -126,7 +159,7 @@ pub async fn run_probe_with_stats(
             Err(e) => return (ProbeOutcome::errored(e.to_string()), no_stats),
         };
         let host = non_empty(action.host.as_deref()).unwrap_or(&target.host);
-        return (tcp::probe(host, port, timeout).await, no_stats);
+        return (tcp::probe(host, port, timeout, cfg.close).await, no_stats);
     }
     if let Some(action) = &probe.grpc {
         // R7.18: gRPC has no named ports and no host field.

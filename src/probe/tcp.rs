@@ -13,8 +13,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 
-use super::os_error_text;
 use super::url::join_host_port;
+use super::{CloseStyle, os_error_text};
 use crate::outcome::{ProbeOutcome, RawResult};
 
 /// The kubelet's probe dialer sets `SO_LINGER` to 1 s (R7.4).
@@ -24,10 +24,10 @@ const LINGER: Duration = Duration::from_secs(1);
 ///
 /// A completed connect is a success with empty output, whatever the server does next; a
 /// connect error or timeout is a failure with the dial error as output.
-pub async fn probe(host: &str, port: u16, timeout: Duration) -> ProbeOutcome {
-    match dial(host, port, Instant::now() + timeout).await {
+pub async fn probe(host: &str, port: u16, timeout: Duration, close: CloseStyle) -> ProbeOutcome {
+    match dial(host, port, Instant::now() + timeout, close).await {
         Ok(stream) => {
-            close_in_background(stream);
+            close_in_background(stream, close);
             ProbeOutcome::completed(RawResult::Success, "")
         }
         Err(e) => ProbeOutcome::completed(RawResult::Failure, e),
@@ -35,13 +35,18 @@ pub async fn probe(host: &str, port: u16, timeout: Duration) -> ProbeOutcome {
 }
 
 /// Connects to `host:port` before `deadline`, trying each resolved address in turn, with the
-/// kubelet's 1 s linger. Errors read like Go's (`dial tcp 127.0.0.1:1: connect: connection
+/// kubelet's 1 s linger (or none, for [`CloseStyle::Reset`]). Errors read like Go's (`dial tcp 127.0.0.1:1: connect: connection
 /// refused`, `dial tcp 10.0.0.1:80: i/o timeout`).
-pub(crate) async fn dial(host: &str, port: u16, deadline: Instant) -> Result<TcpStream, String> {
+pub(crate) async fn dial(
+    host: &str,
+    port: u16,
+    deadline: Instant,
+    close: CloseStyle,
+) -> Result<TcpStream, String> {
     // An IP literal (the usual pod IP) needs no resolver, which would run on the blocking
     // pool, and no address list.
     if let Ok(ip) = host.parse::<IpAddr>() {
-        return dial_addr(SocketAddr::new(ip, port), deadline).await;
+        return dial_addr(SocketAddr::new(ip, port), deadline, close).await;
     }
     let lookup = tokio::net::lookup_host((host, port));
     let addrs = match tokio::time::timeout_at(deadline, lookup).await {
@@ -51,7 +56,7 @@ pub(crate) async fn dial(host: &str, port: u16, deadline: Instant) -> Result<Tcp
     };
     let mut last = None;
     for addr in addrs {
-        match dial_addr(addr, deadline).await {
+        match dial_addr(addr, deadline, close).await {
             Ok(stream) => return Ok(stream),
             Err(e) if e.ends_with(": i/o timeout") => return Err(e),
             Err(e) => last = Some(e),
@@ -61,8 +66,12 @@ pub(crate) async fn dial(host: &str, port: u16, deadline: Instant) -> Result<Tcp
 }
 
 /// Connects to one address before `deadline`.
-async fn dial_addr(addr: SocketAddr, deadline: Instant) -> Result<TcpStream, String> {
-    match tokio::time::timeout_at(deadline, connect(addr)).await {
+async fn dial_addr(
+    addr: SocketAddr,
+    deadline: Instant,
+    close: CloseStyle,
+) -> Result<TcpStream, String> {
+    match tokio::time::timeout_at(deadline, connect(addr, close)).await {
         Ok(Ok(stream)) => Ok(stream),
         Ok(Err(e)) => Err(format!("dial tcp {addr}: connect: {}", os_error_text(&e))),
         Err(_) => Err(format!("dial tcp {addr}: i/o timeout")),
@@ -77,7 +86,14 @@ async fn dial_addr(addr: SocketAddr, deadline: Instant) -> Result<TcpStream, Str
 /// detached task once the peer answers (its FIN or data) or after the linger time, when the
 /// FIN has long been acknowledged: the wire behaviour is the kubelet's, the thread never waits.
 /// Outside a runtime the socket is simply dropped.
-pub(crate) fn close_in_background(stream: TcpStream) {
+///
+/// With [`CloseStyle::Reset`] the socket was dialed with a zero linger: dropping it sends an
+/// RST at once, nothing waits and nothing is left in TIME_WAIT.
+pub(crate) fn close_in_background(stream: TcpStream, close: CloseStyle) {
+    if close == CloseStyle::Reset {
+        drop(stream);
+        return;
+    }
     let Ok(handle) = tokio::runtime::Handle::try_current() else {
         return;
     };
@@ -101,14 +117,16 @@ pub(crate) struct ProbeIo {
     /// `None` only once dropped.
     inner: Option<TcpStream>,
     count: Arc<AtomicU64>,
+    close: CloseStyle,
 }
 
 impl ProbeIo {
     /// Wraps a dialed stream; bytes read are added to `count`.
-    pub(crate) fn new(stream: TcpStream, count: Arc<AtomicU64>) -> ProbeIo {
+    pub(crate) fn new(stream: TcpStream, count: Arc<AtomicU64>, close: CloseStyle) -> ProbeIo {
         ProbeIo {
             inner: Some(stream),
             count,
+            close,
         }
     }
 
@@ -128,7 +146,7 @@ impl ProbeIo {
 impl Drop for ProbeIo {
     fn drop(&mut self) {
         if let Some(stream) = self.inner.take() {
-            close_in_background(stream);
+            close_in_background(stream, self.close);
         }
     }
 }
@@ -225,7 +243,7 @@ fn fin_acknowledged(_stream: &TcpStream) -> bool {
     false
 }
 
-async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+async fn connect(addr: SocketAddr, close: CloseStyle) -> io::Result<TcpStream> {
     let socket = match addr {
         SocketAddr::V4(_) => TcpSocket::new_v4()?,
         SocketAddr::V6(_) => TcpSocket::new_v6()?,
@@ -234,7 +252,11 @@ async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
     // blocks while unsent or unacknowledged data remains: a probe's request has been answered
     // (or acknowledged by the peer's kernel) by the time we close, so the wait is one loopback
     // or pod-network round trip at most.
-    socket2::SockRef::from(&socket).set_linger(Some(LINGER))?;
+    let linger = match close {
+        CloseStyle::Linger => LINGER,
+        CloseStyle::Reset => Duration::ZERO,
+    };
+    socket2::SockRef::from(&socket).set_linger(Some(linger))?;
     socket.connect(addr).await
 }
 
@@ -247,9 +269,47 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let deadline = Instant::now() + Duration::from_secs(1);
-        let stream = dial("127.0.0.1", port, deadline).await.unwrap();
+        let stream = dial("127.0.0.1", port, deadline, CloseStyle::Linger)
+            .await
+            .unwrap();
         let linger = socket2::SockRef::from(&stream).linger().unwrap();
         assert_eq!(linger, Some(LINGER));
+    }
+
+    /// The monitor's abortive close: a zero linger, so the close is an RST and neither side
+    /// keeps the connection in TIME_WAIT.
+    #[tokio::test]
+    async fn reset_close_leaves_no_time_wait() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let stream = dial("127.0.0.1", port, deadline, CloseStyle::Reset)
+            .await
+            .unwrap();
+        let linger = socket2::SockRef::from(&stream).linger().unwrap();
+        assert_eq!(linger, Some(Duration::ZERO));
+        let local = stream.local_addr().unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        close_in_background(stream, CloseStyle::Reset);
+        // The target sees the reset, not an orderly end of stream.
+        let mut buf = [0u8; 1];
+        let read = std::io::Read::read(&mut peer, &mut buf);
+        assert_eq!(
+            read.map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::ConnectionReset)
+        );
+        drop(peer);
+        let port_hex = format!(":{:04X}", local.port());
+        let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+        let lingering: Vec<&str> = tcp
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|a| a.ends_with(&port_hex))
+            })
+            .collect();
+        assert!(lingering.is_empty(), "{lingering:?}");
     }
 
     #[cfg(target_os = "linux")]
@@ -257,9 +317,14 @@ mod tests {
     async fn r7_4_fin_acknowledged_reads_the_tcp_state() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let stream = dial("127.0.0.1", port, Instant::now() + Duration::from_secs(1))
-            .await
-            .unwrap();
+        let stream = dial(
+            "127.0.0.1",
+            port,
+            Instant::now() + Duration::from_secs(1),
+            CloseStyle::Linger,
+        )
+        .await
+        .unwrap();
         let _peer = listener.accept().unwrap();
         // Established: a lingering close could still have to wait.
         assert!(!fin_acknowledged(&stream));

@@ -190,6 +190,43 @@ async fn r7_3_new_connection_per_probe() {
     assert_eq!(accepted.load(Ordering::SeqCst), 3);
 }
 
+/// `CloseStyle::Reset` (the monitor's default) changes only how the connection ends: the
+/// outcome is the same, and a server that keeps the connection open sees a reset instead of
+/// an end of stream.
+#[tokio::test]
+async fn reset_close_gives_the_same_outcome_and_the_server_sees_a_reset() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<std::io::ErrorKind>();
+    let tx = Arc::new(Mutex::new(Some(tx)));
+    let addr = serve(move |mut s| {
+        let tx = Arc::clone(&tx);
+        async move {
+            read_head(&mut s).await;
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .await;
+            // Keep-alive: wait for the next request, which never comes.
+            let mut buf = [0u8; 16];
+            let kind = match s.read(&mut buf).await {
+                Ok(0) => std::io::ErrorKind::UnexpectedEof,
+                Ok(_) => std::io::ErrorKind::InvalidData,
+                Err(e) => e.kind(),
+            };
+            if let Some(tx) = tx.lock().unwrap().take() {
+                let _ = tx.send(kind);
+            }
+        }
+    })
+    .await;
+    let reset = ProbeConfig {
+        close: probelet::probe::CloseStyle::Reset,
+        ..cfg()
+    };
+    let (out, _) = probe(&local(addr, "/"), T, &reset).await;
+    assert_eq!(completed(&out), (RawResult::Success, "ok"));
+    let seen = tokio::time::timeout(T, rx).await.unwrap().unwrap();
+    assert_eq!(seen, std::io::ErrorKind::ConnectionReset);
+}
+
 #[tokio::test]
 async fn r7_6_https_without_certificate_verification() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use probelet::outcome::RawResult;
+use probelet::probe::CloseStyle;
 use probelet::probe::tcp::probe;
 
 use crate::support::*;
@@ -14,21 +15,21 @@ async fn r7_17_connect_is_success_with_empty_output() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     // Never accepted: the kernel completes the handshake, which is all the probe needs.
-    let out = probe("127.0.0.1", port, SHORT).await;
+    let out = probe("127.0.0.1", port, SHORT, CloseStyle::Linger).await;
     assert_eq!(completed(&out), (RawResult::Success, ""));
 }
 
 #[tokio::test]
 async fn r7_17_server_that_closes_at_once_still_passes() {
     let addr = serve(|s| async move { drop(s) }).await;
-    let out = probe("127.0.0.1", addr.port(), SHORT).await;
+    let out = probe("127.0.0.1", addr.port(), SHORT, CloseStyle::Linger).await;
     assert_eq!(completed(&out), (RawResult::Success, ""));
 }
 
 #[tokio::test]
 async fn r7_17_refused_is_a_failure_with_the_dial_error() {
     let port = refused_port().await;
-    let out = probe("127.0.0.1", port, SHORT).await;
+    let out = probe("127.0.0.1", port, SHORT, CloseStyle::Linger).await;
     assert_eq!(
         completed(&out),
         (
@@ -64,7 +65,7 @@ async fn r7_17_connect_timeout_is_a_failure_within_the_timeout() {
         };
         fillers.push(s);
     }
-    let (out, took) = timed(probe("127.0.0.1", addr.port(), SHORT)).await;
+    let (out, took) = timed(probe("127.0.0.1", addr.port(), SHORT, CloseStyle::Linger)).await;
     assert_bounded(took, SHORT);
     let (result, text) = completed(&out);
     assert_eq!(result, RawResult::Failure);
@@ -75,6 +76,6 @@ async fn r7_17_connect_timeout_is_a_failure_within_the_timeout() {
 async fn r7_17_host_names_are_resolved() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let out = probe("localhost", port, SHORT).await;
+    let out = probe("localhost", port, SHORT, CloseStyle::Linger).await;
     assert_eq!(completed(&out).0, RawResult::Success);
 }
