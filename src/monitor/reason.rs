@@ -108,15 +108,6 @@ pub fn classify(kind: HandlerKind, output: &str) -> Reason {
     }
 }
 
-/// The HTTP status in a failure output (`HTTP probe failed with statuscode: 503`).
-pub fn failed_status(output: &str) -> Option<u16> {
-    output
-        .strip_prefix("HTTP probe failed with statuscode: ")?
-        .trim()
-        .parse()
-        .ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,12 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn status_and_exhaustion() {
-        assert_eq!(
-            failed_status("HTTP probe failed with statuscode: 503"),
-            Some(503)
-        );
-        assert_eq!(failed_status("connection refused"), None);
+    fn local_exhaustion_texts() {
         assert!(local_exhaustion(
             "dial tcp 127.0.0.1:80: connect: too many open files"
         ));

@@ -128,86 +128,83 @@ impl Check {
     /// each bounded by `timeout` (R7.7). A failure that only says the prober ran out of
     /// descriptors or ports becomes [`Completion::Exhausted`].
     pub async fn run(&self, timeout: Duration, cfg: &ProbeConfig) -> Completion {
-        let kind = self.kind();
         match self {
-            Check::Http(t) => {
-                evaluate(kind, || async {
-                    probe::http::probe(t, timeout, cfg).await.0
-                })
-                .await
-            }
-            Check::Tcp { host, port } => {
-                evaluate(kind, || probe::tcp::probe(host, *port, timeout, cfg.close)).await
-            }
+            Check::Http(t) => run_http(t, timeout, cfg).await,
+            Check::Tcp { host, port } => run_tcp(host, *port, timeout, cfg).await,
             Check::Grpc {
                 host,
                 port,
                 service,
             } => {
-                evaluate(kind, || {
-                    probe::grpc::probe(host, *port, service, timeout, cfg)
+                evaluate(HandlerKind::Grpc, || async {
+                    (
+                        probe::grpc::probe(host, *port, service, timeout, cfg).await,
+                        None,
+                    )
                 })
                 .await
             }
             Check::Exec { command } => {
-                evaluate(kind, || async {
-                    probe::exec::probe(command, &[], timeout, cfg).await.0
+                evaluate(HandlerKind::Exec, || async {
+                    (probe::exec::probe(command, &[], timeout, cfg).await.0, None)
                 })
                 .await
             }
             Check::Invalid(e) => {
-                evaluate(kind, || async { ProbeOutcome::errored(e.to_string()) }).await
+                evaluate(self.kind(), || async {
+                    (ProbeOutcome::errored(e.to_string()), None)
+                })
+                .await
             }
         }
     }
 
     /// Runs one evaluation in a task of its own and hands the completion to `done`.
     ///
-    /// Each handler kind is spawned as its own task type: [`Check::run`]'s future is sized for
-    /// the largest handler (the gRPC client's), and spawning it would allocate and copy that
-    /// much for every HTTP or TCP probe (visible in profiles as `memmove` in `spawn`).
+    /// HTTP and TCP evaluations are spawned as task types of their own: [`Check::run`]'s
+    /// future is sized for the largest handler (the gRPC client's), and spawning it would
+    /// allocate and copy that much for every HTTP or TCP probe (visible in profiles as
+    /// `memmove` in `spawn`).
     pub fn spawn(
         self: Arc<Self>,
         timeout: Duration,
         cfg: Arc<ProbeConfig>,
         done: impl FnOnce(Completion) + Send + 'static,
     ) {
-        let kind = self.kind();
         match &*self {
-            Check::Http(_) => {
-                tokio::spawn(async move {
-                    let c = match &*self {
-                        Check::Http(t) => {
-                            evaluate(kind, || async {
-                                probe::http::probe(t, timeout, &cfg).await.0
-                            })
-                            .await
-                        }
-                        other => mismatch(other),
-                    };
-                    done(c);
-                });
-            }
-            Check::Tcp { .. } => {
-                tokio::spawn(async move {
-                    let c = match &*self {
-                        Check::Tcp { host, port } => {
-                            evaluate(kind, || probe::tcp::probe(host, *port, timeout, cfg.close))
-                                .await
-                        }
-                        other => mismatch(other),
-                    };
-                    done(c);
-                });
-            }
-            _ => {
-                tokio::spawn(async move {
-                    let c = self.run(timeout, &cfg).await;
-                    done(c);
-                });
-            }
-        }
+            Check::Http(_) => tokio::spawn(async move {
+                if let Check::Http(t) = &*self {
+                    done(run_http(t, timeout, &cfg).await);
+                }
+            }),
+            Check::Tcp { .. } => tokio::spawn(async move {
+                if let Check::Tcp { host, port } = &*self {
+                    done(run_tcp(host, *port, timeout, &cfg).await);
+                }
+            }),
+            _ => tokio::spawn(async move { done(self.run(timeout, &cfg).await) }),
+        };
     }
+}
+
+/// One HTTP evaluation, with the status code the handler received.
+async fn run_http(t: &HttpTarget, timeout: Duration, cfg: &ProbeConfig) -> Completion {
+    evaluate(HandlerKind::Http, || async {
+        let (outcome, stats) = probe::http::probe(t, timeout, cfg).await;
+        (outcome, stats.http_status)
+    })
+    .await
+}
+
+/// One TCP evaluation.
+async fn run_tcp(host: &str, port: u16, timeout: Duration, cfg: &ProbeConfig) -> Completion {
+    evaluate(HandlerKind::Tcp, || async {
+        (
+            probe::tcp::probe(host, port, timeout, cfg.close).await,
+            None,
+        )
+    })
+    .await
 }
 
 impl std::fmt::Display for Check {
@@ -234,33 +231,25 @@ impl std::fmt::Display for Check {
     }
 }
 
-fn mismatch(check: &Check) -> Completion {
-    Completion::Errored {
-        error: format!("internal: unexpected check {check}"),
-    }
-}
-
-/// The retry loop of one evaluation (R6.3) around `once`, with the outcome classified.
+/// The retry loop of one evaluation (R6.3) around `once` (which answers the outcome and, for
+/// HTTP, the status code received), with the outcome classified.
 async fn evaluate<F, Fut>(kind: HandlerKind, mut once: F) -> Completion
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ProbeOutcome>,
+    Fut: std::future::Future<Output = (ProbeOutcome, Option<u16>)>,
 {
     let start = tokio::time::Instant::now();
     let mut last = String::new();
     for _ in 0..MAX_ATTEMPTS {
-        match once().await {
+        let (outcome, status) = once().await;
+        match outcome {
             ProbeOutcome::Completed { result, output } => {
                 let failed = matches!(result, RawResult::Failure | RawResult::Unknown);
                 if failed && reason::local_exhaustion(&output) {
                     return Completion::Exhausted;
                 }
-                let http_status = match (kind, result) {
-                    (HandlerKind::Http, RawResult::Success) => Some(200),
-                    (HandlerKind::Http, RawResult::Warning) => Some(300),
-                    (HandlerKind::Http, _) => Some(reason::failed_status(&output).unwrap_or(0)),
-                    _ => None,
-                };
+                // blackbox_exporter's `probe_http_status_code`: 0 when no response came.
+                let http_status = (kind == HandlerKind::Http).then(|| status.unwrap_or(0));
                 return Completion::Completed {
                     raw: result,
                     reason: failed.then(|| reason::classify(kind, &output)),

@@ -66,7 +66,8 @@ impl HttpTarget {
     }
 }
 
-/// Runs one HTTP probe within `timeout` and reports the socket bytes it read.
+/// Runs one HTTP probe within `timeout` and reports the socket bytes it read and the status
+/// code of the last response it received.
 pub async fn probe(
     target: &HttpTarget,
     timeout: Duration,
@@ -74,8 +75,16 @@ pub async fn probe(
 ) -> (ProbeOutcome, ProbeStats) {
     let counter = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + timeout;
+    let mut http_status = None;
     let outcome = match RequestHeaders::build(&target.headers, &cfg.user_agent()) {
-        Ok(headers) => run(target, &headers, deadline, cfg.close, &counter).await,
+        Ok(headers) => {
+            let hop = Hop {
+                deadline,
+                close: cfg.close,
+                counter: &counter,
+            };
+            run(target, &headers, &hop, &mut http_status).await
+        }
         // Go's client rejects such a request before sending: a transport error, so a failure.
         Err(e) => {
             ProbeOutcome::completed(RawResult::Failure, format!("Get \"{}\": {e}", target.url))
@@ -83,8 +92,17 @@ pub async fn probe(
     };
     let stats = ProbeStats {
         bytes_read: counter.load(Ordering::Relaxed),
+        http_status,
     };
     (outcome, stats)
+}
+
+/// What every request of one probe shares.
+struct Hop<'a> {
+    deadline: Instant,
+    close: CloseStyle,
+    /// Socket bytes read, over all requests.
+    counter: &'a Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for HttpTarget {
@@ -219,10 +237,12 @@ impl RequestHeaders {
 async fn run(
     target: &HttpTarget,
     headers: &RequestHeaders,
-    deadline: Instant,
-    close: CloseStyle,
-    counter: &Arc<AtomicU64>,
+    hop: &Hop<'_>,
+    http_status: &mut Option<u16>,
 ) -> ProbeOutcome {
+    let Hop {
+        deadline, counter, ..
+    } = *hop;
     let original = &target.url;
     // The URL of the current hop: the original until a redirect is followed (no clone of it
     // per probe: most probes never redirect).
@@ -233,10 +253,11 @@ async fn run(
         requests += 1;
         let url = redirected.as_ref().unwrap_or(original);
         let host = host_override.as_deref().unwrap_or(&url.authority);
-        let mut response = match send(url, host, headers, deadline, close, counter).await {
+        let mut response = match send(url, host, headers, hop).await {
             Ok(r) => r,
             Err(text) => return ProbeOutcome::completed(RawResult::Failure, text),
         };
+        *http_status = Some(response.status());
         if let Some(location) = response.take_location() {
             let next = match url.join(&location) {
                 Ok(n) => n,
@@ -278,6 +299,13 @@ enum Head {
 }
 
 impl Head {
+    fn status(&self) -> u16 {
+        match self {
+            Head::Plain(r) => r.status,
+            Head::Hyper(r, _) => r.status().as_u16(),
+        }
+    }
+
     /// The `Location` to follow, if the status is one Go follows and the header is there.
     fn take_location(&mut self) -> Option<String> {
         match self {
@@ -396,10 +424,13 @@ async fn send(
     url: &ProbeUrl,
     host: &str,
     headers: &RequestHeaders,
-    deadline: Instant,
-    close: CloseStyle,
-    counter: &Arc<AtomicU64>,
+    hop: &Hop<'_>,
 ) -> Result<Head, String> {
+    let Hop {
+        deadline,
+        close,
+        counter,
+    } = *hop;
     let https = match url.scheme.as_str() {
         "http" => false,
         "https" => true,

@@ -109,6 +109,9 @@ pub struct ProbeStats {
     /// Bytes read from the target: from the socket (HTTP, before TLS decryption) or from the
     /// command's pipes (exec). Zero for TCP and gRPC.
     pub bytes_read: u64,
+    /// HTTP: the status code of the last response received (a followed redirect's target's,
+    /// or the 3xx that ended the chain); `None` when no response arrived.
+    pub http_status: Option<u16>,
 }
 
 /// Why a probe definition cannot be run (the handler reports these as errors, R6.3).

@@ -421,10 +421,14 @@ async fn r7_9_status_mapping() {
         (204, RawResult::Success),
         (299, RawResult::Success),
     ] {
-        let out = run(&local(addr, &format!("/{code}"))).await;
+        let (out, stats) = probe(&local(addr, &format!("/{code}")), T, &cfg()).await;
         assert_eq!(completed(&out).0, want, "{code}");
+        // The code itself is reported too (the monitor's `probe_http_status_code`).
+        assert_eq!(stats.http_status, Some(code));
     }
     assert_eq!(completed(&run(&local(addr, "/200")).await).1, "secret body");
+    let refused = target("http", "127.0.0.1", refused_port().await, "/");
+    assert_eq!(probe(&refused, T, &cfg()).await.1.http_status, None);
     for code in [400, 404, 500, 503, 599] {
         let out = run(&local(addr, &format!("/{code}"))).await;
         // Never the body (issue #99425).
@@ -557,10 +561,10 @@ async fn r7_12_same_host_redirect_to_other_port_and_scheme_is_followed() {
         )
     })
     .await;
-    assert_eq!(
-        completed(&run(&local(addr, "/")).await),
-        (RawResult::Success, "other port")
-    );
+    let (out, stats) = probe(&local(addr, "/"), T, &cfg()).await;
+    assert_eq!(completed(&out), (RawResult::Success, "other port"));
+    // The status reported is the final response's, not the redirect's.
+    assert_eq!(stats.http_status, Some(200));
 
     // http → https on the same host.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
