@@ -319,6 +319,17 @@ fn metric(text: &str, series: &str) -> Option<f64> {
 /// event delivery), and `/targets/NAME/ready` flips from 200 to 503.
 #[test]
 fn r3_11_target_going_down_is_not_ready_within_failure_threshold_times_period() {
+    target_going_down(&[]);
+}
+
+/// The same with the probes spread over two threads (`--threads 2`): one scheduler, the same
+/// counting and timing.
+#[test]
+fn r3_11_with_two_threads() {
+    target_going_down(&["--threads", "2"]);
+}
+
+fn target_going_down(extra: &[&str]) {
     let web = HttpTarget::start();
     let yaml = format!(
         "defaults: {{periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 2}}
@@ -330,7 +341,7 @@ targets:
 ",
         web.addr.port()
     );
-    let mut m = Monitor::start(&yaml, &[]);
+    let mut m = Monitor::start(&yaml, extra);
     assert_eq!(
         m.get("/targets/web/ready"),
         (503, "not ready\n".into()),

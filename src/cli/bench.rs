@@ -19,12 +19,12 @@ use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::{HTTPGetAction, Probe, TCPSocketAction};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use probelet::monitor::config::{TargetSpec, TargetsFile};
-use probelet::monitor::runner::{self, MonitorConfig, Shared};
+use probelet::monitor::runner::{self, MonitorConfig, MonitorEvent, Shared};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Benchmark the monitor: N targets at period P against a local HTTP or TCP target.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// What to probe: `http` (GET with a fresh connection) or `tcp` (connect and close).
     #[arg(long, value_enum, default_value_t = Mode::Http)]
@@ -151,15 +151,19 @@ fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<ser
         };
         let rss_before = proc_status_kb("VmRSS");
         let shared = Shared::new(&config, "bench");
-        let targets: Vec<TargetSpec> = (0..args.targets)
+        let canary = Canary::start()?;
+        let mut targets: Vec<TargetSpec> = (0..args.targets)
             .map(|i| spec(args, i, host, port, path))
             .collect();
+        let rss_without_canaries = proc_status_kb("VmRSS");
+        targets.extend(canary.targets(args));
         shared.apply(TargetsFile {
             targets,
             invalid: Vec::new(),
         });
-        let rss_loaded = proc_status_kb("VmRSS");
+        let rss_loaded = rss_without_canaries;
         let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+        let went_down = canary.reports.clone();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let runner = tokio::spawn(runner::run(
             shared.clone(),
@@ -168,9 +172,22 @@ fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<ser
             async {
                 let _ = stop_rx.await;
             },
-            |_| {},
+            move |event| {
+                if let MonitorEvent::Transition { transition, .. } = event
+                    && !transition.ready
+                    && transition.name.starts_with(CANARY)
+                {
+                    went_down
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(StdInstant::now());
+                }
+            },
         ));
         tokio::time::sleep(args.warmup).await;
+        // The canaries go down as the window opens; each must be reported NotReady within
+        // failureThreshold × period + timeout of that moment (the bound, plus 10 ms).
+        let down_at = canary.go_down();
         let (ok0, fail0) = totals(&shared);
         let _ = shared.take_lateness();
         let cpu0 = cpu_seconds();
@@ -184,6 +201,8 @@ fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<ser
         let (tw_prober, tw_target) = time_wait(port);
         let _ = stop_tx.send(());
         let _ = runner.await;
+        let detection = canary.detection(down_at);
+        let bound = detection_bound(args);
         let probes = (ok1 - ok0) + (fail1 - fail0);
         let cpu = (cpu1.0 - cpu0.0) + (cpu1.1 - cpu0.1);
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
@@ -214,8 +233,103 @@ fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<ser
             "bytes_per_target_at_end": (rss_end - rss_before) as f64 * 1024.0 / args.targets as f64,
             "time_wait_prober_side": tw_prober,
             "time_wait_target_side": tw_target,
+            "canaries": CANARIES,
+            "canaries_reported_down": detection.len(),
+            "down_reported_max_ms": detection.iter().max().map(|d| ms(*d)),
+            "down_bound_ms": ms(bound),
+            "down_slack_ms": detection.iter().max().map(|d| ms(bound) - ms(*d)),
         }))
     })
+}
+
+/// How many canary targets each run adds (not counted in the memory per target).
+const CANARIES: usize = 10;
+/// The canaries' name prefix.
+const CANARY: &str = "canary-";
+/// The canaries' failureThreshold (the API default).
+const CANARY_FAILURE_THRESHOLD: i32 = 3;
+
+/// The bound on reporting a target that goes down: failureThreshold × periodSeconds +
+/// timeoutSeconds + 10 ms.
+fn detection_bound(args: &Args) -> Duration {
+    let secs = u64::try_from(CANARY_FAILURE_THRESHOLD * args.period + args.timeout).unwrap_or(0);
+    Duration::from_secs(secs) + Duration::from_millis(10)
+}
+
+/// A handful of HTTP targets on a server of the benchmark's own that answers 200 until told
+/// to go down, then 503: how long the monitor takes to report them NotReady while it runs
+/// the full load.
+struct Canary {
+    addr: SocketAddr,
+    healthy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// When each canary was reported NotReady.
+    reports: std::sync::Arc<std::sync::Mutex<Vec<StdInstant>>>,
+}
+
+impl Canary {
+    fn start() -> anyhow::Result<Canary> {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let healthy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let h = healthy.clone();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut buf = [0u8; 2048];
+                let _ = std::io::Read::read(&mut stream, &mut buf);
+                let status = if h.load(Ordering::SeqCst) {
+                    "200 OK"
+                } else {
+                    "503 Service Unavailable"
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n"
+                );
+            }
+        });
+        Ok(Canary {
+            addr,
+            healthy,
+            reports: Default::default(),
+        })
+    }
+
+    fn targets(&self, args: &Args) -> Vec<TargetSpec> {
+        (0..CANARIES)
+            .map(|i| {
+                let mut t = spec(
+                    &Args {
+                        mode: Mode::Http,
+                        ..args.clone()
+                    },
+                    i,
+                    "127.0.0.1",
+                    self.addr.port(),
+                    "/",
+                );
+                t.name = format!("{CANARY}{i}");
+                t.probe.failure_threshold = Some(CANARY_FAILURE_THRESHOLD);
+                t
+            })
+            .collect()
+    }
+
+    fn go_down(&self) -> StdInstant {
+        self.healthy
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        StdInstant::now()
+    }
+
+    /// How long after `down_at` each canary was reported down.
+    fn detection(&self, down_at: StdInstant) -> Vec<Duration> {
+        self.reports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|t| t.saturating_duration_since(down_at))
+            .collect()
+    }
 }
 
 /// The minimal tokio scheduler: a task and an interval per target, raw probes.
@@ -381,10 +495,12 @@ fn spec(args: &Args, i: usize, host: &str, port: u16, path: &str) -> TargetSpec 
     }
 }
 
-/// Probes counted so far (successes, failures + discarded errors), over all targets.
+/// Probes counted so far (successes, failures + discarded errors), over all targets but the
+/// canaries.
 fn totals(shared: &Shared) -> (u64, u64) {
     let s = shared.scheduler();
-    s.targets().fold((0, 0), |(ok, fail), t| {
+    let measured = s.targets().filter(|t| !t.name.starts_with(CANARY));
+    measured.fold((0, 0), |(ok, fail), t| {
         let f: u64 = t.state.failures.iter().map(|n| u64::from(*n)).sum();
         (ok + t.state.successes, fail + f + u64::from(t.state.errors))
     })

@@ -509,9 +509,14 @@ pub async fn run(
     let mut last_exhausted: Option<tokio::time::Instant> = None;
     let mut received: Option<(TargetId, Completion)> = None;
     tokio::pin!(stop);
+    // On a multi-thread runtime, waking this task for every outcome would cross threads (a
+    // futex wake-up) tens of thousands of times a second: outcomes are collected every
+    // millisecond instead, the resolution of the timer anyway.
+    let batch = tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::MultiThread;
     loop {
         // One scheduler step: every outcome already in, then everything due now.
-        let deadline = {
+        let (deadline, in_flight) = {
             let mut s = shared.scheduler();
             let arrived = received
                 .take()
@@ -572,23 +577,31 @@ pub async fn run(
             }
             shared.metrics.in_flight.set(s.in_flight() as i64);
             shared.metrics.queued.set(s.queued() as i64);
-            s.next_deadline()
+            (s.next_deadline(), s.in_flight())
         };
+        let mut wake_at = deadline.map(|d| shared.tokio_instant(d));
+        if batch && in_flight > 0 {
+            let collect = tokio::time::Instant::now() + BATCH_INTERVAL;
+            wake_at = Some(wake_at.map_or(collect, |w| w.min(collect)));
+        }
         let sleep = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(shared.tokio_instant(d)).await,
+            match wake_at {
+                Some(at) => tokio::time::sleep_until(at).await,
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
             biased;
             _ = &mut stop => return,
-            Some(done) = done_rx.recv() => received = Some(done),
+            Some(done) = done_rx.recv(), if !batch => received = Some(done),
             _ = wake.notified() => {}
             _ = sleep => {}
         }
     }
 }
+
+/// How often a multi-thread monitor collects outcomes.
+const BATCH_INTERVAL: Duration = Duration::from_millis(1);
 
 /// `timeoutSeconds` as a duration (at least 1 s, as the handlers treat it).
 fn timeout_of(timing: &ProbeTiming) -> Duration {
