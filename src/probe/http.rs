@@ -78,12 +78,12 @@ pub async fn probe(
     let mut http_status = None;
     let outcome = match RequestHeaders::build(&target.headers, &cfg.user_agent()) {
         Ok(headers) => {
-            let hop = Hop {
+            let per_probe = PerProbe {
                 deadline,
                 close: cfg.close,
                 counter: &counter,
             };
-            run(target, &headers, &hop, &mut http_status).await
+            run(target, &headers, &per_probe, &mut http_status).await
         }
         // Go's client rejects such a request before sending: a transport error, so a failure.
         Err(e) => {
@@ -98,7 +98,7 @@ pub async fn probe(
 }
 
 /// What every request of one probe shares.
-struct Hop<'a> {
+struct PerProbe<'a> {
     deadline: Instant,
     close: CloseStyle,
     /// Socket bytes read, over all requests.
@@ -237,12 +237,12 @@ impl RequestHeaders {
 async fn run(
     target: &HttpTarget,
     headers: &RequestHeaders,
-    hop: &Hop<'_>,
+    per_probe: &PerProbe<'_>,
     http_status: &mut Option<u16>,
 ) -> ProbeOutcome {
-    let Hop {
+    let PerProbe {
         deadline, counter, ..
-    } = *hop;
+    } = *per_probe;
     let original = &target.url;
     // The URL of the current hop: the original until a redirect is followed (no clone of it
     // per probe: most probes never redirect).
@@ -253,7 +253,7 @@ async fn run(
         requests += 1;
         let url = redirected.as_ref().unwrap_or(original);
         let host = host_override.as_deref().unwrap_or(&url.authority);
-        let mut response = match send(url, host, headers, hop).await {
+        let mut response = match send(url, host, headers, per_probe).await {
             Ok(r) => r,
             Err(text) => return ProbeOutcome::completed(RawResult::Failure, text),
         };
@@ -424,13 +424,13 @@ async fn send(
     url: &ProbeUrl,
     host: &str,
     headers: &RequestHeaders,
-    hop: &Hop<'_>,
+    per_probe: &PerProbe<'_>,
 ) -> Result<Head, String> {
-    let Hop {
+    let PerProbe {
         deadline,
         close,
         counter,
-    } = *hop;
+    } = *per_probe;
     let https = match url.scheme.as_str() {
         "http" => false,
         "https" => true,
