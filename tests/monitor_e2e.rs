@@ -253,24 +253,24 @@ fn closed_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// Sockets in TIME_WAIT whose local or remote port is `port` (either side of a connection).
-fn time_wait_on(port: u16) -> usize {
+/// Sockets in TIME_WAIT whose local or remote port is `port` (either side of a connection),
+/// as `local remote` address pairs.
+fn time_wait_on(port: u16) -> std::collections::HashSet<String> {
     let port_hex = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
-        .map(|text| {
-            text.lines()
-                .skip(1)
-                .filter(|l| {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    f.len() > 3
-                        && f[3] == "06"
-                        && (f[1].ends_with(&port_hex) || f[2].ends_with(&port_hex))
-                })
-                .count()
-        })
-        .sum()
+    let mut found = std::collections::HashSet::new();
+    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() > 3
+                && f[3] == "06"
+                && (f[1].ends_with(&port_hex) || f[2].ends_with(&port_hex))
+            {
+                found.insert(format!("{} {}", f[1], f[2]));
+            }
+        }
+    }
+    found
 }
 
 /// Issue 8 (TIME_WAIT): with the default `--close reset` HTTP and TCP probes leave no
@@ -289,6 +289,9 @@ fn reset_close_leaves_no_time_wait_linger_does() {
                 tcp.port()
             ));
         }
+        // A port number can be handed out again while an earlier test's connections to it
+        // are still in TIME_WAIT: only sockets that appear during this run count.
+        let before: Vec<_> = [web.addr.port(), tcp.port()].map(time_wait_on).into();
         let mut m = Monitor::start_with(&yaml, &["--close", close], None);
         for i in 0..10 {
             m.event_for("Ready", &format!("web-{i}"), Duration::from_secs(5));
@@ -298,7 +301,8 @@ fn reset_close_leaves_no_time_wait_linger_does() {
         std::thread::sleep(Duration::from_millis(2500));
         assert!(web.requests.load(Ordering::SeqCst) >= 20);
         assert!(accepted.load(Ordering::SeqCst) >= 20);
-        (time_wait_on(web.addr.port()), time_wait_on(tcp.port()))
+        let new = |i: usize, port: u16| time_wait_on(port).difference(&before[i]).count();
+        (new(0, web.addr.port()), new(1, tcp.port()))
     };
     assert_eq!(run("reset"), (0, 0), "reset: TIME_WAIT (http, tcp)");
     let (http, tcp) = run("linger");

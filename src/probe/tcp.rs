@@ -299,14 +299,14 @@ mod tests {
             Err(std::io::ErrorKind::ConnectionReset)
         );
         drop(peer);
-        let port_hex = format!(":{:04X}", local.port());
+        // This connection's line (local and remote port), in any state.
+        let (ours, theirs) = (format!(":{:04X}", local.port()), format!(":{port:04X}"));
         let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
         let lingering: Vec<&str> = tcp
             .lines()
             .filter(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .is_some_and(|a| a.ends_with(&port_hex))
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 2 && f[1].ends_with(&ours) && f[2].ends_with(&theirs)
             })
             .collect();
         assert!(lingering.is_empty(), "{lingering:?}");
