@@ -172,15 +172,19 @@ impl Check {
         done: impl FnOnce(Completion) + Send + 'static,
     ) {
         match &*self {
+            // The fallbacks cannot happen (the kind was just matched); boxed, they keep the
+            // task small while still always answering `done`.
             Check::Http(_) => tokio::spawn(async move {
-                if let Check::Http(t) = &*self {
-                    done(run_http(t, timeout, &cfg).await);
-                }
+                done(match &*self {
+                    Check::Http(t) => run_http(t, timeout, &cfg).await,
+                    other => Box::pin(other.run(timeout, &cfg)).await,
+                })
             }),
             Check::Tcp { .. } => tokio::spawn(async move {
-                if let Check::Tcp { host, port } = &*self {
-                    done(run_tcp(host, *port, timeout, &cfg).await);
-                }
+                done(match &*self {
+                    Check::Tcp { host, port } => run_tcp(host, *port, timeout, &cfg).await,
+                    other => Box::pin(other.run(timeout, &cfg)).await,
+                })
             }),
             _ => tokio::spawn(async move { done(self.run(timeout, &cfg).await) }),
         };
