@@ -324,23 +324,7 @@ fn watch_prints_the_list_then_streams_changes() {
     assert!(first.starts_with("web    "), "{first}");
     // Liveness starts failing: the restart is streamed.
     std::fs::write(&fail, "").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = vec![first];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no restart streamed; saw {seen:#?}"));
-        let restarted = line
-            .split_whitespace()
-            .nth(3)
-            .and_then(|n| n.parse::<u32>().ok())
-            .is_some_and(|n| n >= 1);
-        seen.push(line);
-        if restarted {
-            break;
-        }
-    }
+    common::wait_for_restart_row(&rx, "web", vec![first], Duration::from_secs(30));
     let _ = watch.kill();
     let _ = watch.wait();
 }

@@ -287,24 +287,7 @@ fn kubectl_watch_streams_a_restart() {
     assert!(first.starts_with("NAME"), "{first}");
     // The target starts failing: liveness kills the container, which restarts.
     target.status.store(500, Ordering::SeqCst);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no restart streamed; saw {seen:#?}"));
-        let restarted = line.starts_with("watched")
-            && line
-                .split_whitespace()
-                .nth(3)
-                .and_then(|n| n.parse::<u32>().ok())
-                .is_some_and(|n| n >= 1);
-        seen.push(line);
-        if restarted {
-            break;
-        }
-    }
+    common::wait_for_restart_row(&rx, "watched", Vec::new(), Duration::from_secs(30));
     let _ = watch.kill();
     let _ = watch.wait();
 }

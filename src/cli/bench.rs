@@ -24,7 +24,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Benchmark the monitor: N targets at period P against a local HTTP or TCP target.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, clap::Args)]
 pub struct Args {
     /// What to probe: `http` (GET with a fresh connection) or `tcp` (connect and close).
     #[arg(long, value_enum, default_value_t = Mode::Http)]
@@ -153,15 +153,15 @@ fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<ser
         let shared = Shared::new(&config, "bench");
         let canary = Canary::start()?;
         let mut targets: Vec<TargetSpec> = (0..args.targets)
-            .map(|i| spec(args, i, host, port, path))
+            .map(|i| spec(args, args.mode, i, host, port, path))
             .collect();
-        let rss_without_canaries = proc_status_kb("VmRSS");
         targets.extend(canary.targets(args));
         shared.apply(TargetsFile {
             targets,
             invalid: Vec::new(),
         });
-        let rss_loaded = rss_without_canaries;
+        // Includes the 10 canaries: negligible next to thousands of targets.
+        let rss_loaded = proc_status_kb("VmRSS");
         let wake = std::sync::Arc::new(tokio::sync::Notify::new());
         let went_down = canary.reports.clone();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -196,50 +196,108 @@ fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<ser
         let (ok1, fail1) = totals(&shared);
         let late = shared.take_lateness();
         let cpu1 = cpu_seconds();
-        let window = w0.elapsed().as_secs_f64();
+        let seconds = w0.elapsed().as_secs_f64();
         let rss_end = proc_status_kb("VmRSS");
-        let (tw_prober, tw_target) = time_wait(port);
+        let time_wait = time_wait(port);
         let _ = stop_tx.send(());
         let _ = runner.await;
         let detection = canary.detection(down_at);
         let bound = detection_bound(args);
-        let probes = (ok1 - ok0) + (fail1 - fail0);
-        let cpu = (cpu1.0 - cpu0.0) + (cpu1.1 - cpu0.1);
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        Ok(json!({
-            "impl": "probelet-monitor",
-            "close": format!("{:?}", args.close).to_lowercase(),
-            "threads": args.threads,
+        let window = Window {
+            ok: ok1 - ok0,
+            fail: fail1 - fail0,
+            user_s: cpu1.0 - cpu0.0,
+            sys_s: cpu1.1 - cpu0.1,
+            seconds,
+            late,
+            rss_before,
+            rss_loaded,
+            rss_end,
+            time_wait,
+        };
+        let mut report = window.report(args, "probelet-monitor");
+        let extra = [
+            (
+                "close".into(),
+                json!(format!("{:?}", args.close).to_lowercase()),
+            ),
+            ("threads".into(), json!(args.threads)),
+            ("rss_kb_before_targets".into(), json!(rss_before)),
+            (
+                "bytes_per_target_at_end".into(),
+                json!((rss_end - rss_before) as f64 * 1024.0 / args.targets as f64),
+            ),
+            ("canaries".into(), json!(CANARIES)),
+            ("canaries_reported_down".into(), json!(detection.len())),
+            (
+                "down_reported_max_ms".into(),
+                json!(detection.iter().max().map(|d| ms(*d))),
+            ),
+            ("down_bound_ms".into(), json!(ms(bound))),
+            (
+                "down_slack_ms".into(),
+                json!(detection.iter().max().map(|d| ms(bound) - ms(*d))),
+            ),
+        ];
+        if let Some(map) = report.as_object_mut() {
+            map.extend(extra);
+        }
+        Ok(report)
+    })
+}
+
+/// Milliseconds, as the report gives durations.
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// What one measurement window saw, for either design.
+struct Window {
+    ok: u64,
+    fail: u64,
+    user_s: f64,
+    sys_s: f64,
+    /// The window's length.
+    seconds: f64,
+    late: probelet::monitor::hist::Histogram,
+    rss_before: i64,
+    rss_loaded: i64,
+    rss_end: i64,
+    /// TIME_WAIT sockets at the end: (prober side, target side).
+    time_wait: (u64, u64),
+}
+
+impl Window {
+    /// The keys both designs report, with the kubelet-like Go prober's names.
+    fn report(&self, args: &Args, implementation: &str) -> serde_json::Value {
+        let probes = self.ok + self.fail;
+        let cpu = self.user_s + self.sys_s;
+        json!({
+            "impl": implementation,
             "mode": format!("{:?}", args.mode).to_lowercase(),
             "n": args.targets,
             "period_s": args.period,
-            "window_s": window,
+            "window_s": self.seconds,
             "probes": probes,
-            "ok": ok1 - ok0,
-            "fail": fail1 - fail0,
-            "probes_per_s": probes as f64 / window,
+            "ok": self.ok,
+            "fail": self.fail,
+            "probes_per_s": probes as f64 / self.seconds,
             "expected_per_s": args.targets as f64 / f64::from(args.period),
-            "user_s": cpu1.0 - cpu0.0,
-            "sys_s": cpu1.1 - cpu0.1,
-            "cpu_cores": cpu / window,
+            "user_s": self.user_s,
+            "sys_s": self.sys_s,
+            "cpu_cores": cpu / self.seconds,
             "cpu_ms_per_1k": if probes > 0 { 1e6 * cpu / probes as f64 } else { 0.0 },
-            "late_p50_ms": ms(late.quantile(0.5)),
-            "late_p99_ms": ms(late.quantile(0.99)),
-            "late_max_ms": ms(late.max()),
+            "late_p50_ms": ms(self.late.quantile(0.5)),
+            "late_p99_ms": ms(self.late.quantile(0.99)),
+            "late_max_ms": ms(self.late.max()),
             "peak_rss_kb": proc_status_kb("VmHWM"),
-            "rss_kb_at_end": rss_end,
-            "rss_kb_before_targets": rss_before,
-            "bytes_per_target_loaded": (rss_loaded - rss_before) as f64 * 1024.0 / args.targets as f64,
-            "bytes_per_target_at_end": (rss_end - rss_before) as f64 * 1024.0 / args.targets as f64,
-            "time_wait_prober_side": tw_prober,
-            "time_wait_target_side": tw_target,
-            "canaries": CANARIES,
-            "canaries_reported_down": detection.len(),
-            "down_reported_max_ms": detection.iter().max().map(|d| ms(*d)),
-            "down_bound_ms": ms(bound),
-            "down_slack_ms": detection.iter().max().map(|d| ms(bound) - ms(*d)),
-        }))
-    })
+            "rss_kb_at_end": self.rss_end,
+            "bytes_per_target_loaded":
+                (self.rss_loaded - self.rss_before) as f64 * 1024.0 / args.targets as f64,
+            "time_wait_prober_side": self.time_wait.0,
+            "time_wait_target_side": self.time_wait.1,
+        })
+    }
 }
 
 /// How many canary targets each run adds (not counted in the memory per target).
@@ -298,16 +356,7 @@ impl Canary {
     fn targets(&self, args: &Args) -> Vec<TargetSpec> {
         (0..CANARIES)
             .map(|i| {
-                let mut t = spec(
-                    &Args {
-                        mode: Mode::Http,
-                        ..args.clone()
-                    },
-                    i,
-                    "127.0.0.1",
-                    self.addr.port(),
-                    "/",
-                );
+                let mut t = spec(args, Mode::Http, i, "127.0.0.1", self.addr.port(), "/");
                 t.name = format!("{CANARY}{i}");
                 t.probe.failure_threshold = Some(CANARY_FAILURE_THRESHOLD);
                 t
@@ -344,9 +393,7 @@ fn baseline(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<se
     )
     .into_bytes()
     .into();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = super::monitor::runtime(1)?;
     runtime.block_on(async {
         let period = Duration::from_secs(u64::try_from(args.period).unwrap_or(1));
         let timeout = Duration::from_secs(u64::try_from(args.timeout).unwrap_or(1));
@@ -378,7 +425,9 @@ fn baseline(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<se
                         .await
                         .unwrap_or(false);
                     if measuring.load(Ordering::Relaxed) {
-                        late.lock().unwrap_or_else(|e| e.into_inner()).record(lateness);
+                        late.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .record(lateness);
                         if good { &ok } else { &fail }.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -392,41 +441,25 @@ fn baseline(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<se
         tokio::time::sleep(args.duration - args.warmup).await;
         measuring.store(false, Ordering::Relaxed);
         let cpu1 = cpu_seconds();
-        let window = w0.elapsed().as_secs_f64();
+        let seconds = w0.elapsed().as_secs_f64();
         let rss_end = proc_status_kb("VmRSS");
-        let (tw_prober, tw_target) = time_wait(port);
+        let time_wait = time_wait(port);
         for t in tasks {
             t.abort();
         }
-        let (ok, fail) = (ok.load(Ordering::Relaxed), fail.load(Ordering::Relaxed));
-        let probes = ok + fail;
-        let cpu = (cpu1.0 - cpu0.0) + (cpu1.1 - cpu0.1);
-        let late = late.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        Ok(json!({
-            "impl": "minimal-tokio",
-            "mode": format!("{:?}", args.mode).to_lowercase(),
-            "n": args.targets,
-            "period_s": args.period,
-            "window_s": window,
-            "probes": probes,
-            "ok": ok,
-            "fail": fail,
-            "probes_per_s": probes as f64 / window,
-            "expected_per_s": args.targets as f64 / f64::from(args.period),
-            "user_s": cpu1.0 - cpu0.0,
-            "sys_s": cpu1.1 - cpu0.1,
-            "cpu_cores": cpu / window,
-            "cpu_ms_per_1k": if probes > 0 { 1e6 * cpu / probes as f64 } else { 0.0 },
-            "late_p50_ms": ms(late.quantile(0.5)),
-            "late_p99_ms": ms(late.quantile(0.99)),
-            "late_max_ms": ms(late.max()),
-            "peak_rss_kb": proc_status_kb("VmHWM"),
-            "rss_kb_at_end": rss_end,
-            "bytes_per_target_loaded": (rss_loaded - rss_before) as f64 * 1024.0 / args.targets as f64,
-            "time_wait_prober_side": tw_prober,
-            "time_wait_target_side": tw_target,
-        }))
+        let window = Window {
+            ok: ok.load(Ordering::Relaxed),
+            fail: fail.load(Ordering::Relaxed),
+            user_s: cpu1.0 - cpu0.0,
+            sys_s: cpu1.1 - cpu0.1,
+            seconds,
+            late: late.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            rss_before,
+            rss_loaded,
+            rss_end,
+            time_wait,
+        };
+        Ok(window.report(args, "minimal-tokio"))
     })
 }
 
@@ -463,13 +496,13 @@ async fn raw_probe(addr: SocketAddr, request: &[u8], tcp_only: bool) -> bool {
 }
 
 /// One benchmark target, as the targets file would give it after defaults.
-fn spec(args: &Args, i: usize, host: &str, port: u16, path: &str) -> TargetSpec {
+fn spec(args: &Args, mode: Mode, i: usize, host: &str, port: u16, path: &str) -> TargetSpec {
     let mut probe = Probe {
         period_seconds: Some(args.period),
         timeout_seconds: Some(args.timeout),
         ..Probe::default()
     };
-    match args.mode {
+    match mode {
         Mode::Http => {
             probe.http_get = Some(HTTPGetAction {
                 host: Some(host.to_string()),

@@ -28,6 +28,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use crate::spec::field::{BadValue, FieldError, FieldPath};
+use crate::spec::load::render_invalid;
 use crate::spec::{ProbeType, defaults, validate};
 
 /// The largest targets file accepted (64 MiB: 100,000 targets take about 10 MiB).
@@ -59,7 +60,7 @@ pub enum ConfigError {
         path: String,
     },
     /// The YAML is malformed, or its top level (or `defaults`) has the wrong shape.
-    #[error("{path}{}: {}{message}", location(*.line, *.column), field.as_deref().map(|f| format!("{f}: ")).unwrap_or_default())]
+    #[error("{}", render_invalid(.path, .line, .column, .field.as_deref(), .message))]
     Invalid {
         /// The path as given.
         path: String,
@@ -72,14 +73,6 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
-}
-
-fn location(line: u64, column: u64) -> String {
-    if line == 0 {
-        String::new()
-    } else {
-        format!(":{line}:{column}")
-    }
 }
 
 /// One target that could not be used, with every reason.
@@ -102,7 +95,7 @@ impl InvalidTarget {
     pub fn render(&self, file: &str) -> Vec<String> {
         self.errors
             .iter()
-            .map(|e| format!("{file}{}: {e}", location(self.line, self.column)))
+            .map(|e| render_invalid(file, &self.line, &self.column, None, e))
             .collect()
     }
 }

@@ -134,7 +134,15 @@ pub enum LoadError {
     },
 }
 
-fn render_invalid(path: &str, line: &u64, column: &u64, field: Option<&str>, msg: &str) -> String {
+/// `PATH[:LINE:COL]: [FIELD: ]MESSAGE`, the form of every error about a file's contents (the
+/// position is left out when unknown, `line` 0).
+pub(crate) fn render_invalid(
+    path: &str,
+    line: &u64,
+    column: &u64,
+    field: Option<&str>,
+    msg: &str,
+) -> String {
     let mut out = path.to_string();
     if *line > 0 {
         out.push_str(&format!(":{line}:{column}"));

@@ -226,16 +226,9 @@ impl<'t> Builder<'t> {
     /// to null (a null document is not counted as a document).
     pub(crate) fn scalar(&mut self, value: &str, plain: bool, null: bool, at: (u32, u32)) {
         let text_ref = self.index.text(value);
-        if let Some(Frame::Map { key, .. }) = self.stack.last_mut()
-            && key.is_none()
-        {
-            *key = Some((text_ref, at));
+        let Some((id, root)) = self.key_or_node(Kind::Scalar, at, text_ref) else {
             return;
-        }
-        let root = self.stack.is_empty();
-        let id = self
-            .index
-            .attach(&mut self.stack, Kind::Scalar, at, text_ref);
+        };
         if let Some(node) = self.index.nodes.get_mut(id as usize) {
             node.plain = plain;
         }
@@ -245,19 +238,22 @@ impl<'t> Builder<'t> {
     }
 
     fn alias(&mut self, at: (u32, u32)) {
+        if let Some((id, true)) = self.key_or_node(Kind::Other, at, Text::None) {
+            self.index.roots.push(id);
+        }
+    }
+
+    /// A leaf: the pending key when a mapping waits for one (`None`), otherwise a new node
+    /// attached to its parent, with whether it is a document's root.
+    fn key_or_node(&mut self, kind: Kind, at: (u32, u32), text: Text) -> Option<(u32, bool)> {
         if let Some(Frame::Map { key, .. }) = self.stack.last_mut()
             && key.is_none()
         {
-            *key = Some((Text::None, at));
-            return;
+            *key = Some((text, at));
+            return None;
         }
         let root = self.stack.is_empty();
-        let id = self
-            .index
-            .attach(&mut self.stack, Kind::Other, at, Text::None);
-        if root {
-            self.index.roots.push(id);
-        }
+        Some((self.index.attach(&mut self.stack, kind, at, text), root))
     }
 
     /// The start of a mapping (`map`) or sequence.

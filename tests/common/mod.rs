@@ -124,3 +124,30 @@ pub fn stream_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Recei
     });
     rx
 }
+
+/// Reads `get pods -w` rows from `rx` until one shows `pod` with RESTARTS at least 1; panics
+/// with every row seen (after `seen`) when none comes within `timeout`.
+pub fn wait_for_restart_row(
+    rx: &std::sync::mpsc::Receiver<String>,
+    pod: &str,
+    mut seen: Vec<String>,
+    timeout: std::time::Duration,
+) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no restart streamed; saw {seen:#?}"));
+        let restarted = line.split_whitespace().next() == Some(pod)
+            && line
+                .split_whitespace()
+                .nth(3)
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some_and(|n| n >= 1);
+        seen.push(line);
+        if restarted {
+            return;
+        }
+    }
+}
