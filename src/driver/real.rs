@@ -11,7 +11,7 @@ use super::hooks::run_hook;
 use crate::api::metrics::{ProbeKey, ProbeMetrics};
 use crate::api::objects::{self, Placement, PodIdentity, WallClock};
 use crate::api::store::{ApiStore, Control, PodEntry, Publisher};
-use crate::engine::kill::grace_after_pre_stop;
+use crate::engine::kill::KillGrace;
 use crate::engine::{
     Action, ContainerId, EngineConfig, EventType, Instant, KillRequest, Manager, PodId, PodInfo,
     PodStatus, ProbeRequest,
@@ -82,7 +82,7 @@ pub struct Line {
 
 struct ContainerRun {
     spec: Container,
-    kill: Option<mpsc::UnboundedSender<Duration>>,
+    kill: Option<mpsc::UnboundedSender<KillGrace>>,
     logs: Arc<Mutex<ContainerLogs>>,
     instances: u32,
 }
@@ -385,7 +385,7 @@ impl Supervisor {
         for pod in self.pods.values() {
             for c in pod.containers.values() {
                 if let Some(kill) = &c.kill {
-                    let _ = kill.send(Duration::ZERO);
+                    let _ = kill.send(KillGrace::IMMEDIATE);
                 }
             }
         }
@@ -871,7 +871,7 @@ impl Supervisor {
         let now = self.now();
         match spawned {
             Ok(mut process) => {
-                let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<Duration>();
+                let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<KillGrace>();
                 let hooks = self.hook_context(pod, name);
                 if let Some(c) = self
                     .pods
@@ -895,7 +895,10 @@ impl Supervisor {
                                 reason: "FailedPostStartHook",
                                 message,
                             });
-                            let _ = kill_tx.send(hooks.pod_grace);
+                            let _ = kill_tx.send(KillGrace {
+                                grace: hooks.pod_grace,
+                                grace_override: None,
+                            });
                         }
                     });
                 }
@@ -905,15 +908,16 @@ impl Supervisor {
                         g = kill_rx.recv() => g,
                     };
                     let status = match grace {
-                        Some(grace) => {
-                            // R8.6: preStop first; its time comes off the grace period, and at
-                            // least 2 s remain for SIGTERM.
-                            let mut left = grace;
+                        Some(kill) => {
+                            // R8.6: preStop first (within the grace period); its time comes off
+                            // the grace period, at least 2 s remain for SIGTERM, and a deletion's
+                            // override replaces that window.
+                            let mut pre_stop_elapsed = Duration::ZERO;
                             if let Some(pre_stop) =
-                                hooks.pre_stop.as_ref().filter(|_| !grace.is_zero())
+                                hooks.pre_stop.as_ref().filter(|_| !kill.grace.is_zero())
                             {
                                 let started = tokio::time::Instant::now();
-                                if let Err(message) = hooks.run(pre_stop, grace).await {
+                                if let Err(message) = hooks.run(pre_stop, kill.grace).await {
                                     let _ = tx.send(Msg::Event {
                                         pod,
                                         container: container.clone(),
@@ -921,9 +925,9 @@ impl Supervisor {
                                         message,
                                     });
                                 }
-                                left = grace_after_pre_stop(grace, started.elapsed());
+                                pre_stop_elapsed = started.elapsed();
                             }
-                            process.stop(left).await
+                            process.stop(kill.shutdown_window(pre_stop_elapsed)).await
                         }
                         None => process.wait().await,
                     };
@@ -996,7 +1000,7 @@ impl Supervisor {
             .and_then(|p| p.containers.get(&*kill.container))
             .and_then(|c| c.kill.as_ref())
         {
-            let _ = tx.send(kill.grace_period);
+            let _ = tx.send(kill.grace());
         }
     }
 }

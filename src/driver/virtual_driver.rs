@@ -367,10 +367,13 @@ impl VirtualDriver {
                             instance: inst.number,
                             now,
                         });
-                        let (after, code) = if behaviour.stop_after_sigterm <= kill.grace_period {
+                        // No preStop hooks in simulation: the window is the grace period, at
+                        // least 2 s, or a deletion's override (R8.6).
+                        let window = kill.shutdown_window(Duration::ZERO);
+                        let (after, code) = if behaviour.stop_after_sigterm <= window {
                             (behaviour.stop_after_sigterm, 143)
                         } else {
-                            (kill.grace_period, 137)
+                            (window, 137)
                         };
                         self.pending.push(Reverse((
                             now + after,

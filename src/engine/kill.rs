@@ -28,8 +28,13 @@ impl KillReason {
     }
 }
 
-/// The minimum shutdown window left after a preStop hook (R8.6).
-pub const MIN_GRACE_AFTER_PRESTOP: Duration = Duration::from_secs(2);
+/// The minimum shutdown window of every kill (R8.6; upstream `minimumGracePeriodInSeconds`):
+/// "always give containers a minimal shutdown window", whether or not a preStop hook ran.
+pub const MIN_SHUTDOWN_WINDOW: Duration = Duration::from_secs(2);
+
+/// The smallest grace period the pod worker hands down for a pod being deleted (R8.6;
+/// pod_workers.go `calculateEffectiveGracePeriod`: "we always supply a grace period of 1").
+pub const MIN_DELETION_GRACE: Duration = Duration::from_secs(1);
 
 /// The grace period of a kill (R8.5): the pod's deletion grace period when it is being deleted;
 /// else the probe-level `terminationGracePeriodSeconds` for a liveness/startup kill when set
@@ -48,15 +53,54 @@ pub fn grace_period(
                 .and_then(|p| p.termination_grace_period_seconds)
         })
         .unwrap_or(pod.termination_grace_period_seconds);
-    Duration::from_secs(u64::try_from(secs).unwrap_or(0))
+    seconds(secs)
 }
 
-/// The time left for SIGTERM → SIGKILL after a preStop hook took `pre_stop_elapsed` (R8.6): the
-/// hook's time is subtracted from the grace period, and at least 2 s always remain.
-pub fn grace_after_pre_stop(grace: Duration, pre_stop_elapsed: Duration) -> Duration {
-    grace
-        .saturating_sub(pre_stop_elapsed)
-        .max(MIN_GRACE_AFTER_PRESTOP)
+/// The pod worker's grace-period override for a container of a pod being deleted (R8.6): the
+/// deletion grace period, never below 1 s. Kills of a pod that is not being deleted have none.
+pub fn deletion_override(deletion_grace_seconds: Option<i64>) -> Option<Duration> {
+    deletion_grace_seconds.map(|secs| seconds(secs).max(MIN_DELETION_GRACE))
+}
+
+/// The time between SIGTERM and SIGKILL (R8.6, kuberuntime_container.go `killContainer`): the
+/// grace period less what a preStop hook took, raised to at least 2 s for every kill; a pod
+/// worker's override (a pod being deleted) replaces that value.
+pub fn shutdown_window(
+    grace: Duration,
+    pre_stop_elapsed: Duration,
+    override_grace: Option<Duration>,
+) -> Duration {
+    override_grace.unwrap_or_else(|| {
+        grace
+            .saturating_sub(pre_stop_elapsed)
+            .max(MIN_SHUTDOWN_WINDOW)
+    })
+}
+
+/// A kill's grace period and override, as a runtime needs them to carry the kill out (R8.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KillGrace {
+    /// The grace period (R8.5): the preStop hook's budget.
+    pub grace: Duration,
+    /// The pod worker's override for a pod being deleted.
+    pub grace_override: Option<Duration>,
+}
+
+impl KillGrace {
+    /// SIGKILL at once, no preStop: what a second Ctrl-C asks for (not a kubelet kill).
+    pub const IMMEDIATE: KillGrace = KillGrace {
+        grace: Duration::ZERO,
+        grace_override: Some(Duration::ZERO),
+    };
+
+    /// The SIGTERM → SIGKILL window after a preStop hook took `pre_stop_elapsed`.
+    pub fn shutdown_window(self, pre_stop_elapsed: Duration) -> Duration {
+        shutdown_window(self.grace, pre_stop_elapsed, self.grace_override)
+    }
+}
+
+fn seconds(secs: i64) -> Duration {
+    Duration::from_secs(u64::try_from(secs).unwrap_or(0))
 }
 
 /// The `Killing` event message (R8.1–R8.3): `Container app failed liveness probe, will be
@@ -132,18 +176,32 @@ mod tests {
     #[test]
     fn r8_6_minimum_window_after_pre_stop() {
         let g = Duration::from_secs(30);
+        let window = |elapsed| shutdown_window(g, Duration::from_secs(elapsed), None).as_secs();
+        assert_eq!(window(10), 20);
+        assert_eq!(window(29), 2);
+        assert_eq!(window(100), 2);
+    }
+
+    /// R8.6: the 2 s floor applies to every kill, with or without a hook; only the deletion
+    /// override (never below 1 s) replaces it.
+    #[test]
+    fn r8_6_floor_without_hook_and_deletion_override() {
+        let none = Duration::ZERO;
         assert_eq!(
-            grace_after_pre_stop(g, Duration::from_secs(10)).as_secs(),
-            20
-        );
-        assert_eq!(
-            grace_after_pre_stop(g, Duration::from_secs(29)).as_secs(),
+            shutdown_window(Duration::from_secs(1), none, None).as_secs(),
             2
         );
+        assert_eq!(shutdown_window(Duration::ZERO, none, None).as_secs(), 2);
         assert_eq!(
-            grace_after_pre_stop(g, Duration::from_secs(100)).as_secs(),
-            2
+            shutdown_window(Duration::from_secs(5), none, None).as_secs(),
+            5
         );
+        assert_eq!(deletion_override(None), None);
+        assert_eq!(deletion_override(Some(0)), Some(Duration::from_secs(1)));
+        assert_eq!(deletion_override(Some(-3)), Some(Duration::from_secs(1)));
+        assert_eq!(deletion_override(Some(7)), Some(Duration::from_secs(7)));
+        let forced = deletion_override(Some(0));
+        assert_eq!(shutdown_window(Duration::ZERO, none, forced).as_secs(), 1);
     }
 
     /// R8.1–R8.3: the kill messages.

@@ -112,10 +112,30 @@ pub struct KillRequest {
     pub container_id: ContainerId,
     /// Why.
     pub reason: KillReason,
-    /// Grace period before SIGKILL (R8.5), before subtracting any preStop time (R8.6).
+    /// Grace period (R8.5): the preStop hook's budget, and the SIGTERM window before any preStop
+    /// time is subtracted and the 2 s floor applied (R8.6; see [`KillRequest::shutdown_window`]).
     pub grace_period: Duration,
+    /// The pod worker's override for a pod being deleted (R8.6: the deletion grace, at least
+    /// 1 s), which replaces the window computed from `grace_period`.
+    pub grace_override: Option<Duration>,
     /// The `Killing` event message.
     pub message: String,
+}
+
+impl KillRequest {
+    /// The time between SIGTERM and SIGKILL once a preStop hook took `pre_stop_elapsed`
+    /// (`Duration::ZERO` without a hook): R8.6.
+    pub fn shutdown_window(&self, pre_stop_elapsed: Duration) -> Duration {
+        self.grace().shutdown_window(pre_stop_elapsed)
+    }
+
+    /// The grace period and override, for the runtime that carries the kill out.
+    pub fn grace(&self) -> kill::KillGrace {
+        kill::KillGrace {
+            grace: self.grace_period,
+            grace_override: self.grace_override,
+        }
+    }
 }
 
 /// Event type.
@@ -1470,6 +1490,7 @@ impl Manager {
     ) {
         let c = &info.containers[ci];
         let grace_period = kill::grace_period(info, c, reason, deletion_grace);
+        let grace_override = kill::deletion_override(deletion_grace);
         let message = kill::kill_message(&c.name, reason, restart);
         if let Some(p) = self.pod_mut(pod) {
             p.runtime[ci].kill_pending = true;
@@ -1482,6 +1503,7 @@ impl Manager {
             container_id,
             reason,
             grace_period,
+            grace_override,
             message,
         }));
     }

@@ -4,7 +4,7 @@
 use crate::harness::*;
 use probelet::driver::ProcessBehaviour;
 use probelet::engine::kill::KillReason;
-use probelet::engine::{Action, ContainerState, EngineConfig, PodPhase};
+use probelet::engine::{Action, ContainerState, EngineConfig, KillRequest, PodPhase};
 use probelet::spec::ProbeType;
 use serde_json::json;
 use std::time::Duration;
@@ -273,4 +273,111 @@ fn r8_2_sidecar_always_restarts() {
             .iter()
             .any(|(_, a)| matches!(a, Action::Start { .. }))
     );
+}
+
+/// A liveness kill of a container that ignores SIGTERM, in a pod with `spec`: the kill request
+/// and the moment the instance was SIGKILLed, both in seconds after T0.
+fn stubborn_liveness_kill(spec: serde_json::Value) -> (f64, f64, KillRequest) {
+    let (mut d, id) = driver(pod("p", spec));
+    d.on_probe(|c| {
+        if c.instance == 0 {
+            failure("dead")
+        } else {
+            success()
+        }
+    });
+    d.on_process(|_| ProcessBehaviour {
+        stop_after_sigterm: Duration::from_secs(3600),
+        ..Default::default()
+    });
+    d.run_until(at(60.0));
+    let (killed_at, kill) = kills(&d).remove(0);
+    let last = container(&d, id, "app").last_state.clone().expect("killed");
+    assert_eq!(last.exit_code, 137, "SIGKILLed after the window");
+    (killed_at, rel(last.finished_at), kill)
+}
+
+fn liveness(extra: serde_json::Value) -> serde_json::Value {
+    let mut probe = json!({"exec": {"command": ["x"]}, "failureThreshold": 1});
+    probe
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    probe
+}
+
+/// R8.6: the 2 s floor applies to every kill, not only after a preStop hook: a liveness kill with
+/// probe-level `terminationGracePeriodSeconds: 1` leaves 2 s between SIGTERM and SIGKILL.
+#[test]
+fn r8_6_probe_level_grace_of_one_second_gives_two() {
+    let (killed, sigkilled, kill) = stubborn_liveness_kill(json!({"containers": [{"name": "app",
+        "livenessProbe": liveness(json!({"terminationGracePeriodSeconds": 1}))}]}));
+    assert_eq!(kill.grace_period, Duration::from_secs(1));
+    assert_eq!(kill.grace_override, None);
+    assert_eq!(kill.shutdown_window(Duration::ZERO), Duration::from_secs(2));
+    assert_eq!(sigkilled - killed, 2.0);
+}
+
+/// R8.6: a pod-level `terminationGracePeriodSeconds` of 0 or 1 gives a liveness kill 2 s too.
+#[test]
+fn r8_6_pod_level_grace_of_zero_or_one_gives_two() {
+    for pod_grace in [0, 1] {
+        let (killed, sigkilled, kill) = stubborn_liveness_kill(json!({
+            "terminationGracePeriodSeconds": pod_grace,
+            "containers": [{"name": "app", "livenessProbe": liveness(json!({}))}]}));
+        assert_eq!(kill.grace_period, Duration::from_secs(pod_grace));
+        assert_eq!(sigkilled - killed, 2.0, "pod grace {pod_grace}");
+    }
+}
+
+/// R8.6: a preStop hook that used up the whole grace period still leaves 2 s for SIGTERM.
+#[test]
+fn r8_6_pre_stop_using_up_the_grace_leaves_two() {
+    let (_, _, kill) = stubborn_liveness_kill(json!({
+        "terminationGracePeriodSeconds": 10,
+        "containers": [{"name": "app", "livenessProbe": liveness(json!({}))}]}));
+    assert_eq!(
+        kill.shutdown_window(Duration::from_secs(4)),
+        Duration::from_secs(6)
+    );
+    assert_eq!(
+        kill.shutdown_window(Duration::from_secs(10)),
+        Duration::from_secs(2)
+    );
+    assert_eq!(
+        kill.shutdown_window(Duration::from_secs(15)),
+        Duration::from_secs(2)
+    );
+}
+
+/// R8.6: a forced delete (grace 0) is the pod worker's override, never below 1 s, and it
+/// replaces the 2 s floor: SIGKILL 1 s after SIGTERM. A deletion's override also replaces
+/// what a preStop hook left.
+#[test]
+fn r8_6_forced_delete_with_grace_zero_gives_one() {
+    let (mut d, id) = driver(app_pod(json!({})));
+    d.on_process(|_| ProcessBehaviour {
+        stop_after_sigterm: Duration::from_secs(3600),
+        ..Default::default()
+    });
+    d.run_until(at(5.0));
+    d.manager.terminate_pod(at(5.0), id, Some(0)).unwrap();
+    d.run_until(at(30.0));
+    let k = kills(&d);
+    assert_eq!(k.len(), 1);
+    assert_eq!(k[0].0, 5.0);
+    assert_eq!(k[0].1.grace_override, Some(Duration::from_secs(1)));
+    assert_eq!(
+        k[0].1.shutdown_window(Duration::ZERO),
+        Duration::from_secs(1)
+    );
+    assert_eq!(
+        k[0].1.shutdown_window(Duration::from_secs(9)),
+        Duration::from_secs(1)
+    );
+    let last = container(&d, id, "app");
+    let ContainerState::Terminated(t) = &last.state else {
+        panic!("terminated: {:?}", last.state);
+    };
+    assert_eq!((t.exit_code, rel(t.finished_at)), (137, 6.0));
 }
