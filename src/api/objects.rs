@@ -70,7 +70,7 @@ pub fn pod(
     resource_version: u64,
 ) -> core::Pod {
     let mut spec = template.spec.clone();
-    crate::spec::defaults::apply_pod_spec(&mut spec);
+    crate::spec::defaults::apply_pod_object(&mut spec);
     spec.node_name = Some(placement.node_name.clone());
     let meta = &template.template_metadata;
     let metadata = ObjectMeta {

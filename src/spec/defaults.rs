@@ -6,7 +6,10 @@
 //! number is left alone so that validation can reject it. Every function is idempotent, so
 //! applying defaults twice (or validating an already-defaulted spec) changes nothing.
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, Probe};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, HTTPGetAction, LifecycleHandler, PodSecurityContext, PodSpec,
+    Probe, Volume,
+};
 
 /// `timeoutSeconds` when unset or 0 (R1.1).
 pub const DEFAULT_TIMEOUT_SECONDS: i32 = 1;
@@ -70,13 +73,172 @@ pub fn apply_probe(probe: &mut Probe) {
     default_int(&mut probe.failure_threshold, DEFAULT_FAILURE_THRESHOLD);
     probe.initial_delay_seconds.get_or_insert(0);
     if let Some(http) = probe.http_get.as_mut() {
-        default_str(&mut http.path, DEFAULT_HTTP_PATH);
-        default_str(&mut http.scheme, DEFAULT_HTTP_SCHEME);
+        http_get_defaults(http);
     }
     if let Some(grpc) = probe.grpc.as_mut() {
         // R1.3: an unset service means "" (the whole server's health).
         grpc.service.get_or_insert_with(String::new);
     }
+}
+
+/// The rest of what the API server defaults in a stored Pod (`SetDefaults_Pod`,
+/// `SetDefaults_PodSpec`, `SetDefaults_Container`, `SetDefaults_ContainerPort`,
+/// `SetDefaults_ObjectFieldSelector`, the volume sources' `defaultMode`, and the HTTP defaults of
+/// lifecycle hooks), on top of [`apply_pod_spec`]: what `kubectl get -o yaml` and `kubectl
+/// describe` show for a pod read from a cluster (`Port: 8080/TCP`, `imagePullPolicy`, …).
+///
+/// Admission plugins (service account, priority, default tolerations) are not defaults and are
+/// not applied.
+pub fn apply_pod_object(spec: &mut PodSpec) {
+    apply_pod_spec(spec);
+    default_str(&mut spec.dns_policy, "ClusterFirst");
+    default_str(&mut spec.scheduler_name, "default-scheduler");
+    spec.security_context
+        .get_or_insert_with(PodSecurityContext::default);
+    // SetDefaults_Pod: service links are on unless turned off.
+    spec.enable_service_links.get_or_insert(true);
+    let host_network = spec.host_network == Some(true);
+    let containers = spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten());
+    for c in containers {
+        container_object_defaults(
+            ContainerFields {
+                image: c.image.as_deref(),
+                image_pull_policy: &mut c.image_pull_policy,
+                termination_message_path: &mut c.termination_message_path,
+                termination_message_policy: &mut c.termination_message_policy,
+                ports: c.ports.as_deref_mut(),
+                env: c.env.as_deref_mut(),
+                hooks: c
+                    .lifecycle
+                    .as_mut()
+                    .map(|l| [l.post_start.as_mut(), l.pre_stop.as_mut()])
+                    .unwrap_or_default(),
+            },
+            host_network,
+        );
+        if let Some(r) = c.resources.as_mut() {
+            // SetDefaults_Pod: a limit without a request makes the request equal to the limit.
+            if let Some(limits) = r.limits.as_ref() {
+                let requests = r.requests.get_or_insert_with(Default::default);
+                for (name, quantity) in limits {
+                    requests
+                        .entry(name.clone())
+                        .or_insert_with(|| quantity.clone());
+                }
+            }
+        }
+    }
+    for c in spec.ephemeral_containers.iter_mut().flatten() {
+        container_object_defaults(
+            ContainerFields {
+                image: c.image.as_deref(),
+                image_pull_policy: &mut c.image_pull_policy,
+                termination_message_path: &mut c.termination_message_path,
+                termination_message_policy: &mut c.termination_message_policy,
+                ports: c.ports.as_deref_mut(),
+                env: c.env.as_deref_mut(),
+                hooks: c
+                    .lifecycle
+                    .as_mut()
+                    .map(|l| [l.post_start.as_mut(), l.pre_stop.as_mut()])
+                    .unwrap_or_default(),
+            },
+            host_network,
+        );
+    }
+    for v in spec.volumes.iter_mut().flatten() {
+        volume_defaults(v);
+    }
+}
+
+/// The fields `SetDefaults_Container` and its children touch, shared by regular, init and
+/// ephemeral containers (which are different types in k8s-openapi).
+struct ContainerFields<'a> {
+    image: Option<&'a str>,
+    image_pull_policy: &'a mut Option<String>,
+    termination_message_path: &'a mut Option<String>,
+    termination_message_policy: &'a mut Option<String>,
+    ports: Option<&'a mut [ContainerPort]>,
+    env: Option<&'a mut [EnvVar]>,
+    hooks: [Option<&'a mut LifecycleHandler>; 2],
+}
+
+fn container_object_defaults(c: ContainerFields<'_>, host_network: bool) {
+    if c.image_pull_policy.as_deref().is_none_or(str::is_empty) {
+        *c.image_pull_policy = Some(default_pull_policy(c.image.unwrap_or_default()).to_string());
+    }
+    default_str(c.termination_message_path, "/dev/termination-log");
+    default_str(c.termination_message_policy, "File");
+    for port in c.ports.into_iter().flatten() {
+        default_str(&mut port.protocol, "TCP");
+        // SetDefaults_Pod: on the host network the host port is the container port.
+        if host_network && port.host_port.is_none_or(|p| p == 0) {
+            port.host_port = Some(port.container_port);
+        }
+    }
+    for e in c.env.into_iter().flatten() {
+        if let Some(field) = e.value_from.as_mut().and_then(|v| v.field_ref.as_mut()) {
+            default_str(&mut field.api_version, "v1");
+        }
+    }
+    for hook in c.hooks.into_iter().flatten() {
+        if let Some(http) = hook.http_get.as_mut() {
+            http_get_defaults(http);
+        }
+    }
+}
+
+/// `SetDefaults_Container`'s image pull policy: `Always` for the `latest` tag (an image with
+/// neither tag nor digest is `latest`), else `IfNotPresent`.
+fn default_pull_policy(image: &str) -> &'static str {
+    if image.is_empty() {
+        // Upstream's parser fails on an empty name and leaves the tag empty.
+        return "IfNotPresent";
+    }
+    let (name, digest) = match image.split_once('@') {
+        Some((name, digest)) => (name, Some(digest)),
+        None => (image, None),
+    };
+    // The tag follows the last ':' of the last path component (a registry port is not a tag).
+    let last = name.rsplit('/').next().unwrap_or(name);
+    let tag = last.split_once(':').map(|(_, tag)| tag);
+    match (tag, digest) {
+        (Some("latest"), _) | (None, None) => "Always",
+        _ => "IfNotPresent",
+    }
+}
+
+/// The volume sources' defaults: `defaultMode` 0644 for secrets, config maps, projected and
+/// downward API volumes, and an `emptyDir` when no source is set (`SetDefaults_Volume`).
+fn volume_defaults(v: &mut Volume) {
+    const MODE: i32 = 0o644;
+    if let Some(s) = v.secret.as_mut() {
+        s.default_mode.get_or_insert(MODE);
+    }
+    if let Some(c) = v.config_map.as_mut() {
+        c.default_mode.get_or_insert(MODE);
+    }
+    if let Some(p) = v.projected.as_mut() {
+        p.default_mode.get_or_insert(MODE);
+    }
+    if let Some(d) = v.downward_api.as_mut() {
+        d.default_mode.get_or_insert(MODE);
+    }
+    let any_source = serde_json::to_value(&*v)
+        .ok()
+        .and_then(|j| j.as_object().map(|o| o.keys().any(|k| k != "name")))
+        .unwrap_or(true);
+    if !any_source {
+        v.empty_dir = Some(Default::default());
+    }
+}
+
+fn http_get_defaults(http: &mut HTTPGetAction) {
+    default_str(&mut http.path, DEFAULT_HTTP_PATH);
+    default_str(&mut http.scheme, DEFAULT_HTTP_SCHEME);
 }
 
 fn default_int(value: &mut Option<i32>, default: i32) {
@@ -165,6 +327,67 @@ mod tests {
         apply_pod_spec(&mut spec);
         assert_eq!(spec.termination_grace_period_seconds, Some(0));
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    }
+
+    /// The stored object's defaults: what kubectl shows for a pod read from a cluster.
+    #[test]
+    fn pod_object_defaults_like_the_api_server() {
+        let yaml = "containers:\n- name: app\n  image: nginx\n  ports: [{containerPort: 18081}]\n  env: [{name: N, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]\n  resources: {limits: {cpu: 100m}}\n  lifecycle: {preStop: {httpGet: {port: 80}}}\n- name: pinned\n  image: registry:5000/team/app:1.2\ninitContainers:\n- name: init\n  image: busybox@sha256:abc\nvolumes:\n- name: scratch\n- name: creds\n  secret: {secretName: s}\n";
+        let mut spec: PodSpec = serde_saphyr::from_str(yaml).unwrap();
+        apply_pod_object(&mut spec);
+        assert_eq!(spec.dns_policy.as_deref(), Some("ClusterFirst"));
+        assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
+        assert_eq!(spec.enable_service_links, Some(true));
+        assert!(spec.security_context.is_some());
+        assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+        let app = &spec.containers[0];
+        assert_eq!(app.image_pull_policy.as_deref(), Some("Always"));
+        assert_eq!(app.termination_message_path.as_deref(), Some("/dev/termination-log"));
+        assert_eq!(app.termination_message_policy.as_deref(), Some("File"));
+        let port = &app.ports.as_ref().unwrap()[0];
+        assert_eq!((port.protocol.as_deref(), port.host_port), (Some("TCP"), None));
+        let field = app.env.as_ref().unwrap()[0].value_from.as_ref().unwrap();
+        assert_eq!(field.field_ref.as_ref().unwrap().api_version.as_deref(), Some("v1"));
+        let requests = app.resources.as_ref().unwrap().requests.as_ref().unwrap();
+        assert_eq!(requests["cpu"].0, "100m");
+        let hook = app.lifecycle.as_ref().unwrap().pre_stop.as_ref().unwrap();
+        assert_eq!(hook.http_get.as_ref().unwrap().path.as_deref(), Some("/"));
+        assert_eq!(spec.containers[1].image_pull_policy.as_deref(), Some("IfNotPresent"));
+        let init = &spec.init_containers.as_ref().unwrap()[0];
+        assert_eq!(init.image_pull_policy.as_deref(), Some("IfNotPresent"));
+        let volumes = spec.volumes.as_ref().unwrap();
+        assert!(volumes[0].empty_dir.is_some());
+        assert_eq!(volumes[1].secret.as_ref().unwrap().default_mode, Some(0o644));
+        assert!(volumes[1].empty_dir.is_none());
+        let once = spec.clone();
+        apply_pod_object(&mut spec);
+        assert_eq!(spec, once, "idempotent");
+    }
+
+    /// `SetDefaults_Container`: only the `latest` tag (or no tag and no digest) pulls always.
+    #[test]
+    fn image_pull_policy_follows_the_tag() {
+        for (image, policy) in [
+            ("nginx", "Always"),
+            ("nginx:latest", "Always"),
+            ("nginx:1.27", "IfNotPresent"),
+            ("localhost:5000/nginx", "Always"),
+            ("localhost:5000/nginx:2", "IfNotPresent"),
+            ("nginx@sha256:00", "IfNotPresent"),
+            ("nginx:latest@sha256:00", "Always"),
+            ("", "IfNotPresent"),
+        ] {
+            assert_eq!(default_pull_policy(image), policy, "{image}");
+        }
+    }
+
+    /// On the host network a container port is also the host port.
+    #[test]
+    fn host_network_ports_get_host_port() {
+        let yaml = "hostNetwork: true\ncontainers:\n- name: app\n  ports: [{containerPort: 8080}]\n";
+        let mut spec: PodSpec = serde_saphyr::from_str(yaml).unwrap();
+        apply_pod_object(&mut spec);
+        assert_eq!(spec.containers[0].ports.as_ref().unwrap()[0].host_port, Some(8080));
     }
 
     #[test]
