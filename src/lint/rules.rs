@@ -423,7 +423,7 @@ pub fn rules_markdown() -> String {
         "# probelet lint rules\n\n\
          <!-- Generated from src/lint/rules.rs by `probelet lint --rules-markdown`; \
          a test fails when this file is out of date. -->\n\n\
-         Rule IDs (`R3.4`, ...) refer to `../shared/docs/kubelet-semantics.md`. Disable a rule \
+         Rule IDs (`R3.4`, ...) refer to `docs/kubelet-semantics.md`. Disable a rule \
          with `--disable ID`, or for one object with the annotation \
          `probelet.dev/lint-ignore: ID,ID` (on the object or its pod template).\n\n\
          | ID | name | severity | finds |\n| --- | --- | --- | --- |\n",
