@@ -334,3 +334,77 @@ fn directories_recursively_in_a_stable_order() {
         .sum();
     assert_eq!(findings.len(), expected);
 }
+
+/// A directory walk skips files that are not Kubernetes objects (a simulate scenario, a
+/// monitor targets file) with one note; named explicitly, the same file is still an error.
+#[test]
+fn directory_walk_skips_files_without_kind_with_one_note() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("web.yaml"), BAD).expect("write");
+    let scenario = dir.path().join("scenario.yaml");
+    std::fs::write(
+        &scenario,
+        "seed: 42\nduration: 1h\ncontainers: {app: {startup: 5s}}\n",
+    )
+    .expect("write");
+    std::fs::write(dir.path().join("targets.yaml"), "targets:\n- name: a\n").expect("write");
+    let out = probelet()
+        .args(["lint", dir.path().to_str().expect("path")])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8(out.stderr).expect("utf-8");
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.starts_with("note:")).collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    assert!(
+        notes[0].contains("skipped 2 file(s) without apiVersion or kind"),
+        "{stderr}"
+    );
+    assert!(notes[0].contains("scenario.yaml") && notes[0].contains("targets.yaml"));
+    assert!(!stderr.contains("error:"), "{stderr}");
+    assert!(stderr.contains("in 1 file(s)"), "{stderr}");
+    let named = probelet()
+        .args(["lint", scenario.to_str().expect("path")])
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    let named = String::from_utf8(named).expect("utf-8");
+    assert!(named.contains("scenario.yaml:1:1: kind not set"), "{named}");
+}
+
+/// The same rule found many times explains itself (why/fix) once.
+#[test]
+fn repeated_findings_print_why_and_fix_once() {
+    let twice = format!(
+        "{BAD}---\n{}",
+        BAD.replace("name: web\nspec", "name: api\nspec")
+    );
+    let f = file(&twice);
+    let out = probelet()
+        .args(["lint", f.path().to_str().expect("path")])
+        .assert()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).expect("utf-8");
+    let pl007 = out.matches("warning[PL007]").count();
+    assert_eq!(pl007, 2, "{out}");
+    let findings = out
+        .lines()
+        .filter(|l| l.contains("]: ") || l.contains("] "))
+        .count();
+    let whys = out.matches("\n  why: ").count() + usize::from(out.starts_with("  why: "));
+    assert!(whys < findings, "why once per rule: {out}");
+    let rules: std::collections::HashSet<&str> = out
+        .lines()
+        .filter_map(|l| {
+            l.split_once('[')
+                .and_then(|(_, r)| r.split_once(']'))
+                .map(|(id, _)| id)
+        })
+        .collect();
+    assert_eq!(whys, rules.len(), "{out}");
+}

@@ -149,9 +149,15 @@ pub fn run(args: Args) -> ExitCode {
     let mut findings: Vec<Finding> = Vec::new();
     let mut unreadable = 0usize;
     let mut files = Vec::new();
+    // Files found by walking a directory (not named on the command line): those that are not
+    // Kubernetes objects at all (scenarios, targets files) are skipped, not errors.
+    let mut walked = HashSet::new();
     for path in &args.paths {
         match load::manifest_files(path) {
             Ok(list) => {
+                if path.is_dir() {
+                    walked.extend(list.iter().cloned());
+                }
                 if list.is_empty() {
                     eprintln!(
                         "warning: {}: no *.yaml, *.yml or *.json files",
@@ -169,16 +175,26 @@ pub fn run(args: Args) -> ExitCode {
     let jobs = args.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    for result in lint::lint_files(&files, &config, jobs) {
+    let mut skipped = Vec::new();
+    for (file, result) in files.iter().zip(lint::lint_files(&files, &config, jobs)) {
         match result {
             Ok((found, _skipped_kinds)) => findings.extend(found),
+            Err(_) if walked.contains(file) && !declares_kind(file) => skipped.push(file),
             Err(e) => {
                 report_error(&e);
                 unreadable += 1;
             }
         }
     }
-    let files = files.len();
+    if !skipped.is_empty() {
+        let names: Vec<String> = skipped.iter().map(|p| p.display().to_string()).collect();
+        eprintln!(
+            "note: skipped {} file(s) without apiVersion or kind (not Kubernetes objects): {}",
+            names.len(),
+            names.join(", ")
+        );
+    }
+    let files = files.len() - skipped.len();
 
     let rendered = match args.output {
         Format::Text => output::text(&findings),
@@ -203,6 +219,31 @@ pub fn run(args: Args) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Whether a file names `apiVersion` or `kind` as a top-level key of any document (block YAML
+/// at column 0, or anywhere in flow/JSON text): a file that does not is no Kubernetes object.
+fn declares_kind(path: &std::path::Path) -> bool {
+    let Ok((_, text)) = load::read_manifest(path) else {
+        return true;
+    };
+    let flow = text
+        .lines()
+        .map(str::trim_start)
+        .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("---"))
+        .is_some_and(|l| l.starts_with('{') || l.starts_with('['));
+    let key = |l: &str| {
+        ["apiVersion", "kind", "\"apiVersion\"", "\"kind\""]
+            .iter()
+            .any(|k| {
+                l.strip_prefix(k)
+                    .is_some_and(|rest| rest.trim_start().starts_with(':'))
+            })
+    };
+    if flow {
+        return text.contains("apiVersion") || text.contains("kind");
+    }
+    text.lines().any(key)
 }
 
 fn pretty(value: &serde_json::Value) -> String {

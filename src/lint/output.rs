@@ -5,8 +5,12 @@ use super::rules::{self, RULES, Severity};
 use serde_json::{Value, json};
 
 /// `file:line:col: severity[ID] message`, then the rule's why and fix, per finding.
+///
+/// A rule's `why` and `fix` follow its first finding only: a manifest with the same mistake in
+/// sixteen places gets the explanation once.
 pub fn text(findings: &[Finding]) -> String {
     let mut out = String::new();
+    let mut explained = std::collections::HashSet::new();
     for f in findings {
         let at = if f.location.line > 0 {
             format!("{}:{}:{}", f.source, f.location.line, f.location.column)
@@ -17,7 +21,7 @@ pub fn text(findings: &[Finding]) -> String {
             "{at}: {}[{}] {}: {}\n",
             f.severity, f.rule, f.object, f.message
         ));
-        if let Some(rule) = rules::find(f.rule) {
+        if let Some(rule) = rules::find(f.rule).filter(|_| explained.insert(f.rule)) {
             out.push_str(&format!("  why: {}\n", rules::collapse(rule.summary)));
             out.push_str(&format!("  fix: {}\n", rules::collapse(rule.fix)));
         }

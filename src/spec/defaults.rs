@@ -342,22 +342,37 @@ mod tests {
         assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
         let app = &spec.containers[0];
         assert_eq!(app.image_pull_policy.as_deref(), Some("Always"));
-        assert_eq!(app.termination_message_path.as_deref(), Some("/dev/termination-log"));
+        assert_eq!(
+            app.termination_message_path.as_deref(),
+            Some("/dev/termination-log")
+        );
         assert_eq!(app.termination_message_policy.as_deref(), Some("File"));
         let port = &app.ports.as_ref().unwrap()[0];
-        assert_eq!((port.protocol.as_deref(), port.host_port), (Some("TCP"), None));
+        assert_eq!(
+            (port.protocol.as_deref(), port.host_port),
+            (Some("TCP"), None)
+        );
         let field = app.env.as_ref().unwrap()[0].value_from.as_ref().unwrap();
-        assert_eq!(field.field_ref.as_ref().unwrap().api_version.as_deref(), Some("v1"));
+        assert_eq!(
+            field.field_ref.as_ref().unwrap().api_version.as_deref(),
+            Some("v1")
+        );
         let requests = app.resources.as_ref().unwrap().requests.as_ref().unwrap();
         assert_eq!(requests["cpu"].0, "100m");
         let hook = app.lifecycle.as_ref().unwrap().pre_stop.as_ref().unwrap();
         assert_eq!(hook.http_get.as_ref().unwrap().path.as_deref(), Some("/"));
-        assert_eq!(spec.containers[1].image_pull_policy.as_deref(), Some("IfNotPresent"));
+        assert_eq!(
+            spec.containers[1].image_pull_policy.as_deref(),
+            Some("IfNotPresent")
+        );
         let init = &spec.init_containers.as_ref().unwrap()[0];
         assert_eq!(init.image_pull_policy.as_deref(), Some("IfNotPresent"));
         let volumes = spec.volumes.as_ref().unwrap();
         assert!(volumes[0].empty_dir.is_some());
-        assert_eq!(volumes[1].secret.as_ref().unwrap().default_mode, Some(0o644));
+        assert_eq!(
+            volumes[1].secret.as_ref().unwrap().default_mode,
+            Some(0o644)
+        );
         assert!(volumes[1].empty_dir.is_none());
         let once = spec.clone();
         apply_pod_object(&mut spec);
@@ -384,10 +399,14 @@ mod tests {
     /// On the host network a container port is also the host port.
     #[test]
     fn host_network_ports_get_host_port() {
-        let yaml = "hostNetwork: true\ncontainers:\n- name: app\n  ports: [{containerPort: 8080}]\n";
+        let yaml =
+            "hostNetwork: true\ncontainers:\n- name: app\n  ports: [{containerPort: 8080}]\n";
         let mut spec: PodSpec = serde_saphyr::from_str(yaml).unwrap();
         apply_pod_object(&mut spec);
-        assert_eq!(spec.containers[0].ports.as_ref().unwrap()[0].host_port, Some(8080));
+        assert_eq!(
+            spec.containers[0].ports.as_ref().unwrap()[0].host_port,
+            Some(8080)
+        );
     }
 
     #[test]
