@@ -167,7 +167,18 @@ fn exec_exit_codes() {
     let (code, out, _) = stdout_of(check().args(["exec", "--", "sh", "-c", "echo fine"]));
     assert_eq!((code, out.as_str()), (0, "success: fine\n"));
     let (code, out, _) = stdout_of(check().args(["exec", "--", "sh", "-c", "echo bad; exit 1"]));
-    assert_eq!((code, out.as_str()), (1, "failure: bad\n"));
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            1,
+            "failure: command 'sh -c echo bad; exit 1' exited with 1: bad\n"
+        )
+    );
+    let (code, out, _) = stdout_of(check().args(["exec", "--", "false"]));
+    assert_eq!(
+        (code, out.as_str()),
+        (1, "failure: command 'false' exited with 1:\n")
+    );
     let (code, out, _) =
         stdout_of(check().args(["--timeout", "200ms", "exec", "--", "sleep", "5"]));
     assert_eq!(
@@ -335,4 +346,38 @@ fn from_bad_manifest_exits_2() {
     assert_eq!(code, 2);
     assert!(err.contains("cannot read"), "{err}");
     let _ = std::fs::remove_file(path);
+}
+
+/// `demo-app` prints durations as Go does (`0s`, not Rust's `0ns`), at start and on SIGTERM.
+#[test]
+fn demo_app_prints_go_durations() {
+    use std::io::BufRead;
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("probelet"))
+        .args(["demo-app", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--startup-delay", "1500ms"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert_eq!(
+        first,
+        format!("demo-app: starting, will listen on 127.0.0.1:{port} in 1.5s")
+    );
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let stopping = lines
+        .map_while(Result::ok)
+        .find(|l| l.contains("SIGTERM"))
+        .unwrap_or_default();
+    assert_eq!(stopping, "demo-app: SIGTERM, stopping in 0s");
+    assert!(child.wait().unwrap().success());
 }

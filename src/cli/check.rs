@@ -148,21 +148,35 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let exec_command = match &plan {
+        Plan::Exec(argv, _) => Some(argv.clone()),
+        Plan::Manifest(p, _) => p
+            .exec
+            .as_ref()
+            .map(|e| e.command.clone().unwrap_or_default()),
+        _ => None,
+    };
     let started = Instant::now();
-    let outcome = runtime.block_on(async {
+    let (outcome, stats) = runtime.block_on(async {
         match plan {
-            Plan::Http(target, timeout) => probe::http::probe(&target, timeout, &cfg).await.0,
-            Plan::Tcp(host, port, timeout) => {
-                probe::tcp::probe(&host, port, timeout, cfg.close).await
-            }
-            Plan::Grpc(host, port, service, timeout) => {
-                probe::grpc::probe(&host, port, &service, timeout, &cfg).await
-            }
-            Plan::Exec(argv, timeout) => probe::exec::probe(&argv, &[], timeout, &cfg).await.0,
-            Plan::Manifest(p, target) => probe::run_probe(&p, &target, &cfg).await,
+            Plan::Http(target, timeout) => probe::http::probe(&target, timeout, &cfg).await,
+            Plan::Tcp(host, port, timeout) => (
+                probe::tcp::probe(&host, port, timeout, cfg.close).await,
+                Default::default(),
+            ),
+            Plan::Grpc(host, port, service, timeout) => (
+                probe::grpc::probe(&host, port, &service, timeout, &cfg).await,
+                Default::default(),
+            ),
+            Plan::Exec(argv, timeout) => probe::exec::probe(&argv, &[], timeout, &cfg).await,
+            Plan::Manifest(p, target) => probe::run_probe_with_stats(&p, &target, &cfg).await,
         }
     });
     let elapsed = started.elapsed();
+    let outcome = match (exec_command, stats.exit_code) {
+        (Some(argv), Some(code)) => with_exit_code(outcome, &argv, code),
+        _ => outcome,
+    };
     println!("{}", render(&outcome, elapsed, args.output));
     match outcome {
         ProbeOutcome::Completed {
@@ -336,6 +350,22 @@ fn load_container(path: &Path, name: &str) -> anyhow::Result<Container> {
         path.display(),
         names.join(", ")
     )
+}
+
+/// An exec probe that exited non-zero says so the way the container runtime's `ExecSync` error
+/// does (`command 'false' exited with 1: `), followed by what the command printed: the kubelet's
+/// event carries only the output, which leaves a silent `false` unexplained.
+fn with_exit_code(outcome: ProbeOutcome, argv: &[String], code: i32) -> ProbeOutcome {
+    match outcome {
+        ProbeOutcome::Completed {
+            result: RawResult::Failure,
+            output,
+        } => ProbeOutcome::completed(
+            RawResult::Failure,
+            format!("command '{}' exited with {code}: {output}", argv.join(" ")),
+        ),
+        other => other,
+    }
 }
 
 /// The one line (or JSON object) `check` prints.

@@ -223,8 +223,9 @@ async fn serve(args: Args) -> ExitCode {
     tokio::pin!(listen);
     let mut listener: Option<TcpListener> = None;
     eprintln!(
-        "demo-app: starting, will listen on {} in {:?}",
-        args.listen, args.startup_delay
+        "demo-app: starting, will listen on {} in {}",
+        args.listen,
+        probelet::display::go_duration(args.startup_delay)
     );
     loop {
         tokio::select! {
@@ -264,7 +265,10 @@ async fn serve(args: Args) -> ExitCode {
                     eprintln!("demo-app: SIGTERM ignored");
                     continue;
                 }
-                eprintln!("demo-app: SIGTERM, stopping in {:?}", args.stop_delay);
+                eprintln!(
+                    "demo-app: SIGTERM, stopping in {}",
+                    probelet::display::go_duration(args.stop_delay)
+                );
                 tokio::time::sleep(args.stop_delay).await;
                 return ExitCode::SUCCESS;
             }

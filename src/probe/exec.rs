@@ -100,6 +100,10 @@ pub async fn probe(
     output.extend_from_slice(&err.data);
     output.truncate(MAX_OUTPUT);
     let output = String::from_utf8_lossy(&output).into_owned();
+    if let Some(Ok(s)) = &status {
+        use std::os::unix::process::ExitStatusExt;
+        stats.exit_code = s.code().or_else(|| s.signal().map(|sig| 128 + sig));
+    }
     let outcome = match status {
         Some(Ok(s)) if s.success() => ProbeOutcome::completed(RawResult::Success, output),
         Some(Ok(_)) => ProbeOutcome::completed(RawResult::Failure, output),

@@ -93,6 +93,7 @@ pub async fn probe(
     let stats = ProbeStats {
         bytes_read: counter.load(Ordering::Relaxed),
         http_status,
+        exit_code: None,
     };
     (outcome, stats)
 }

@@ -112,6 +112,9 @@ pub struct ProbeStats {
     /// HTTP: the status code of the last response received (a followed redirect's target's,
     /// or the 3xx that ended the chain); `None` when no response arrived.
     pub http_status: Option<u16>,
+    /// exec: the command's exit status (128 + the signal for a command killed by one); `None`
+    /// when it never ran to an exit (could not start, timed out).
+    pub exit_code: Option<i32>,
 }
 
 /// Why a probe definition cannot be run (the handler reports these as errors, R6.3).
