@@ -260,7 +260,8 @@ fn get_describe_and_logs_print_what_kubectl_prints() {
     );
 }
 
-/// With nothing listening, both say the connection was refused, and exit 1.
+/// With nothing listening, both say the connection was refused, and exit 1; ours adds that
+/// `probelet run` is not running there.
 #[test]
 fn a_refused_connection_reads_like_kubectl() {
     let port = {
@@ -286,6 +287,10 @@ fn a_refused_connection_reads_like_kubectl() {
         "The connection to the server 127.0.0.1:{port} was refused - did you specify the right host or port?"
     );
     assert_eq!(theirs.lines().last(), Some(want.as_str()));
+    // Then what it means: nothing of ours listens there.
+    let want = format!(
+        "{want}\n`probelet run` is not running on 127.0.0.1:{port}: start it (`probelet run MANIFEST`), or point --server at its API"
+    );
     assert_eq!(String::from_utf8_lossy(&ours.stderr), format!("{want}\n"));
     assert_eq!(ours.status.code(), Some(1));
     assert_eq!(kubectl.status.code(), Some(1));

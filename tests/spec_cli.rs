@@ -69,6 +69,7 @@ fn handler_summaries_for_each_handler() {
     assert!(r.stderr.contains("Service/db: skipped"), "{}", r.stderr);
 }
 
+/// Every error with file:line:col (as lint prints it), the object, and upstream's text.
 #[test]
 fn broken_prints_every_error_and_exits_1() {
     let r = run(validate().arg(example("broken.yaml")));
@@ -77,19 +78,19 @@ fn broken_prints_every_error_and_exits_1() {
     let path = example("broken.yaml").display().to_string();
     for line in [
         format!(
-            "{path}: Deployment/web: spec.template.spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1"
+            "{path}:27:13: Deployment/web: spec.template.spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1"
         ),
         format!(
-            "{path}: Deployment/web: spec.template.spec.containers[0].livenessProbe.httpGet.scheme: Unsupported value: \"http\": supported values: \"HTTP\", \"HTTPS\""
+            "{path}:25:15: Deployment/web: spec.template.spec.containers[0].livenessProbe.httpGet.scheme: Unsupported value: \"http\": supported values: \"HTTP\", \"HTTPS\""
         ),
         format!(
-            "{path}: Deployment/web: spec.template.spec.containers[0].startupProbe.httpGet: Forbidden: may not specify more than 1 handler type"
+            "{path}:33:13: Deployment/web: spec.template.spec.containers[0].startupProbe.httpGet: Forbidden: may not specify more than 1 handler type"
         ),
         format!(
-            "{path}: Deployment/web: spec.template.spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"
+            "{path}:16:11: Deployment/web: spec.template.spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"
         ),
         format!(
-            "{path}: Pod/grpc: spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\""
+            "{path}:44:3: Pod/grpc: spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\""
         ),
     ] {
         assert!(

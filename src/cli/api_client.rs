@@ -48,9 +48,11 @@ pub enum ApiError {
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            // kubectl's line, then what it means here.
             ApiError::Refused(addr) => write!(
                 f,
-                "The connection to the server {addr} was refused - did you specify the right host or port?"
+                "The connection to the server {addr} was refused - did you specify the right host or port?\n\
+                 `probelet run` is not running on {addr}: start it (`probelet run MANIFEST`), or point --server at its API"
             ),
             ApiError::Transport(e) => write!(f, "Unable to connect to the server: {e}"),
             ApiError::Status {

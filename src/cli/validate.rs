@@ -7,7 +7,9 @@
 
 use probelet::spec::effective::{self, EffectiveTemplate};
 use probelet::spec::load;
+use probelet::spec::locate::SourceIndex;
 use probelet::spec::validate::validate_template;
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,7 +49,7 @@ pub enum Format {
 
 /// Run `probelet validate`.
 pub fn run(args: Args) -> ExitCode {
-    let loaded = match load::load_paths(&args.files) {
+    let (loaded, texts) = match load_files(&args.files) {
         Ok(loaded) => loaded,
         Err(e) => {
             eprintln!("error: {}", probelet::display::error_chain(&e));
@@ -63,10 +65,23 @@ pub fn run(args: Args) -> ExitCode {
     }
 
     let mut invalid = 0usize;
-    for template in &loaded.templates {
+    let ordinals = probelet::lint::ordinals(&loaded.templates);
+    let mut indexes: HashMap<&str, SourceIndex> = HashMap::new();
+    for (template, &ordinal) in loaded.templates.iter().zip(&ordinals) {
         for err in validate_template(template) {
-            // The object, then upstream's own text, as `kubectl apply` would show it.
-            eprintln!("{}: {}: {err}", template.source, template.object_ref());
+            // file:line:col, the object, then upstream's own text, as `kubectl apply` shows it.
+            let mut at = template.source.clone();
+            if let Some(text) = texts.get(&template.source) {
+                let index = indexes
+                    .entry(&template.source)
+                    .or_insert_with(|| SourceIndex::build(text));
+                let (l, _) =
+                    probelet::lint::locate_field(index, text, template, ordinal, &err.path);
+                if l.line > 0 {
+                    at = format!("{at}:{}:{}", l.line, l.column);
+                }
+            }
+            eprintln!("{at}: {}: {err}", template.object_ref());
             invalid += 1;
         }
     }
@@ -101,6 +116,34 @@ pub fn run(args: Args) -> ExitCode {
     // A closed pipe (`| head`) is not an error worth a message.
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
     ExitCode::SUCCESS
+}
+
+/// Loads every manifest under `paths` the way [`load::load_paths`] does, file by file, keeping
+/// each file's text (by its name in messages) so that errors can say where they are.
+fn load_files(
+    paths: &[PathBuf],
+) -> Result<(load::Loaded, HashMap<String, String>), load::LoadError> {
+    let mut loaded = load::Loaded::default();
+    let mut texts = HashMap::new();
+    for path in paths {
+        let files = load::manifest_files(path)?;
+        if files.is_empty() {
+            loaded.warnings.push(load::Warning {
+                source: path.display().to_string(),
+                object: None,
+                field: None,
+                message: "no *.yaml, *.yml or *.json files in this directory".into(),
+            });
+        }
+        for file in files {
+            let (name, text) = load::read_manifest(&file)?;
+            let (one, _) = load::load_str_indexed(&name, &text)?;
+            loaded.templates.extend(one.templates);
+            loaded.warnings.extend(one.warnings);
+            texts.insert(name, text);
+        }
+    }
+    Ok((loaded, texts))
 }
 
 /// The structured output of `-o yaml|json`.

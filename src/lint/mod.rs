@@ -161,21 +161,7 @@ pub fn lint_text(
     let mut findings = Vec::with_capacity(pending.len());
     for (i, raw) in pending {
         let template = &loaded.templates[i];
-        // `a|b`: the first alternative that is written, else where the first one would be.
-        let object = index.object(template.document, ordinals[i]);
-        let mut field = raw.field.split('|').next().unwrap_or_default().to_string();
-        let mut location = Location::default();
-        if let Some(object) = object {
-            location = index.locate(text, object, &field).0;
-            for alt in raw.field.split('|') {
-                let (at, exact) = index.locate(text, object, alt);
-                if exact {
-                    location = at;
-                    field = alt.to_string();
-                    break;
-                }
-            }
-        }
+        let (location, field) = locate_field(&index, text, template, ordinals[i], &raw.field);
         let severity = rules::find(raw.rule).map_or(Severity::Warning, |r| r.severity);
         findings.push(Finding {
             rule: raw.rule,
@@ -197,6 +183,29 @@ pub fn lint_text(
         ))
     });
     Ok((findings, other_warnings))
+}
+
+/// Where `field` (a field path of `template`, the `ordinal`-th template of its document) is
+/// written in `text`, the file it was loaded from. `a|b`: the first alternative that is
+/// written, else where the first one would be. Returns the location and the alternative used.
+pub fn locate_field(
+    index: &SourceIndex,
+    text: &str,
+    template: &PodTemplate,
+    ordinal: usize,
+    field: &str,
+) -> (Location, String) {
+    let first = field.split('|').next().unwrap_or_default().to_string();
+    let Some(object) = index.object(template.document, ordinal) else {
+        return (Location::default(), first);
+    };
+    for alt in field.split('|') {
+        let (at, exact) = index.locate(text, object, alt);
+        if exact {
+            return (at, alt.to_string());
+        }
+    }
+    (index.locate(text, object, &first).0, first)
 }
 
 /// What linting one file gave: its findings and the loader's other warnings, or why it could
@@ -258,7 +267,9 @@ pub fn lint_files(files: &[std::path::PathBuf], config: &Config, jobs: usize) ->
 }
 
 /// Each template's position among the templates of its document (the loader's order).
-fn ordinals(templates: &[PodTemplate]) -> Vec<usize> {
+/// Each template's position among the templates of its document (a `List` holds several), as
+/// [`locate_field`] takes it.
+pub fn ordinals(templates: &[PodTemplate]) -> Vec<usize> {
     let mut out = Vec::with_capacity(templates.len());
     let mut last_doc = usize::MAX;
     let mut n = 0;
