@@ -815,3 +815,49 @@ spec:
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// When every pod has ended by itself (restartPolicy Never), `run` prints one closing line per
+/// pod (phase, each container's exit code and restarts) and exits 1 if any pod Failed, 0 if
+/// all Succeeded.
+#[test]
+fn ended_pods_get_a_closing_summary_and_the_exit_status() {
+    let pods = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: batch}
+spec:
+  restartPolicy: Never
+  initContainers:
+  - name: setup
+    command: [sh, -c, "exit 0"]
+  containers:
+  - name: app
+    command: [sh, -c, "exit 3"]
+  - name: log
+    command: [sh, -c, "exit 0"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: fine}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    command: ["true"]
+"#;
+    let mut run = Run::start(pods, &[]);
+    assert_eq!(run.wait_exit(Duration::from_secs(20)), Some(1));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(run.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let summary: Vec<&str> = stderr.lines().filter(|l| l.starts_with("pod ")).collect();
+    assert_eq!(
+        summary,
+        [
+            "pod default/batch ended: Failed (setup: exit 0, 0 restarts; app: exit 3, 0 restarts; log: exit 0, 0 restarts)",
+            "pod default/fine ended: Succeeded (app: exit 0, 0 restarts)",
+        ],
+        "{stderr}"
+    );
+    let mut ok = Run::start(&pods[pods.find("---").unwrap() + 4..], &[]);
+    assert_eq!(ok.wait_exit(Duration::from_secs(20)), Some(0));
+}

@@ -254,17 +254,49 @@ pub fn run(args: Args) -> ExitCode {
         if stopped {
             return ExitCode::SUCCESS;
         }
-        let failed = supervisor.pods().any(|(id, _)| {
-            supervisor
-                .status(id)
-                .is_some_and(|s| s.phase == probelet::engine::PodPhase::Failed)
-        });
+        // Every pod ended by itself (restartPolicy Never/OnFailure): one line each on how.
+        let mut failed = false;
+        let mut pods: Vec<_> = supervisor.pods().collect();
+        pods.sort_by_key(|(id, _)| *id); // manifest order
+        for (id, template) in pods {
+            if let Some(status) = supervisor.status(id) {
+                failed |= status.phase == probelet::engine::PodPhase::Failed;
+                eprintln!("{}", closing_summary(template, status));
+            }
+        }
         if failed {
             ExitCode::FAILURE
         } else {
             ExitCode::SUCCESS
         }
     })
+}
+
+/// `pod default/job ended: Failed (app: exit 1, 2 restarts; log: exit 0, 0 restarts)`: the
+/// phase, then each container's last exit code and restart count, init containers included.
+fn closing_summary(
+    template: &probelet::spec::PodTemplate,
+    status: &probelet::engine::PodStatus,
+) -> String {
+    let containers: Vec<String> = status
+        .containers
+        .iter()
+        .map(|c| {
+            let exit = match &c.state {
+                probelet::engine::ContainerState::Terminated(t) => format!("exit {}", t.exit_code),
+                _ => "never ran".to_string(),
+            };
+            let s = if c.restart_count == 1 { "" } else { "s" };
+            format!("{}: {exit}, {} restart{s}", c.name, c.restart_count)
+        })
+        .collect();
+    format!(
+        "pod {}/{} ended: {} ({})",
+        template.namespace,
+        template.name,
+        probelet::api::objects::phase_name(status.phase),
+        containers.join("; ")
+    )
 }
 
 /// Binds the API listener, writes the kubeconfig and serves the API from a thread of its own
