@@ -23,6 +23,11 @@ fn examples() -> Vec<PathBuf> {
 }
 
 fn run_example(path: &Path) -> Timeline {
+    run_example_for(path, None)
+}
+
+/// [`run_example`] over `duration` instead of the scenario's own.
+fn run_example_for(path: &Path, duration: Option<Duration>) -> Timeline {
     let text = std::fs::read_to_string(path).unwrap();
     let first = text.lines().next().unwrap_or_default();
     assert!(
@@ -38,7 +43,9 @@ fn run_example(path: &Path) -> Timeline {
         &pod.spec,
         &plan,
         &SimOptions {
-            duration: scenario.duration.map_or(Duration::from_secs(1800), |d| d.0),
+            duration: duration
+                .or(scenario.duration.map(|d| d.0))
+                .unwrap_or(Duration::from_secs(1800)),
             seed: scenario.seed.unwrap_or(0),
             fresh_kubelet: scenario.fresh_kubelet,
             pod_name: pod.name,
@@ -398,4 +405,85 @@ fn cli_sweep_picks_a_threshold() {
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("unknown field"), "{err}");
+}
+
+/// The x coordinates of the restart labels (`<text x="...">↻N</text>`), and the
+/// x of the chart's kill markers (`<path d="Mx,y l-6,-9 h12 z"`).
+fn svg_positions(svg: &str) -> (Vec<(f64, String)>, Vec<f64>) {
+    let mut labels = Vec::new();
+    let mut kills = Vec::new();
+    for line in svg.lines() {
+        if let Some(rest) = line.strip_prefix("<text x=\"") {
+            let x: f64 = rest.split('"').next().unwrap().parse().unwrap();
+            let content = line
+                .split('>')
+                .nth(1)
+                .unwrap_or("")
+                .split('<')
+                .next()
+                .unwrap();
+            if content.starts_with('↻') {
+                labels.push((x, content.to_string()));
+            }
+        }
+        if let Some(rest) = line.strip_prefix("<path d=\"M") {
+            // The chart's kills carry a tooltip; the legend's swatch does not.
+            if rest.contains(" l-6,-9 h12 z\" fill") && line.contains("<title>") {
+                kills.push(rest.split(',').next().unwrap().parse().unwrap());
+            }
+        }
+    }
+    (labels, kills)
+}
+
+/// The chart of a pod that is never ready draws its ready lane as not ready (not an empty
+/// lane), and the legend names that colour.
+#[test]
+fn svg_never_ready_lane_is_drawn_not_ready() {
+    let t = example("slow-start-killed");
+    assert_eq!(t.summary.first_ready, None, "never ready");
+    let svg = probelet::sim::svg::render(&t);
+    // The pod band's and the container ready lane's backgrounds, and the legend swatch.
+    assert!(svg.matches("fill=\"#f6d5d5\"").count() >= 3, "{svg}");
+    assert!(svg.contains(">not ready</text>"), "legend");
+}
+
+/// Where restarts are dense (the first CrashLoopBackOff attempts, seconds apart on a 2 h chart),
+/// restart labels never cover a kill marker nor each other; every restart keeps its line with a
+/// tooltip, and the sparse later restarts are labelled.
+#[test]
+fn svg_restart_labels_never_cover_kill_markers() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios/slow-start-killed.yaml");
+    let t = run_example_for(&path, Some(Duration::from_secs(2 * 3600)));
+    assert!(t.summary.restarts > 10, "restarts: {}", t.summary.restarts);
+    let svg = probelet::sim::svg::render(&t);
+    let (labels, kills) = svg_positions(&svg);
+    assert!(
+        kills.len() as u32 > t.summary.restarts / 2,
+        "{} kills",
+        kills.len()
+    );
+    assert!(
+        !labels.is_empty() && labels.len() < kills.len(),
+        "{} labels",
+        labels.len()
+    );
+    for (x, text) in &labels {
+        let end = x + 6.0 * text.chars().count() as f64;
+        for k in &kills {
+            assert!(
+                k + 6.0 <= *x || k - 6.0 >= end,
+                "label {text} at {x} covers the kill at {k}"
+            );
+        }
+    }
+    for pair in labels.windows(2) {
+        let end = pair[0].0 + 6.0 * pair[0].1.chars().count() as f64;
+        assert!(pair[1].0 >= end, "labels overlap: {pair:?}");
+    }
+    assert_eq!(
+        svg.matches("</title></line>").count() as u32 >= t.summary.restarts,
+        true
+    );
 }

@@ -22,6 +22,11 @@ const RED: &str = "#d33c3c";
 const AMBER: &str = "#e6a23c";
 const GREY: &str = "#8a8f98";
 const BLUE: &str = "#5b7db8";
+/// Not ready / out of traffic: the background of the ready lanes.
+const NOT_READY: &str = "#f6d5d5";
+/// Half the width of a kill marker (a triangle) and of an exit marker (a cross), in px.
+const KILL_HALF: f64 = 6.0;
+const EXIT_HALF: f64 = 4.0;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -189,7 +194,7 @@ pub fn render(t: &Timeline) -> String {
         }),
         end,
     );
-    c.rect(LEFT, WIDTH - RIGHT, y + 3.0, LANE - 6.0, "#f6d5d5", "");
+    c.rect(LEFT, WIDTH - RIGHT, y + 3.0, LANE - 6.0, NOT_READY, "");
     for (a, b) in &ready {
         let (xa, xb) = (c.x(*a), c.x(*b));
         c.rect(xa, xb, y + 3.0, LANE - 6.0, GREEN, "");
@@ -276,6 +281,15 @@ pub fn render(t: &Timeline) -> String {
                 r##"stroke="#e6a23c""##,
             );
         }
+        // Where kill and exit markers sit, so that restart labels never cover one.
+        let markers: Vec<(f64, f64)> = mine()
+            .filter_map(|e| match e.what {
+                What::Killing { .. } => Some((c.x(e.at), KILL_HALF)),
+                What::Exited { .. } => Some((c.x(e.at), EXIT_HALF)),
+                _ => None,
+            })
+            .collect();
+        let mut label_end = f64::NEG_INFINITY;
         for e in mine() {
             let x = c.x(e.at);
             match &e.what {
@@ -308,16 +322,31 @@ pub fn render(t: &Timeline) -> String {
                 What::Running { instance } if *instance > 0 => {
                     let _ = writeln!(
                         c.out,
-                        r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{BLUE}" stroke-width="2"/>"#,
+                        r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{BLUE}" stroke-width="2"><title>{} restart {instance}</title></line>"#,
                         y + 2.0,
-                        y + LANE - 2.0
+                        y + LANE - 2.0,
+                        clock(e.at)
                     );
-                    c.text(
-                        x + 3.0,
-                        y + LANE - 4.0,
-                        &format!("↻{instance}"),
-                        &format!(r#"font-size="10" fill="{BLUE}""#),
-                    );
+                    // Where restarts are dense, a label is drawn only where it covers neither
+                    // another label nor a kill or exit marker; the line's tooltip has it.
+                    let label = format!("↻{instance}");
+                    let clear = |(x0, x1): (f64, f64)| {
+                        x0 >= label_end.max(LEFT)
+                            && x1 <= WIDTH - RIGHT
+                            && markers
+                                .iter()
+                                .all(|(m, half)| m + half <= x0 || m - half >= x1)
+                    };
+                    let [right, left] = restart_label_spans(x, &label);
+                    if let Some((x0, x1)) = [right, left].into_iter().find(|s| clear(*s)) {
+                        c.text(
+                            x0,
+                            y + LANE - 4.0,
+                            &label,
+                            &format!(r#"font-size="10" fill="{BLUE}""#),
+                        );
+                        label_end = x1 + 2.0;
+                    }
                 }
                 _ => {}
             }
@@ -333,6 +362,9 @@ pub fn render(t: &Timeline) -> String {
             }),
             end,
         );
+        // Not ready unless shown otherwise: a container that never becomes ready is a red
+        // lane, not an empty one.
+        c.rect(LEFT, WIDTH - RIGHT, y + 7.0, LANE - 14.0, NOT_READY, "");
         for (a, b) in &ready {
             let (xa, xb) = (c.x(*a), c.x(*b));
             c.rect(xa, xb, y + 7.0, LANE - 14.0, GREEN, r#"opacity="0.8""#);
@@ -453,7 +485,7 @@ pub fn render(t: &Timeline) -> String {
     // Legend.
     let ly = grid_bottom + 40.0;
     // Swatches are written relative to `X`, replaced by each item's position.
-    let items: [(String, &str); 9] = [
+    let items: [(String, &str); 10] = [
         (
             format!(r#"<circle cx="X" cy="{ly}" r="4" fill="{GREEN}"/>"#),
             "probe success",
@@ -505,6 +537,13 @@ pub fn render(t: &Timeline) -> String {
             ),
             "ready",
         ),
+        (
+            format!(
+                r#"<rect x="X" y="{}" width="14" height="12" fill="{NOT_READY}" stroke="{RED}"/>"#,
+                ly - 6.0
+            ),
+            "not ready",
+        ),
     ];
     let mut lx: f64 = 20.0;
     for (swatch, text) in items {
@@ -518,6 +557,15 @@ pub fn render(t: &Timeline) -> String {
     }
     let _ = writeln!(c.out, "</svg>");
     c.out
+}
+
+/// Where a restart label may go beside a restart line at `x` (10 px text, about 6 px a
+/// character): right of it, clear of an exit cross drawn at the same instant, or left of it
+/// (the next kill often follows a restart within a few pixels).
+fn restart_label_spans(x: f64, label: &str) -> [(f64, f64); 2] {
+    let w = 6.0 * label.chars().count() as f64;
+    let gap = EXIT_HALF + 1.0;
+    [(x + gap, x + gap + w), (x - gap - w, x - gap)]
 }
 
 /// Marks at `xs`; marks closer than 3 px merge into a bar so a day of 1 s probes stays light.
