@@ -148,6 +148,7 @@ spec:
   - name: app
     image: example/app:1
     command: [sh, -c, 'echo hello-from-app; exec sleep 3600']
+    ports: [{{containerPort: {port}}}]
     livenessProbe:
       httpGet: {{path: /healthz, port: {port}}}
       periodSeconds: 1
@@ -176,6 +177,16 @@ fn kubectl_reads_a_pod_whose_liveness_probe_fails() {
     assert_eq!(probe["timeoutSeconds"], 1);
     assert_eq!(probe["successThreshold"], 1);
     assert_eq!(probe["httpGet"]["scheme"], "HTTP");
+    // The rest of the API server's defaults, as a cluster's pod shows them.
+    let spec = &pod["spec"];
+    let app = &spec["containers"][0];
+    assert_eq!(app["ports"][0]["protocol"], "TCP");
+    assert_eq!(app["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(app["terminationMessagePath"], "/dev/termination-log");
+    assert_eq!(app["terminationMessagePolicy"], "File");
+    assert_eq!(spec["dnsPolicy"], "ClusterFirst");
+    assert_eq!(spec["schedulerName"], "default-scheduler");
+    assert_eq!(spec["enableServiceLinks"], true);
     let cs = &pod["status"]["containerStatuses"][0];
     assert_eq!(cs["lastState"]["terminated"]["reason"], "Error");
     assert!(
@@ -201,6 +212,15 @@ fn kubectl_reads_a_pod_whose_liveness_probe_fails() {
     assert!(wide.contains("127.0.0.1"), "{wide}");
 
     let describe = p.ok(&["describe", "pod", "web"]);
+    let field = |name: &str| {
+        describe
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(name).map(str::trim))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(field("Port:"), format!("{}/TCP", target.port), "{describe}");
+    assert_eq!(field("Host Port:"), "0/TCP", "{describe}");
     assert!(
         describe.contains("Liveness:       http-get http://:"),
         "{describe}"
