@@ -81,6 +81,25 @@ pub fn apply_probe(probe: &mut Probe) {
     }
 }
 
+/// [`ContainerFields`] of a `Container` or an `EphemeralContainer` (same field names).
+macro_rules! container_fields {
+    ($c:expr) => {
+        ContainerFields {
+            image: $c.image.as_deref(),
+            image_pull_policy: &mut $c.image_pull_policy,
+            termination_message_path: &mut $c.termination_message_path,
+            termination_message_policy: &mut $c.termination_message_policy,
+            ports: $c.ports.as_deref_mut(),
+            env: $c.env.as_deref_mut(),
+            hooks: $c
+                .lifecycle
+                .as_mut()
+                .map(|l| [l.post_start.as_mut(), l.pre_stop.as_mut()])
+                .unwrap_or_default(),
+        }
+    };
+}
+
 /// The rest of what the API server defaults in a stored Pod (`SetDefaults_Pod`,
 /// `SetDefaults_PodSpec`, `SetDefaults_Container`, `SetDefaults_ContainerPort`,
 /// `SetDefaults_ObjectFieldSelector`, the volume sources' `defaultMode`, and the HTTP defaults of
@@ -103,22 +122,7 @@ pub fn apply_pod_object(spec: &mut PodSpec) {
         .iter_mut()
         .chain(spec.init_containers.iter_mut().flatten());
     for c in containers {
-        container_object_defaults(
-            ContainerFields {
-                image: c.image.as_deref(),
-                image_pull_policy: &mut c.image_pull_policy,
-                termination_message_path: &mut c.termination_message_path,
-                termination_message_policy: &mut c.termination_message_policy,
-                ports: c.ports.as_deref_mut(),
-                env: c.env.as_deref_mut(),
-                hooks: c
-                    .lifecycle
-                    .as_mut()
-                    .map(|l| [l.post_start.as_mut(), l.pre_stop.as_mut()])
-                    .unwrap_or_default(),
-            },
-            host_network,
-        );
+        container_object_defaults(container_fields!(c), host_network);
         if let Some(r) = c.resources.as_mut() {
             // SetDefaults_Pod: a limit without a request makes the request equal to the limit.
             if let Some(limits) = r.limits.as_ref() {
@@ -132,22 +136,7 @@ pub fn apply_pod_object(spec: &mut PodSpec) {
         }
     }
     for c in spec.ephemeral_containers.iter_mut().flatten() {
-        container_object_defaults(
-            ContainerFields {
-                image: c.image.as_deref(),
-                image_pull_policy: &mut c.image_pull_policy,
-                termination_message_path: &mut c.termination_message_path,
-                termination_message_policy: &mut c.termination_message_policy,
-                ports: c.ports.as_deref_mut(),
-                env: c.env.as_deref_mut(),
-                hooks: c
-                    .lifecycle
-                    .as_mut()
-                    .map(|l| [l.post_start.as_mut(), l.pre_stop.as_mut()])
-                    .unwrap_or_default(),
-            },
-            host_network,
-        );
+        container_object_defaults(container_fields!(c), host_network);
     }
     for v in spec.volumes.iter_mut().flatten() {
         volume_defaults(v);
