@@ -565,6 +565,27 @@ impl<P> Scheduler<P> {
         transition
     }
 
+    /// Sets a target's published readiness as if its last run of results had just been
+    /// counted: a cluster member taking a target over continues from the state the previous
+    /// owner published (as the kubelet keeps a container's status across its own restart)
+    /// instead of starting not ready (R3.9). `false` for an unknown name.
+    pub fn restore(&mut self, name: &str, ready: bool, since: Instant) -> bool {
+        let Some(t) = self.get_by_name_mut(name) else {
+            return false;
+        };
+        let (result, threshold) = if ready {
+            (ProbeResult::Success, t.timing.success_threshold)
+        } else {
+            (ProbeResult::Failure, t.timing.failure_threshold)
+        };
+        let s = &mut t.state;
+        s.published = result;
+        s.last_counted = result;
+        s.run = u32::try_from(threshold.max(1)).unwrap_or(1);
+        s.last_transition = since;
+        true
+    }
+
     /// A target by handle, if it still exists.
     pub fn get(&self, id: TargetId) -> Option<&Target<P>> {
         self.slots
