@@ -712,7 +712,8 @@ mod tests {
             // lands before the lease expires.
             assert!(k + 2 * t <= ttl, "{secs}s: {k:?} + 2 × {t:?}");
         }
-        assert_eq!(keepalive_interval(Duration::from_secs(2)), Duration::from_millis(666) + Duration::from_nanos(666_667));
+        assert_eq!(keepalive_interval(Duration::from_secs(3)), Duration::from_secs(1));
+        assert_eq!(request_timeout(Duration::from_secs(2)), Duration::from_millis(500));
         assert_eq!(request_timeout(Duration::from_secs(60)), Duration::from_secs(2));
     }
 
