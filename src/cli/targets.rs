@@ -107,7 +107,10 @@ pub enum Command {
 
 /// Runs `probelet targets`.
 pub fn run(args: Args) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: {e}");
@@ -197,10 +200,15 @@ fn line(format: super::monitor::Format, name: &str, record: Option<&TargetRecord
         .to_string(),
         (Format::Json, None) => json!({"event": "Unowned", "name": name}).to_string(),
         (Format::Text, Some(r)) => {
-            let state = if r.ready { "Ready".to_string() } else {
+            let state = if r.ready {
+                "Ready".to_string()
+            } else {
                 format!("NotReady ({})", r.reason.as_deref().unwrap_or("-"))
             };
-            escape_control(&format!("{} {} {state} prober={}", r.since, r.name, r.prober))
+            escape_control(&format!(
+                "{} {} {state} prober={}",
+                r.since, r.name, r.prober
+            ))
         }
         // The owner's lease expired: the record goes until a new owner writes it.
         (Format::Text, None) => escape_control(&format!("{name} Unowned")),
@@ -230,7 +238,9 @@ async fn watch(etcd: EtcdArgs, format: super::monitor::Format) -> ExitCode {
     // and a new prober, which is printed (the prober changed) but not as a transition twice.
     let mut seen = std::collections::HashMap::new();
     for kv in kvs {
-        if let (KeyKind::Target(n), Some(r)) = (keys.classify(&kv.key), TargetRecord::from_json(&kv.value)) {
+        if let (KeyKind::Target(n), Some(r)) =
+            (keys.classify(&kv.key), TargetRecord::from_json(&kv.value))
+        {
             print(line(format, n, Some(&r)));
             seen.insert(n.to_string(), r);
         }
@@ -247,7 +257,10 @@ async fn watch(etcd: EtcdArgs, format: super::monitor::Format) -> ExitCode {
                 let since = *failing_since.get_or_insert_with(std::time::Instant::now);
                 eprintln!("probelet targets watch: etcd unreachable, retrying: {e}");
                 if since.elapsed() > node::WATCH_GIVE_UP {
-                    eprintln!("error: etcd unreachable for {} s", node::WATCH_GIVE_UP.as_secs());
+                    eprintln!(
+                        "error: etcd unreachable for {} s",
+                        node::WATCH_GIVE_UP.as_secs()
+                    );
                     return ExitCode::from(1);
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -265,7 +278,9 @@ async fn watch(etcd: EtcdArgs, format: super::monitor::Format) -> ExitCode {
                     Event::Delete(kv) => (kv, false),
                 };
                 revision = revision.max(kv.mod_revision + 1);
-                let KeyKind::Target(n) = keys.classify(&kv.key) else { continue };
+                let KeyKind::Target(n) = keys.classify(&kv.key) else {
+                    continue;
+                };
                 let record = put.then(|| TargetRecord::from_json(&kv.value)).flatten();
                 if put && record.is_none() {
                     continue; // not a record
@@ -313,24 +328,47 @@ pub async fn join(
         while let Some(e) = events.recv().await {
             let time = format_rfc3339(std::time::SystemTime::now());
             let (event, text) = match e {
-                ClusterEvent::Joined { member, members, owned, lease_ttl } => (
+                ClusterEvent::Joined {
+                    member,
+                    members,
+                    owned,
+                    lease_ttl,
+                } => (
                     json!({"time": time, "event": "ClusterJoined", "member": member,
                         "members": members, "owned": owned, "leaseTtlSeconds": lease_ttl}),
-                    format!("probelet monitor: joined as {member} ({} members, {owned} targets owned, lease {lease_ttl} s)", members.len()),
+                    format!(
+                        "probelet monitor: joined as {member} ({} members, {owned} targets owned, lease {lease_ttl} s)",
+                        members.len()
+                    ),
                 ),
-                ClusterEvent::Rebalanced { members, owned, gained, lost } => (
+                ClusterEvent::Rebalanced {
+                    members,
+                    owned,
+                    gained,
+                    lost,
+                } => (
                     json!({"time": time, "event": "Rebalanced", "members": members,
                         "owned": owned, "gained": gained, "lost": lost}),
-                    format!("probelet monitor: {} members: {owned} targets owned ({gained} gained, {lost} handed over)", members.len()),
+                    format!(
+                        "probelet monitor: {} members: {owned} targets owned ({gained} gained, {lost} handed over)",
+                        members.len()
+                    ),
                 ),
                 ClusterEvent::Degraded { error } => (
                     json!({"time": time, "event": "ClusterDegraded", "error": error}),
-                    format!("probelet monitor: warning: degraded, still probing owned targets: {}", escape_control(&error)),
+                    format!(
+                        "probelet monitor: warning: degraded, still probing owned targets: {}",
+                        escape_control(&error)
+                    ),
                 ),
                 ClusterEvent::Recovered { after, new_lease } => (
                     json!({"time": time, "event": "ClusterRecovered",
                         "afterSeconds": after.as_secs_f64(), "newLease": new_lease}),
-                    format!("probelet monitor: etcd answers again after {:.1} s{}; resynchronised", after.as_secs_f64(), if new_lease { " (new lease)" } else { "" }),
+                    format!(
+                        "probelet monitor: etcd answers again after {:.1} s{}; resynchronised",
+                        after.as_secs_f64(),
+                        if new_lease { " (new lease)" } else { "" }
+                    ),
                 ),
                 ClusterEvent::ConfigApplied { targets, invalid } => (
                     json!({"time": time, "event": "ConfigApplied", "targets": targets, "invalid": invalid}),
@@ -338,7 +376,10 @@ pub async fn join(
                 ),
                 ClusterEvent::ConfigRejected { error } => (
                     json!({"time": time, "event": "ConfigRejected", "error": error}),
-                    format!("probelet monitor: targets in etcd refused, keeping the current ones: {}", escape_control(&error)),
+                    format!(
+                        "probelet monitor: targets in etcd refused, keeping the current ones: {}",
+                        escape_control(&error)
+                    ),
                 ),
             };
             notice(event, text);

@@ -160,7 +160,9 @@ impl Client {
                 .rsplit_once(':')
                 .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
             if !port_ok {
-                return Err(bad("expected HOST:PORT (etcd's client port is usually 2379)"));
+                return Err(bad(
+                    "expected HOST:PORT (etcd's client port is usually 2379)",
+                ));
             }
             endpoints.push(Endpoint {
                 authority: authority.to_string(),
@@ -246,7 +248,12 @@ impl Client {
     }
 
     /// Writes `key` only if it does not exist; `false` when it does.
-    pub async fn put_if_absent(&self, key: &str, value: &[u8], lease: i64) -> Result<bool, EtcdError> {
+    pub async fn put_if_absent(
+        &self,
+        key: &str,
+        value: &[u8],
+        lease: i64,
+    ) -> Result<bool, EtcdError> {
         let body = json!({
             "compare": [{"key": B64.encode(key), "result": "EQUAL", "target": "CREATE", "create_revision": "0"}],
             "success": [{"request_put": put_op(key, value, lease)}],
@@ -302,7 +309,11 @@ impl Client {
         let v = self
             .call("/v3/lease/grant", &json!({"TTL": ttl.to_string()}))
             .await?;
-        if let Some(e) = v.get("error").and_then(Value::as_str).filter(|e| !e.is_empty()) {
+        if let Some(e) = v
+            .get("error")
+            .and_then(Value::as_str)
+            .filter(|e| !e.is_empty())
+        {
             return Err(self.status(5, e));
         }
         Ok((int(v.get("ID")), int(v.get("TTL"))))
@@ -547,9 +558,8 @@ async fn post(ep: &Endpoint, path: &str, body: Bytes) -> Result<Value, Attempt> 
             .await
             .map_err(|e| Attempt::Retry(format!("reading the answer: {e}")))?
             .to_bytes();
-        let v: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            Attempt::Retry(format!("answer {status} is not JSON: {e}"))
-        })?;
+        let v: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| Attempt::Retry(format!("answer {status} is not JSON: {e}")))?;
         if status.is_success() && v.get("error").is_none() {
             return Ok(v);
         }
@@ -607,7 +617,11 @@ mod tests {
 
     #[test]
     fn endpoints_are_checked() {
-        let c = Client::new("http://127.0.0.1:2379, 127.0.0.2:2379/", Duration::from_secs(1)).unwrap();
+        let c = Client::new(
+            "http://127.0.0.1:2379, 127.0.0.2:2379/",
+            Duration::from_secs(1),
+        )
+        .unwrap();
         assert_eq!(c.endpoints(), ["127.0.0.1:2379", "127.0.0.2:2379"]);
         for (bad, says) in [
             ("https://h:2379", "https is not supported"),
@@ -618,7 +632,9 @@ mod tests {
             ("http://h:1/v3", "no path or user"),
             (" , ", "no endpoint given"),
         ] {
-            let e = Client::new(bad, Duration::from_secs(1)).unwrap_err().to_string();
+            let e = Client::new(bad, Duration::from_secs(1))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
     }
@@ -626,7 +642,10 @@ mod tests {
     #[test]
     fn numbers_come_as_strings_or_numbers_or_not_at_all() {
         assert_eq!(int(Some(&json!("694d7a"))), 0);
-        assert_eq!(int(Some(&json!("7587862812245370411"))), 7_587_862_812_245_370_411);
+        assert_eq!(
+            int(Some(&json!("7587862812245370411"))),
+            7_587_862_812_245_370_411
+        );
         assert_eq!(int(Some(&json!(12))), 12);
         assert_eq!(int(None), 0);
     }
@@ -640,7 +659,10 @@ mod tests {
                 l.local_addr().unwrap().port()
             })
             .collect();
-        let urls = format!("http://127.0.0.1:{},http://127.0.0.1:{}", closed[0], closed[1]);
+        let urls = format!(
+            "http://127.0.0.1:{},http://127.0.0.1:{}",
+            closed[0], closed[1]
+        );
         let c = Client::new(&urls, Duration::from_millis(500)).unwrap();
         let e = c.put("/k", b"v", 0).await.unwrap_err().to_string();
         assert!(e.starts_with("no etcd endpoint answered"), "{e}");

@@ -23,14 +23,11 @@ pub fn weight(member: &str, target: &str) -> u64 {
 /// The member that owns `target`, or `None` when there are no members. Ties (64-bit equal
 /// weights) go to the smaller member name, so the answer never depends on the list's order.
 pub fn owner<'a, S: AsRef<str>>(target: &str, members: &'a [S]) -> Option<&'a str> {
-    members
-        .iter()
-        .map(AsRef::as_ref)
-        .max_by(|a, b| {
-            weight(a, target)
-                .cmp(&weight(b, target))
-                .then_with(|| b.cmp(a))
-        })
+    members.iter().map(AsRef::as_ref).max_by(|a, b| {
+        weight(a, target)
+            .cmp(&weight(b, target))
+            .then_with(|| b.cmp(a))
+    })
 }
 
 /// Whether `me` owns `target` among `members` (`me` need not be in the list: a member whose

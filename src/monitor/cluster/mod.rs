@@ -82,8 +82,15 @@ impl ClusterStatus {
 
     /// The `/healthz` lines after `ok`.
     pub fn healthz(&self) -> String {
-        let (members, owned) = (self.members.load(Ordering::Relaxed), self.owned.load(Ordering::Relaxed));
-        let problem = self.problem.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (members, owned) = (
+            self.members.load(Ordering::Relaxed),
+            self.owned.load(Ordering::Relaxed),
+        );
+        let problem = self
+            .problem
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         match problem.filter(|_| self.degraded()) {
             Some((since, why)) => format!(
                 "cluster: degraded since {}: {} (member {}, still probing its {owned} targets; {members} members when last seen)\n",
@@ -102,17 +109,60 @@ impl ClusterStatus {
     pub fn render(&self, out: &mut String) {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let rows: [(&str, &str, &str, u64); 8] = [
-            ("probelet_monitor_cluster_degraded", "gauge", "1 while etcd is out of reach or this member's lease was lost: it keeps probing what it owns", u64::from(self.degraded())),
-            ("probelet_monitor_cluster_members", "gauge", "Live members of the monitor cluster this member sees", load(&self.members)),
-            ("probelet_monitor_cluster_owned_targets", "gauge", "Targets this member owns by rendezvous hashing", load(&self.owned)),
-            ("probelet_monitor_cluster_record_writes_total", "counter", "Target state records written to etcd", load(&self.writes)),
-            ("probelet_monitor_cluster_record_write_failures_total", "counter", "Target state records whose write failed (kept queued and retried)", load(&self.write_failures)),
-            ("probelet_monitor_cluster_pending_records", "gauge", "Target state records waiting to be written", load(&self.pending)),
-            ("probelet_monitor_cluster_takeovers_total", "counter", "Targets taken over with the state their previous owner published", load(&self.takeovers)),
-            ("probelet_monitor_cluster_rebalances_total", "counter", "Membership changes that changed this member's targets", load(&self.rebalances)),
+            (
+                "probelet_monitor_cluster_degraded",
+                "gauge",
+                "1 while etcd is out of reach or this member's lease was lost: it keeps probing what it owns",
+                u64::from(self.degraded()),
+            ),
+            (
+                "probelet_monitor_cluster_members",
+                "gauge",
+                "Live members of the monitor cluster this member sees",
+                load(&self.members),
+            ),
+            (
+                "probelet_monitor_cluster_owned_targets",
+                "gauge",
+                "Targets this member owns by rendezvous hashing",
+                load(&self.owned),
+            ),
+            (
+                "probelet_monitor_cluster_record_writes_total",
+                "counter",
+                "Target state records written to etcd",
+                load(&self.writes),
+            ),
+            (
+                "probelet_monitor_cluster_record_write_failures_total",
+                "counter",
+                "Target state records whose write failed (kept queued and retried)",
+                load(&self.write_failures),
+            ),
+            (
+                "probelet_monitor_cluster_pending_records",
+                "gauge",
+                "Target state records waiting to be written",
+                load(&self.pending),
+            ),
+            (
+                "probelet_monitor_cluster_takeovers_total",
+                "counter",
+                "Targets taken over with the state their previous owner published",
+                load(&self.takeovers),
+            ),
+            (
+                "probelet_monitor_cluster_rebalances_total",
+                "counter",
+                "Membership changes that changed this member's targets",
+                load(&self.rebalances),
+            ),
         ];
         for (name, kind, help, v) in rows {
-            let _ = writeln!(out, "# HELP {name} {help}.\n# TYPE {name} {kind}\n{name} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}.\n# TYPE {name} {kind}\n{name} {v}"
+            );
         }
     }
 }

@@ -25,10 +25,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Notify, mpsc};
 
+use super::ClusterStatus;
 use super::etcd::{Client, EtcdError, Event, Kv};
 use super::hrw;
 use super::record::{INITIAL_REASON, KeyKind, Keys, MemberRecord, TargetRecord};
-use super::ClusterStatus;
 use crate::driver::real::format_rfc3339;
 use crate::engine::Instant;
 use crate::monitor::config::{self, TargetsFile};
@@ -190,7 +190,9 @@ pub struct Node {
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Node").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("Node")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -265,13 +267,17 @@ impl Node {
         let secs = i64::try_from(self.ttl.as_secs()).unwrap_or(i64::MAX);
         let (lease, granted) = self.client.grant(secs).await?;
         let key = self.keys.member(&self.id);
-        let value = serde_json::to_vec(&MemberRecord::new(&self.id, &self.listen)).unwrap_or_default();
+        let value =
+            serde_json::to_vec(&MemberRecord::new(&self.id, &self.listen)).unwrap_or_default();
         if first {
             let give_up = tokio::time::Instant::now() + self.ttl * 2;
             while !self.client.put_if_absent(&key, &value, lease).await? {
                 if tokio::time::Instant::now() >= give_up {
                     let _ = self.client.revoke(lease).await;
-                    return Err(ClusterError::DuplicateMember { id: self.id.clone(), key });
+                    return Err(ClusterError::DuplicateMember {
+                        id: self.id.clone(),
+                        key,
+                    });
                 }
                 tokio::time::sleep(keepalive_interval(self.ttl)).await;
             }
@@ -335,7 +341,9 @@ impl Node {
             Ok(file) => {
                 let (targets, invalid) = (file.targets.len(), file.invalid.len());
                 self.state().file = file;
-                let _ = self.events.send(ClusterEvent::ConfigApplied { targets, invalid });
+                let _ = self
+                    .events
+                    .send(ClusterEvent::ConfigApplied { targets, invalid });
             }
             Err(error) => {
                 let _ = self.events.send(ClusterEvent::ConfigRejected { error });
@@ -415,8 +423,12 @@ impl Node {
             st.records.remove(&name);
             out.push((name, None));
         }
-        self.status.members.store(st.members.len() as u64, Ordering::Relaxed);
-        self.status.owned.store(st.mine.len() as u64, Ordering::Relaxed);
+        self.status
+            .members
+            .store(st.members.len() as u64, Ordering::Relaxed);
+        self.status
+            .owned
+            .store(st.mine.len() as u64, Ordering::Relaxed);
         let members: Vec<String> = st.members.iter().cloned().collect();
         let owned_now = st.mine.len();
         drop(st);
@@ -454,8 +466,12 @@ impl Node {
             name: transition.name.to_string(),
             ready: transition.ready,
             since: format_rfc3339(*time),
-            reason: (!transition.ready)
-                .then(|| transition.reason.map_or("other", |r| r.as_str()).to_string()),
+            reason: (!transition.ready).then(|| {
+                transition
+                    .reason
+                    .map_or("other", |r| r.as_str())
+                    .to_string()
+            }),
             prober: self.id.clone(),
         };
         {
@@ -508,7 +524,9 @@ impl Node {
                 }
                 match result {
                     Ok(_) => {
-                        self.status.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                        self.status
+                            .writes
+                            .fetch_add(batch.len() as u64, Ordering::Relaxed);
                         self.status
                             .pending
                             .store(self.outbox().len() as u64, Ordering::Relaxed);
@@ -568,18 +586,18 @@ impl Node {
     }
 
     async fn recover(&self, new_lease: bool) {
-        if new_lease {
-            if let Err(e) = self.register(false).await {
-                self.degrade(&e.to_string());
-                return;
-            }
+        if new_lease && let Err(e) = self.register(false).await {
+            self.degrade(&e.to_string());
+            return;
         }
         match self.resync().await {
             Ok(_) => {
                 self.restart_watch.notify_one();
                 if let Some(since) = self.status.set_healthy() {
                     let after = since.elapsed().unwrap_or_default();
-                    let _ = self.events.send(ClusterEvent::Recovered { after, new_lease });
+                    let _ = self
+                        .events
+                        .send(ClusterEvent::Recovered { after, new_lease });
                 }
             }
             Err(e) => self.degrade(&e.to_string()),
@@ -712,9 +730,18 @@ mod tests {
             // lands before the lease expires.
             assert!(k + 2 * t <= ttl, "{secs}s: {k:?} + 2 × {t:?}");
         }
-        assert_eq!(keepalive_interval(Duration::from_secs(3)), Duration::from_secs(1));
-        assert_eq!(request_timeout(Duration::from_secs(2)), Duration::from_millis(500));
-        assert_eq!(request_timeout(Duration::from_secs(60)), Duration::from_secs(2));
+        assert_eq!(
+            keepalive_interval(Duration::from_secs(3)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            request_timeout(Duration::from_secs(2)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            request_timeout(Duration::from_secs(60)),
+            Duration::from_secs(2)
+        );
     }
 
     #[test]
