@@ -252,11 +252,17 @@ impl Targets {
         }
     }
 
-    /// The targets file for `names`.
+    /// The targets file for `names` (period 1 s, timeout 1 s, failureThreshold 3).
     fn yaml(&self, names: &[String]) -> String {
-        let mut y =
-            "defaults: {periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 3}\ntargets:\n"
-                .to_string();
+        self.yaml_with(
+            "{periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 3}",
+            names,
+        )
+    }
+
+    /// The targets file for `names` with `defaults`.
+    fn yaml_with(&self, defaults: &str, names: &[String]) -> String {
+        let mut y = format!("defaults: {defaults}\ntargets:\n");
         for n in names {
             y.push_str(&format!(
                 "- {{name: {n}, probe: {{httpGet: {{host: 127.0.0.1, port: {}, path: /{n}}}}}}}\n",
@@ -806,4 +812,278 @@ fn targets_apply_feeds_members_and_watch_prints_a_target_going_down() {
     assert_eq!(line["prober"], hrw::owner("t2", &["x", "y"]).unwrap());
     let _ = watch.kill();
     let _ = watch.wait();
+}
+
+/// Gaps and doubles in one target's request times over `[from, to)`: probes lost (missed
+/// ticks: each gap longer than 1.5 periods loses `round(gap / period) - 1`) and duplicate
+/// probes (two requests less than half a period apart: two probers).
+fn lost_and_duplicates(times: &[Instant], from: Instant, to: Instant) -> (usize, usize) {
+    let t: Vec<Instant> = times
+        .iter()
+        .copied()
+        .filter(|x| *x >= from && *x < to)
+        .collect();
+    let (mut lost, mut dup) = (0, 0);
+    let p = PERIOD.as_secs_f64();
+    for w in t.windows(2) {
+        let gap = (w[1] - w[0]).as_secs_f64();
+        if gap < p / 2.0 {
+            dup += 1;
+        } else if gap > 1.5 * p {
+            lost += (gap / p).round() as usize - 1;
+        }
+    }
+    (lost, dup)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// BENCHMARKS.md, "monitor --etcd": takeover time after SIGKILL of one of 3 monitors over
+/// several runs, and duplicate and lost probes around the change and around a join.
+/// `cargo test --test monitor_etcd -- --ignored measure_takeover --nocapture`
+#[test]
+#[ignore = "a measurement (about 2 minutes), not a check"]
+fn measure_takeover() {
+    let _serial = serial();
+    let etcd = Etcd::start();
+    let targets = Targets::start();
+    let list = names(60);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(&dir, &targets.yaml(&list));
+    let runs = 5;
+    let mut takeovers = Vec::new();
+    for run in 0..runs {
+        let prefix = format!("/bench{run}");
+        let ids: Vec<String> = ["a", "b", "c"]
+            .iter()
+            .map(|x| format!("{x}{run}"))
+            .collect();
+        let idr: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut m: Vec<Monitor> = ids
+            .iter()
+            .map(|id| Monitor::start(id, &etcd, &prefix, Some(&file)))
+            .collect();
+        wait_for_assignment(&etcd, &prefix, &list, &idr, Duration::from_secs(15));
+        std::thread::sleep(2 * PERIOD);
+        let victims: Vec<&String> = list
+            .iter()
+            .filter(|t| hrw::owner(t, &idr) == Some(idr[2]))
+            .collect();
+        // A steady second before, the kill, and 6 s after.
+        let steady = Instant::now();
+        std::thread::sleep(PERIOD);
+        let killed = Instant::now();
+        let _ = m[2].child.kill();
+        let _ = m[2].child.wait();
+        std::thread::sleep(TTL + 4 * PERIOD);
+        let end = Instant::now();
+        let hits = targets.hits.lock().unwrap().clone();
+        let mut worst = Duration::ZERO;
+        for v in &victims {
+            let first = hits[*v]
+                .iter()
+                .copied()
+                .find(|t| *t >= killed)
+                .expect("taken over");
+            worst = worst.max(first - killed);
+        }
+        let (mut lost_v, mut lost_o, mut dup) = (0, 0, 0);
+        for t in &list {
+            let (l, d) = lost_and_duplicates(&hits[t], steady, end);
+            dup += d;
+            if victims.contains(&t) {
+                lost_v += l;
+            } else {
+                lost_o += l;
+            }
+        }
+        // A fourth member joins: duplicates and losses around the handover.
+        let joined = Instant::now();
+        m.push(Monitor::start(
+            &format!("d{run}"),
+            &etcd,
+            &prefix,
+            Some(&file),
+        ));
+        std::thread::sleep(4 * PERIOD);
+        let hits = targets.hits.lock().unwrap().clone();
+        let (mut lost_j, mut dup_j) = (0, 0);
+        for t in &list {
+            let (l, d) = lost_and_duplicates(&hits[t], joined - PERIOD, Instant::now());
+            lost_j += l;
+            dup_j += d;
+        }
+        println!(
+            "run {run}: takeover {:.0} ms ({} targets moved); kill: {dup} duplicate probes, {lost_v} probes lost on the moved targets, {lost_o} on the others; join: {dup_j} duplicate, {lost_j} lost",
+            worst.as_secs_f64() * 1e3,
+            victims.len()
+        );
+        takeovers.push(worst.as_secs_f64() * 1e3);
+    }
+    let max = takeovers.iter().copied().fold(0.0, f64::max);
+    println!(
+        "takeover after SIGKILL over {runs} runs: median {:.0} ms, max {max:.0} ms; bound TTL + period = {} ms",
+        median(takeovers.clone()),
+        (TTL + PERIOD).as_millis()
+    );
+}
+
+/// CPU seconds (user + system) a process has used, from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = stat.rsplit_once(')').unwrap().1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// etcd's counter `name` (summed over its series) on member `i`.
+fn etcd_counter(etcd: &Etcd, i: usize, name: &str) -> f64 {
+    let addr: SocketAddr = etcd.client_urls[i]
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let (_, text) = http_get(addr, "/metrics").unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// BENCHMARKS.md, "monitor --etcd": etcd writes per second with `N` targets of which 1 %
+/// flap at every probe, over 3 members; and CPU per probe of one monitor with and without
+/// `--etcd`. `N` from PROBELET_BENCH_TARGETS (default 30,000), period 10 s.
+/// `cargo test --test monitor_etcd -- --ignored measure_writes_and_cpu --nocapture`
+#[test]
+#[ignore = "a measurement (about 4 minutes), not a check"]
+fn measure_writes_and_cpu() {
+    let _serial = serial();
+    let n: usize = std::env::var("PROBELET_BENCH_TARGETS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30_000);
+    let etcd = Etcd::start();
+    let targets = Targets::start();
+    let list = names(n);
+    // 1 % flap: their answer alternates at every request.
+    let flapping: Vec<String> = list.iter().step_by(100).cloned().collect();
+    let yaml = targets.yaml_with(
+        "{periodSeconds: 10, timeoutSeconds: 1, failureThreshold: 1}",
+        &list,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(&dir, &yaml);
+    // Flapping: a thread flips the 1 % every 10 s (one period: each probe sees a change).
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (down, stop, flapping) = (targets.down.clone(), stop.clone(), flapping.clone());
+        std::thread::spawn(move || {
+            let mut on = false;
+            while !stop.load(Ordering::SeqCst) {
+                {
+                    let mut d = down.lock().unwrap();
+                    for f in &flapping {
+                        if on {
+                            d.insert(f.clone());
+                        } else {
+                            d.remove(f);
+                        }
+                    }
+                }
+                on = !on;
+                for _ in 0..100 {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        })
+    };
+    let window = Duration::from_secs(30);
+    {
+        let m: Vec<Monitor> = ["w1", "w2", "w3"]
+            .iter()
+            .map(|id| Monitor::start(id, &etcd, "/writes", Some(&file)))
+            .collect();
+        // Past the start-up (every target's first record) before measuring.
+        std::thread::sleep(Duration::from_secs(25));
+        let writes = |m: &[Monitor]| -> f64 {
+            m.iter()
+                .map(|x| {
+                    x.metric("probelet_monitor_cluster_record_writes_total")
+                        .unwrap_or(0.0)
+                })
+                .sum()
+        };
+        let leader_puts = |e: &Etcd| {
+            (0..3)
+                .map(|i| etcd_counter(e, i, "etcd_server_proposals_committed_total"))
+                .fold(0.0, f64::max)
+        };
+        let (w0, p0, t0) = (writes(&m), leader_puts(&etcd), Instant::now());
+        std::thread::sleep(window);
+        let (w1, p1, secs) = (writes(&m), leader_puts(&etcd), t0.elapsed().as_secs_f64());
+        println!(
+            "{n} targets over 3 members, {} flapping at every probe (period 10 s): {:.1} records written/s, {:.1} raft proposals committed/s",
+            flapping.len(),
+            (w1 - w0) / secs,
+            (p1 - p0) / secs
+        );
+    }
+    // CPU per probe: one monitor, with and without --etcd, same targets, alternating runs.
+    let mut ratios = Vec::new();
+    for round in 0..3 {
+        let mut per_probe = [0.0; 2];
+        for (k, with_etcd) in [false, true].into_iter().enumerate() {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_probelet"));
+            cmd.arg("monitor").arg(&file).args([
+                "--listen",
+                "127.0.0.1:0",
+                "-o",
+                "json",
+                "--no-table",
+            ]);
+            if with_etcd {
+                cmd.args([
+                    "--etcd",
+                    &etcd.urls(),
+                    "--etcd-prefix",
+                    &format!("/cpu{round}"),
+                    "--lease-ttl",
+                    "2s",
+                    "--member-id",
+                    "solo",
+                ]);
+            }
+            let mut child = cmd
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_secs(15));
+            let from = Instant::now();
+            let c0 = cpu_seconds(child.id());
+            std::thread::sleep(window);
+            let c1 = cpu_seconds(child.id());
+            let probes: usize = targets.counts(from, Instant::now()).values().sum();
+            let _ = child.kill();
+            let _ = child.wait();
+            per_probe[k] = (c1 - c0) / probes as f64 * 1e6;
+            println!(
+                "round {round}, --etcd {with_etcd}: {probes} probes, {:.1} µs CPU per probe",
+                per_probe[k]
+            );
+        }
+        ratios.push(per_probe[1] / per_probe[0]);
+    }
+    println!(
+        "CPU per probe with --etcd / without: median {:.3}×",
+        median(ratios)
+    );
+    stop.store(true, Ordering::SeqCst);
+    let _ = flipper.join();
 }
