@@ -21,9 +21,9 @@ use serde_json::Value;
 /// The lease TTL and the probe period the tests use.
 const TTL: Duration = Duration::from_secs(2);
 const PERIOD: Duration = Duration::from_secs(1);
-/// etcd checks for expired leases every 500 ms (lessor `revokeExpiredLeases`), so a lease
-/// ends up to that much after its TTL.
-const EXPIRY_CHECK: Duration = Duration::from_millis(500);
+/// etcd checks for expired leases every 500 ms (its lessor's run loop), so a lease ends up
+/// to that much after its TTL; and 500 ms for the watch, the rebalance and a loaded machine.
+const TAKEOVER_SLACK: Duration = Duration::from_millis(1000);
 
 /// One cluster at a time: three etcd members and several monitors are a lot for 2 cores.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -84,7 +84,11 @@ struct Etcd {
 
 impl Etcd {
     fn start() -> Etcd {
-        let dir = tempfile::tempdir().unwrap();
+        // On tmpfs when there is one: etcd syncs its log on every write, and a loaded disk
+        // would make the test about the disk.
+        let dir = tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap();
         let peers: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let clients: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let cluster: Vec<String> = peers
@@ -529,7 +533,7 @@ fn split_without_duplicates_takeover_after_sigkill_and_join() {
             .sum()
     };
     let takeovers_before = takeovers(&m[..2]);
-    let bound = TTL + PERIOD + EXPIRY_CHECK;
+    let bound = TTL + PERIOD + TAKEOVER_SLACK;
     let killed = Instant::now();
     let _ = m[2].child.kill();
     let _ = m[2].child.wait();
@@ -550,7 +554,7 @@ fn split_without_duplicates_takeover_after_sigkill_and_join() {
     eprintln!("takeover after SIGKILL: {worst:?} (bound {bound:?})");
     assert!(
         worst <= bound,
-        "takeover took {worst:?}, bound TTL + period (+ etcd's 500 ms expiry check) = {bound:?}"
+        "takeover took {worst:?}, bound TTL + period (+ etcd's 500 ms expiry check, + 500 ms) = {bound:?}"
     );
     let took: f64 = takeovers(&m[..2]) - takeovers_before;
     assert_eq!(

@@ -38,6 +38,9 @@ use crate::monitor::scheduler::ReloadSummary;
 /// etcd's default `--max-txn-ops`: records per write transaction.
 pub const MAX_TXN_OPS: usize = 128;
 
+/// How long a monitor keeps trying to join an unreachable etcd at start (at least two TTLs).
+pub const JOIN_PATIENCE: Duration = Duration::from_secs(10);
+
 /// How long `probelet targets watch` keeps retrying an unreachable etcd before it exits 1.
 pub const WATCH_GIVE_UP: Duration = Duration::from_secs(60);
 
@@ -185,6 +188,7 @@ pub struct Node {
     outbox: Mutex<HashMap<String, Option<TargetRecord>>>,
     outbox_ready: Notify,
     restart_watch: Notify,
+    rebalancing: Mutex<()>,
     events: mpsc::UnboundedSender<ClusterEvent>,
 }
 
@@ -231,10 +235,29 @@ impl Node {
             outbox: Mutex::default(),
             outbox_ready: Notify::new(),
             restart_watch: Notify::new(),
+            rebalancing: Mutex::new(()),
             events: tx,
         });
-        let granted = node.register(true).await?;
-        let revision = node.resync().await?;
+        // etcd may be electing a leader or slow to sync its disk: keep trying for a while
+        // before giving up with the last error.
+        let patience = tokio::time::Instant::now() + JOIN_PATIENCE.max(ttl * 2);
+        let (granted, revision) = loop {
+            let joined = async {
+                let granted = node.register(true).await?;
+                Ok::<_, ClusterError>((granted, node.resync().await?))
+            };
+            match joined.await {
+                Ok(j) => break j,
+                Err(ClusterError::Etcd(e @ EtcdError::Unreachable { .. }))
+                    if tokio::time::Instant::now() < patience =>
+                {
+                    node.status.set_degraded(&e.to_string());
+                    tokio::time::sleep(keepalive_interval(ttl)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        node.status.set_healthy();
         let _ = node.events.send(ClusterEvent::Joined {
             member: node.id.clone(),
             members: node.state().members.iter().cloned().collect(),
@@ -355,6 +378,10 @@ impl Node {
     /// their last published record; a record is queued for each (a takeover write, or the
     /// first record of a new target). `force` reports even when nothing moved.
     fn rebalance(&self, force: bool) -> ReloadSummary {
+        // One rebalance at a time (the watch and the keep-alive may both ask), and the state
+        // lock is never held while the scheduler's is taken: the scheduler calls
+        // [`Node::on_event`] with its own lock held, which takes the state lock.
+        let _one = self.rebalancing.lock().unwrap_or_else(|e| e.into_inner());
         let now_wall = SystemTime::now();
         let mut st = self.state();
         let members: Vec<&str> = st.members.iter().map(String::as_str).collect();
@@ -366,14 +393,14 @@ impl Node {
             .cloned()
             .collect();
         let wanted: HashSet<&str> = owned.iter().map(|t| t.name.as_str()).collect();
-        let before: HashSet<String> = st.mine.keys().cloned().collect();
         let gained: Vec<String> = wanted
             .iter()
-            .filter(|n| !before.contains(**n))
+            .filter(|n| !st.mine.contains_key(**n))
             .map(|n| n.to_string())
             .collect();
-        let lost: Vec<String> = before
-            .iter()
+        let lost: Vec<String> = st
+            .mine
+            .keys()
             .filter(|n| !wanted.contains(n.as_str()))
             .cloned()
             .collect();
@@ -383,38 +410,31 @@ impl Node {
             .filter(|n| !in_file.contains(n.as_str()))
             .cloned()
             .collect();
-        let invalid = st.file.invalid.clone();
-        let summary = self.shared.apply(TargetsFile {
-            targets: owned,
-            invalid,
-        });
+        // Gained targets: their takeover record (the previous owner's state, or a first
+        // record) is queued before the scheduler has them, so that a transition coming right
+        // after replaces it in the latest-value map rather than being overwritten by it.
         let mut out = Vec::new();
-        {
-            let mut s = self.shared.scheduler();
-            for name in &gained {
-                let record = match st.records.get(name) {
-                    Some(prev) => {
-                        // Continue from the published state, `since` included.
-                        let since = prev.since_time().unwrap_or(now_wall);
-                        let at = instant_of(&self.shared, since);
-                        s.restore(name, prev.ready, at);
-                        self.status.takeovers.fetch_add(1, Ordering::Relaxed);
-                        TargetRecord {
-                            prober: self.id.clone(),
-                            ..prev.clone()
-                        }
-                    }
-                    None => TargetRecord {
-                        name: name.clone(),
-                        ready: false,
-                        since: format_rfc3339(now_wall),
-                        reason: Some(INITIAL_REASON.into()),
+        let mut restore = Vec::new();
+        for name in &gained {
+            let record = match st.records.get(name) {
+                Some(prev) => {
+                    let since = prev.since_time().unwrap_or(now_wall);
+                    restore.push((name.clone(), prev.ready, since));
+                    TargetRecord {
                         prober: self.id.clone(),
-                    },
-                };
-                st.mine.insert(name.clone(), record.clone());
-                out.push((name.clone(), Some(record)));
-            }
+                        ..prev.clone()
+                    }
+                }
+                None => TargetRecord {
+                    name: name.clone(),
+                    ready: false,
+                    since: format_rfc3339(now_wall),
+                    reason: Some(INITIAL_REASON.into()),
+                    prober: self.id.clone(),
+                },
+            };
+            st.mine.insert(name.clone(), record.clone());
+            out.push((name.clone(), Some(record)));
         }
         for name in &lost {
             st.mine.remove(name);
@@ -423,17 +443,29 @@ impl Node {
             st.records.remove(&name);
             out.push((name, None));
         }
-        self.status
-            .members
-            .store(st.members.len() as u64, Ordering::Relaxed);
-        self.status
-            .owned
-            .store(st.mine.len() as u64, Ordering::Relaxed);
+        let invalid = st.file.invalid.clone();
         let members: Vec<String> = st.members.iter().cloned().collect();
         let owned_now = st.mine.len();
         drop(st);
-        self.wake.notify_one();
+        self.status
+            .members
+            .store(members.len() as u64, Ordering::Relaxed);
+        self.status.owned.store(owned_now as u64, Ordering::Relaxed);
         self.queue(out);
+        let summary = self.shared.apply(TargetsFile {
+            targets: owned,
+            invalid,
+        });
+        {
+            // Continue from the published state, `since` included.
+            let mut s = self.shared.scheduler();
+            for (name, ready, since) in restore {
+                if s.restore(&name, ready, instant_of(&self.shared, since)) {
+                    self.status.takeovers.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        self.wake.notify_one();
         if force || !gained.is_empty() || !lost.is_empty() {
             if !gained.is_empty() || !lost.is_empty() {
                 self.status.rebalances.fetch_add(1, Ordering::Relaxed);
