@@ -363,7 +363,7 @@ impl Monitor {
             seen: Vec::new(),
             addr: "127.0.0.1:1".parse().unwrap(),
         };
-        let listening = m.wait_event("Listening", Duration::from_secs(15), |_| true);
+        let listening = m.wait_event("Listening", Duration::from_secs(40), |_| true);
         m.addr = listening["address"].as_str().unwrap().parse().unwrap();
         m.wait_event("ClusterJoined", Duration::from_secs(15), |_| true);
         m
@@ -1068,10 +1068,10 @@ fn measure_writes_and_cpu() {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            std::thread::sleep(Duration::from_secs(15));
+            std::thread::sleep(Duration::from_secs(20));
             let from = Instant::now();
             let c0 = cpu_seconds(child.id());
-            std::thread::sleep(window);
+            std::thread::sleep(Duration::from_secs(20));
             let c1 = cpu_seconds(child.id());
             let probes: usize = targets.counts(from, Instant::now()).values().sum();
             let _ = child.kill();
