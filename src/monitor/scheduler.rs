@@ -758,10 +758,10 @@ mod tests {
         assert!(s.restore("t", true, since));
         assert!(!s.restore("nope", true, since));
         assert!(s.get_by_name("t").unwrap().state.ready());
-        // Failing from 0 s: probes at the jitter, +1 s, +2 s; the third failure flips it.
+        // Failing from 0 s: probes at the jitter (< 1 s), +1 s, +2 s; the third flips it.
         let (transitions, launches) = drive(
             &mut s,
-            Instant::from_millis(2_500),
+            Instant::from_millis(2_950),
             Duration::from_millis(1),
             |_, _| fail(Reason::Refused),
         );
