@@ -1031,6 +1031,7 @@ fn measure_writes_and_cpu() {
         let (w0, p0, t0) = (writes(&m), leader_puts(&etcd), Instant::now());
         std::thread::sleep(window);
         let (w1, p1, secs) = (writes(&m), leader_puts(&etcd), t0.elapsed().as_secs_f64());
+        println!("record writes {w0} -> {w1}, proposals {p0} -> {p1}");
         println!(
             "{n} targets over 3 members, {} flapping at every probe (period 10 s): {:.1} records written/s, {:.1} raft proposals committed/s",
             flapping.len(),
@@ -1039,8 +1040,15 @@ fn measure_writes_and_cpu() {
         );
     }
     // CPU per probe: one monitor, with and without --etcd, same targets, alternating runs.
-    let mut ratios = Vec::new();
-    for round in 0..3 {
+    let rounds: usize = std::env::var("PROBELET_BENCH_CPU_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let mut ratios = vec![1.0];
+    if rounds > 0 {
+        ratios.clear();
+    }
+    for round in 0..rounds {
         let mut per_probe = [0.0; 2];
         for (k, with_etcd) in [false, true].into_iter().enumerate() {
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_probelet"));
