@@ -169,6 +169,8 @@ struct State {
     mine: HashMap<String, TargetRecord>,
     /// This member's lease.
     lease: i64,
+    /// When this member last rewrote a record that another member had overwritten.
+    corrected: HashMap<String, tokio::time::Instant>,
 }
 
 /// A member of the monitor cluster.
@@ -708,6 +710,7 @@ impl Node {
     fn apply_events(&self, events: Vec<Event>) {
         let mut members_changed = false;
         let mut config = None;
+        let mut corrections = Vec::new();
         {
             let mut st = self.state();
             for e in events {
@@ -724,14 +727,35 @@ impl Node {
                         };
                     }
                     KeyKind::Target(name) if put => {
-                        if let Some(r) = TargetRecord::from_json(&value) {
-                            st.records.insert(name.to_string(), r);
+                        let Some(r) = TargetRecord::from_json(&value) else {
+                            continue;
+                        };
+                        // Someone else wrote a target this member owns: a member that held it
+                        // briefly (members seen differently for a moment, as when quorum
+                        // returns and leases expire and come back) wrote its takeover after
+                        // ours. Write ours again, at most once per keep-alive period, so two
+                        // members that disagree for a moment cannot trade writes in a loop.
+                        if r.prober != self.id
+                            && let Some(mine) = st.mine.get(name).cloned()
+                        {
+                            let now = tokio::time::Instant::now();
+                            let recent = st.corrected.get(name).is_some_and(|t| {
+                                now.duration_since(*t) < keepalive_interval(self.ttl)
+                            });
+                            if !recent {
+                                st.corrected.insert(name.to_string(), now);
+                                corrections.push((name.to_string(), Some(mine)));
+                            }
                         }
+                        st.records.insert(name.to_string(), r);
                     }
                     KeyKind::Config if put => config = Some(value),
                     _ => {}
                 }
             }
+        }
+        if !corrections.is_empty() {
+            self.queue(corrections);
         }
         if let Some(text) = &config {
             self.apply_config(text);
