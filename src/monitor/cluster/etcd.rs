@@ -196,17 +196,20 @@ impl Client {
         self.timeout
     }
 
-    /// POSTs `body` to `path`, trying each endpoint in turn from the current one.
-    pub async fn call(&self, path: &str, body: &Value) -> Result<Value, EtcdError> {
-        let body = Bytes::from(body.to_string());
+    /// Runs `attempt` on each endpoint in turn from the current one, each within the
+    /// timeout, until one answers (or says something final); that one becomes current.
+    async fn failover<T, F, Fut>(&self, mut attempt: F) -> Result<T, EtcdError>
+    where
+        F: FnMut(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Attempt>>,
+    {
         let n = self.endpoints.len();
         let start = self.current();
         let mut tried = Vec::new();
         for k in 0..n {
             let i = (start + k) % n;
-            let ep = &self.endpoints[i];
-            let attempt = tokio::time::timeout(self.timeout, post(ep, path, body.clone())).await;
-            match attempt {
+            let ep = &self.endpoints[i].authority;
+            match tokio::time::timeout(self.timeout, attempt(i)).await {
                 Ok(Ok(v)) => {
                     self.current.store(i, Ordering::Relaxed);
                     return Ok(v);
@@ -215,10 +218,9 @@ impl Client {
                     self.current.store(i, Ordering::Relaxed);
                     return Err(e);
                 }
-                Ok(Err(Attempt::Retry(why))) => tried.push(format!("{}: {why}", ep.authority)),
+                Ok(Err(Attempt::Retry(why))) => tried.push(format!("{ep}: {why}")),
                 Err(_) => tried.push(format!(
-                    "{}: no answer within {} ms",
-                    ep.authority,
+                    "{ep}: no answer within {} ms",
                     self.timeout.as_millis()
                 )),
             }
@@ -228,6 +230,13 @@ impl Client {
         Err(EtcdError::Unreachable {
             tried: tried.join("; "),
         })
+    }
+
+    /// POSTs `body` to `path`, trying each endpoint in turn from the current one.
+    pub async fn call(&self, path: &str, body: &Value) -> Result<Value, EtcdError> {
+        let body = Bytes::from(body.to_string());
+        self.failover(|i| post(&self.endpoints[i], path, body.clone()))
+            .await
     }
 
     /// Writes `key` (attached to `lease` unless 0); returns the new revision.
@@ -352,31 +361,19 @@ impl Client {
             "start_revision": start_revision.to_string(),
         }});
         let body = Bytes::from(body.to_string());
-        let n = self.endpoints.len();
-        let start = self.current();
-        let mut tried = Vec::new();
-        for k in 0..n {
-            let i = (start + k) % n;
-            let ep = &self.endpoints[i];
-            let open = async {
-                let mut w = open_watch(ep, body.clone(), i).await?;
+        self.failover(|i| {
+            let (ep, body) = (&self.endpoints[i], body.clone());
+            async move {
+                let mut w = open_watch(ep, body, i).await?;
                 // The first message says the watch exists.
                 match w.next().await {
                     Ok(Some(_)) => Ok(w),
                     Ok(None) => Err(Attempt::Retry("the watch stream ended at once".into())),
                     Err(e) => Err(Attempt::Retry(e.to_string())),
                 }
-            };
-            match tokio::time::timeout(self.timeout, open).await {
-                Ok(Ok(w)) => return Ok(w),
-                Ok(Err(Attempt::Final(e))) => return Err(e),
-                Ok(Err(Attempt::Retry(why))) => tried.push(format!("{}: {why}", ep.authority)),
-                Err(_) => tried.push(format!("{}: no answer in time", ep.authority)),
             }
-        }
-        Err(EtcdError::Unreachable {
-            tried: tried.join("; "),
         })
+        .await
     }
 }
 
