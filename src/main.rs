@@ -46,6 +46,9 @@ enum Command {
     /// Benchmark `monitor`: N targets at a period against a local target; prints probes/s,
     /// CPU per 1,000 probes, lateness, memory (see docs/monitor.md).
     Bench(cli::bench::Args),
+    /// Manage the targets of `probelet monitor --etcd` clusters: `apply FILE` stores them in
+    /// etcd for every member, `watch` prints published readiness changes.
+    Targets(cli::targets::Args),
 }
 
 fn main() -> ExitCode {
@@ -62,5 +65,6 @@ fn main() -> ExitCode {
         Command::Logs(args) => cli::logs::run(args),
         Command::Monitor(args) => cli::monitor::run(args),
         Command::Bench(args) => cli::bench::run(args),
+        Command::Targets(args) => cli::targets::run(args),
     }
 }

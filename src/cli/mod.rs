@@ -12,4 +12,5 @@ pub mod monitor;
 pub mod run;
 pub mod simulate;
 pub mod tabwriter;
+pub mod targets;
 pub mod validate;

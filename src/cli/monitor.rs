@@ -31,9 +31,10 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9181";
 /// their state.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The targets file.
-    #[arg(value_name = "TARGETS.yaml")]
-    pub file: PathBuf,
+    /// The targets file. With `--etcd` and no file, the targets come from PREFIX/config
+    /// (`probelet targets apply`).
+    #[arg(value_name = "TARGETS.yaml", required_unless_present = "etcd")]
+    pub file: Option<PathBuf>,
 
     /// Where to serve /metrics, /targets and /targets/NAME/ready. Port 0 picks a free port
     /// (printed at start).
@@ -80,6 +81,11 @@ pub struct Args {
     /// Do not draw the live table on a terminal.
     #[arg(long)]
     pub no_table: bool,
+
+    /// Several monitors sharing the targets through etcd (`--etcd`, `--etcd-prefix`,
+    /// `--lease-ttl`, `--member-id`; docs/monitor.md).
+    #[command(flatten)]
+    pub cluster: super::targets::ClusterArgs,
 }
 
 /// Event output format.
@@ -204,10 +210,14 @@ impl Out {
 
 /// Runs `probelet monitor`.
 pub fn run(args: Args) -> ExitCode {
-    let file_name = args.file.display().to_string();
-    let loaded = match config::load_file(&args.file) {
-        Ok(f) => f,
-        Err(e) => {
+    let file_name = args.file.as_ref().map_or_else(
+        || format!("etcd:{}", args.cluster.etcd.etcd_prefix),
+        |f| f.display().to_string(),
+    );
+    let loaded = match args.file.as_deref().map(config::load_file) {
+        None => Default::default(),
+        Some(Ok(f)) => f,
+        Some(Err(e)) => {
             eprintln!("error: {}", probelet::display::error_chain(&e));
             return ExitCode::from(1);
         }
@@ -256,7 +266,19 @@ pub fn run(args: Args) -> ExitCode {
         let addr = listener.local_addr().unwrap_or(args.listen);
         let shared = Shared::new(&config, file_name.clone());
         out.invalid(&file_name, &loaded.invalid);
-        let summary = shared.apply(loaded);
+        let wake = Arc::new(tokio::sync::Notify::new());
+        // --etcd: this monitor probes only its share (src/monitor/cluster).
+        let settings = args.cluster.settings(&addr.to_string(), args.file.is_none());
+        let (summary, cluster) = match settings {
+            None => (shared.apply(loaded), None),
+            Some(s) => {
+                let notice = { let out = out.clone(); move |e, t| out.notice(e, t) };
+                match super::targets::join(s, &shared, &wake, loaded, notice).await {
+                    Ok(joined) => joined,
+                    Err(code) => return code,
+                }
+            }
+        };
         out.notice(
             json!({"time": format_rfc3339(SystemTime::now()), "event": "Listening",
                 "address": addr.to_string(), "targets": summary.added,
@@ -272,12 +294,14 @@ pub fn run(args: Args) -> ExitCode {
                 eprintln!("probelet monitor: HTTP server stopped: {e}");
             }
         });
-        let wake = Arc::new(tokio::sync::Notify::new());
         // Reloads: SIGHUP, and file changes with --watch.
         let reload = {
-            let (shared, out, wake, path) =
-                (shared.clone(), out.clone(), wake.clone(), args.file.clone());
-            move |why: &str| reload(&shared, &out, &wake, &path, why)
+            let (shared, out, wake, path, cluster) =
+                (shared.clone(), out.clone(), wake.clone(), args.file.clone(), cluster.clone());
+            move |why: &str| match &path {
+                Some(path) => reload(&shared, &out, &wake, path, why, cluster.as_deref()),
+                None => eprintln!("probelet monitor: {why} ignored: the targets come from etcd"),
+            }
         };
         match signal(SignalKind::hangup()) {
             Ok(mut hup) => {
@@ -290,8 +314,8 @@ pub fn run(args: Args) -> ExitCode {
             }
             Err(e) => eprintln!("probelet monitor: warning: SIGHUP reload unavailable: {e}"),
         }
-        if args.watch {
-            let (path, every) = (args.file.clone(), args.watch_interval);
+        if let (true, Some(path)) = (args.watch, args.file.clone()) {
+            let every = args.watch_interval;
             tokio::spawn(async move {
                 let mut seen = stamp(&path);
                 loop {
@@ -316,13 +340,30 @@ pub fn run(args: Args) -> ExitCode {
             }
         };
         let events = out.clone();
-        runner::run(shared, config, wake, stop, move |e| events.event(&e)).await;
+        let node = cluster.clone();
+        runner::run(shared, config, wake, stop, move |e| {
+            events.event(&e);
+            if let Some(n) = &node {
+                n.on_event(&e);
+            }
+        })
+        .await;
+        if let Some(n) = cluster {
+            n.leave().await;
+        }
         ExitCode::SUCCESS
     })
 }
 
 /// Reloads the file; an unreadable file keeps the current targets.
-fn reload(shared: &Shared, out: &Out, wake: &tokio::sync::Notify, path: &Path, why: &str) {
+fn reload(
+    shared: &Shared,
+    out: &Out,
+    wake: &tokio::sync::Notify,
+    path: &Path,
+    why: &str,
+    cluster: Option<&probelet::monitor::cluster::node::Node>,
+) {
     match config::load_file(path) {
         Ok(f) => {
             out.invalid(&shared.file, &f.invalid);
@@ -332,7 +373,10 @@ fn reload(shared: &Shared, out: &Out, wake: &tokio::sync::Notify, path: &Path, w
                 removed,
                 changed,
                 kept,
-            } = shared.apply(f);
+            } = match cluster {
+                Some(n) => n.set_targets(f),
+                None => shared.apply(f),
+            };
             shared.metrics.reloads.inc();
             wake.notify_one();
             out.notice(

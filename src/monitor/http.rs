@@ -117,7 +117,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/targets", get(targets))
         .route("/targets/{name}", get(target))
         .route("/targets/{name}/ready", get(ready))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .with_state(shared)
 }
 
@@ -172,6 +172,15 @@ async fn ready(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> R
         Some(true) => (StatusCode::OK, "ready\n").into_response(),
         Some(false) => (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response(),
         None => not_found(&name),
+    }
+}
+
+/// `ok`, plus the cluster's state with `--etcd` (still 200 when degraded: the monitor keeps
+/// probing and serving what it owns).
+async fn healthz(State(shared): State<Arc<Shared>>) -> String {
+    match shared.cluster.get() {
+        Some(c) => format!("ok\n{}", c.healthz()),
+        None => "ok\n".into(),
     }
 }
 

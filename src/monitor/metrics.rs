@@ -27,6 +27,9 @@ pub fn render(shared: &Shared) -> String {
         out.reserve(s.len() * 400);
         render_targets(&s, &mut out);
     }
+    if let Some(c) = shared.cluster.get() {
+        c.render(&mut out);
+    }
     // Writing into a String cannot fail.
     let _ =
         prometheus_client::encoding::prometheus_text::encode(&mut out, &shared.metrics.registry);

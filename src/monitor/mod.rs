@@ -9,9 +9,11 @@
 //! | [`metrics`] | `/metrics` text: blackbox-style series, `prober_probe_total`, lateness |
 //! | [`http`] | the HTTP endpoints (`/metrics`, `/targets`, `/targets/NAME/ready`, `/healthz`) |
 //! | [`hist`] | a small log-linear histogram for lateness quantiles |
+//! | [`cluster`] | `--etcd`: membership, rendezvous ownership, published target state |
 //!
 //! See docs/monitor.md for the file format and the design choices.
 
+pub mod cluster;
 pub mod config;
 pub mod hist;
 pub mod http;

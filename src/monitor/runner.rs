@@ -426,6 +426,8 @@ pub struct Shared {
     wall_origin: SystemTime,
     /// The file targets come from (for messages).
     pub file: String,
+    /// With `--etcd`: the cluster membership's status, for `/healthz` and `/metrics`.
+    pub cluster: std::sync::OnceLock<Arc<super::cluster::ClusterStatus>>,
 }
 
 impl Shared {
@@ -439,6 +441,7 @@ impl Shared {
             origin: tokio::time::Instant::now(),
             wall_origin: SystemTime::now(),
             file: file.into(),
+            cluster: std::sync::OnceLock::new(),
         })
     }
 

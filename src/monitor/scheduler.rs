@@ -565,6 +565,27 @@ impl<P> Scheduler<P> {
         transition
     }
 
+    /// Sets a target's published readiness as if its last run of results had just been
+    /// counted: a cluster member taking a target over continues from the state the previous
+    /// owner published (as the kubelet keeps a container's status across its own restart)
+    /// instead of starting not ready (R3.9). `false` for an unknown name.
+    pub fn restore(&mut self, name: &str, ready: bool, since: Instant) -> bool {
+        let Some(t) = self.get_by_name_mut(name) else {
+            return false;
+        };
+        let (result, threshold) = if ready {
+            (ProbeResult::Success, t.timing.success_threshold)
+        } else {
+            (ProbeResult::Failure, t.timing.failure_threshold)
+        };
+        let s = &mut t.state;
+        s.published = result;
+        s.last_counted = result;
+        s.run = u32::try_from(threshold.max(1)).unwrap_or(1);
+        s.last_transition = since;
+        true
+    }
+
     /// A target by handle, if it still exists.
     pub fn get(&self, id: TargetId) -> Option<&Target<P>> {
         self.slots
@@ -720,6 +741,46 @@ mod tests {
                 _ => return (transitions, all),
             }
         }
+    }
+
+    /// A taken-over target continues from the published state: restored ready, it stays
+    /// ready through fewer than `failureThreshold` failures and needs all of them to flip,
+    /// exactly as if it had counted its own successes (and its `since` is kept).
+    #[test]
+    fn restored_ready_target_needs_failure_threshold_failures_to_flip() {
+        let mut s: Scheduler<()> = Scheduler::new(16, 1);
+        s.add(
+            spec("t", ", periodSeconds: 1, failureThreshold: 3"),
+            (),
+            Instant::ZERO,
+        );
+        let since = Instant::ZERO;
+        assert!(s.restore("t", true, since));
+        assert!(!s.restore("nope", true, since));
+        assert!(s.get_by_name("t").unwrap().state.ready());
+        // Failing from 0 s: probes at the jitter (< 1 s), +1 s, +2 s; the third flips it.
+        let (transitions, launches) = drive(
+            &mut s,
+            Instant::from_millis(2_950),
+            Duration::from_millis(1),
+            |_, _| fail(Reason::Refused),
+        );
+        assert_eq!(launches.len(), 3, "{launches:?}");
+        assert_eq!(transitions.len(), 1, "{transitions:?}");
+        assert!(!transitions[0].ready);
+        assert_eq!(transitions[0].at, launches[2].0 + Duration::from_millis(1));
+        // Restored not ready: one success flips it back (successThreshold 1).
+        let mut s: Scheduler<()> = Scheduler::new(16, 1);
+        s.add(spec("u", ""), (), Instant::ZERO);
+        assert!(s.restore("u", false, Instant::ZERO));
+        let (transitions, _) = drive(
+            &mut s,
+            Instant::from_millis(10_500),
+            Duration::from_millis(1),
+            |_, _| ok(),
+        );
+        assert_eq!(transitions.len(), 1);
+        assert!(transitions[0].ready);
     }
 
     /// R3.6: the first probe comes after a jitter in [0, period); the same seed gives the same
