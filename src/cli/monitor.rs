@@ -80,6 +80,10 @@ pub struct Args {
     /// Do not draw the live table on a terminal.
     #[arg(long)]
     pub no_table: bool,
+
+    /// Alerts (`--alertmanager`, `--alert-for`, `--alert-resend`).
+    #[command(flatten)]
+    pub alerts: super::alerting::AlertArgs,
 }
 
 /// Event output format.
@@ -255,6 +259,11 @@ pub fn run(args: Args) -> ExitCode {
         };
         let addr = listener.local_addr().unwrap_or(args.listen);
         let shared = Shared::new(&config, file_name.clone());
+        shared.watch.configure(
+            args.alerts.config(),
+            args.alerts.sender(shared.metrics.alerts.clone()),
+        );
+        tokio::spawn(probelet::monitor::alerting::tick_loop(shared.clone()));
         out.invalid(&file_name, &loaded.invalid);
         let summary = shared.apply(loaded);
         out.notice(

@@ -711,7 +711,7 @@ targets:
                 "t.yaml:7:3: targets[2].dependsOn[1]: Not found: \"cache\"",
                 "t.yaml:10:3: targets[3].dependsOn[0]: Invalid value: \"me\": a target cannot depend on itself",
                 "t.yaml:13:3: targets[4].dependsOn: Forbidden: dependency cycle: a -> b -> a",
-                "t.yaml:16:3: targets[5].dependsOn: Forbidden: dependency cycle: b -> a -> b",
+                "t.yaml:16:3: targets[5].dependsOn: Forbidden: dependency cycle: a -> b -> a",
                 // Valid on its own, but what it depends on was refused.
                 "t.yaml:19:3: targets[6].dependsOn[0]: Not found: \"web\"",
             ]
