@@ -58,7 +58,10 @@ fn a_down_target_fires_in_alertmanager_then_resolves() {
         .parse()
         .unwrap();
     assert!(sent >= 2.0, "firing and resolved: {sent}");
-    assert!(metrics.contains("probelet_alerts_dropped_total 0"), "{metrics}");
+    assert!(
+        metrics.contains("probelet_alerts_dropped_total 0"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -88,8 +91,12 @@ fn depends_on_sends_the_root_cause_only() {
 
     // The root cause recovers, the dependent is still down: now its alert goes out.
     db.open();
-    wait_for(BUDGET, "the api alert once db is up", || am.alert_for("api"));
-    wait_for(BUDGET, "db resolved", || am.alert_for("db").is_none().then_some(()));
+    wait_for(BUDGET, "the api alert once db is up", || {
+        am.alert_for("api")
+    });
+    wait_for(BUDGET, "db resolved", || {
+        am.alert_for("db").is_none().then_some(())
+    });
 }
 
 #[test]
@@ -110,5 +117,8 @@ fn the_shipped_inhibit_rules_mute_dependents_in_alertmanager() {
             .filter(|a| a["status"]["state"] == "suppressed")
     });
     assert_eq!(am.alert_for("db").unwrap()["status"]["state"], "active");
-    assert_eq!(api_alert["status"]["inhibitedBy"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        api_alert["status"]["inhibitedBy"].as_array().unwrap().len(),
+        1
+    );
 }

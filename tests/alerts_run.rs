@@ -33,9 +33,11 @@ spec:
             a["labels"]["alertname"] == alertname && a["labels"]["container"] == container
         })
     };
-    let crash = wait_for(Duration::from_secs(30), "the CrashLoopBackOff alert", || {
-        find("ProbeletContainerRestarting", "crash")
-    });
+    let crash = wait_for(
+        Duration::from_secs(30),
+        "the CrashLoopBackOff alert",
+        || find("ProbeletContainerRestarting", "crash"),
+    );
     assert_eq!(crash["labels"]["pod"], "web");
     assert_eq!(crash["labels"]["namespace"], "default");
     assert_eq!(crash["labels"]["team"], "shop");

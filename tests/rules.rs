@@ -153,7 +153,10 @@ fn dashboard_queries_parse_and_name_only_exposed_metrics() {
             "targets:\n- name: web\n  probe: {{tcpSocket: {{port: {}}}, periodSeconds: 1}}\n",
             web.port
         ),
-        &["--alertmanager", &format!("http://127.0.0.1:{}", free_port())],
+        &[
+            "--alertmanager",
+            &format!("http://127.0.0.1:{}", free_port()),
+        ],
     );
     wait_for(Duration::from_secs(20), "web probed", || {
         monitor.ready("web").then_some(())
@@ -175,7 +178,8 @@ spec:
     let server = run.server.trim_start_matches("http://").to_string();
     let run_metrics = wait_for(Duration::from_secs(20), "run probed", || {
         let (_, text) = get(&server, "/metrics")?;
-        text.contains("prober_probe_duration_seconds_bucket").then_some(text)
+        text.contains("prober_probe_duration_seconds_bucket")
+            .then_some(text)
     });
     let _ = run.child.kill();
     let _ = run.child.wait();
@@ -189,7 +193,10 @@ spec:
     }
     assert!(used.len() >= 15, "{used:?}");
     let missing: Vec<&String> = used.difference(&available).collect();
-    assert!(missing.is_empty(), "the dashboard names metrics no binary exposes: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "the dashboard names metrics no binary exposes: {missing:?}"
+    );
 }
 
 #[test]
@@ -230,7 +237,10 @@ scrape_configs:
     let _prometheus = Killed(
         Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
             .arg(format!("--web.listen-address={addr}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -258,14 +268,19 @@ scrape_configs:
             .find(|a| a["labels"]["alertname"] == name && a["labels"]["target"] == target)
             .cloned()
     };
-    let flapping = wait_for(Duration::from_secs(90), "ProbeletTargetFlapping firing", || {
-        alert("ProbeletTargetFlapping", "web").filter(|a| a["state"] == "firing")
-    });
+    let flapping = wait_for(
+        Duration::from_secs(90),
+        "ProbeletTargetFlapping firing",
+        || alert("ProbeletTargetFlapping", "web").filter(|a| a["state"] == "firing"),
+    );
     assert_eq!(flapping["labels"]["team"], "shop");
     assert_eq!(flapping["labels"]["job"], "probelet");
     // db is down from the start: the target-down rule holds it pending for its `for: 1m`.
     let down = alert("ProbeletTargetNotReady", "db").expect("db's alert is pending or firing");
-    assert!(down["state"] == "pending" || down["state"] == "firing", "{down}");
+    assert!(
+        down["state"] == "pending" || down["state"] == "firing",
+        "{down}"
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     flapper.join().unwrap();
 }

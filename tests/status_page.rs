@@ -15,7 +15,12 @@ const BUDGET: Duration = Duration::from_secs(20);
 fn chromium(url: &str, args: &[&str]) -> String {
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
         .args(["--disable-dev-shm-usage", "--hide-scrollbars"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(args)
@@ -48,7 +53,8 @@ fn png_size(path: &Path) -> (u32, u32) {
     (be(&bytes[16..20]), be(&bytes[20..24]))
 }
 
-const HOSTILE: &str = r#"<img src=x onerror="document.title='pwned'"></td><script>document.title='pwned'</script>"#;
+const HOSTILE: &str =
+    r#"<img src=x onerror="document.title='pwned'"></td><script>document.title='pwned'</script>"#;
 
 fn three_targets(web: u16, db: u16) -> String {
     format!(
@@ -81,10 +87,22 @@ fn rows_render_escaped_filter_and_refresh_in_chromium() {
     let url = format!("http://{}/", monitor.addr);
     let dom = chromium(&url, &["--dump-dom"]);
     assert_eq!(body_data(&dom, "rows").as_deref(), Some("3"), "{dom}");
-    assert!(dom.contains("<title>probelet status</title>"), "the title was not changed");
-    assert!(dom.contains(r#"<tr class="ok"><td class="name">web</td>"#), "{dom}");
-    assert!(dom.contains(r#"<tr class="down"><td class="name">db</td>"#), "{dom}");
-    assert!(dom.contains("refused: dial tcp"), "db's failure reason: {dom}");
+    assert!(
+        dom.contains("<title>probelet status</title>"),
+        "the title was not changed"
+    );
+    assert!(
+        dom.contains(r#"<tr class="ok"><td class="name">web</td>"#),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(r#"<tr class="down"><td class="name">db</td>"#),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("refused: dial tcp"),
+        "db's failure reason: {dom}"
+    );
     // The hostile output and label are text: escaped in the DOM, never elements.
     assert!(dom.contains("&lt;img src=x onerror="), "{dom}");
     assert!(dom.contains("&lt;b&gt;bold&lt;/b&gt;"), "{dom}");

@@ -159,7 +159,11 @@ impl Sender {
 
     /// Queues notifications for every Alertmanager; `wall` maps the lifecycle's clock to wall
     /// time. Never blocks: a full queue drops its oldest alerts (counted).
-    pub fn enqueue(&self, batch: &[Notification], wall: impl Fn(crate::engine::Instant) -> SystemTime) {
+    pub fn enqueue(
+        &self,
+        batch: &[Notification],
+        wall: impl Fn(crate::engine::Instant) -> SystemTime,
+    ) {
         if batch.is_empty() {
             return;
         }
@@ -180,7 +184,10 @@ impl Sender {
 }
 
 /// One alert in Alertmanager's v2 `postableAlert` shape.
-pub fn postable(n: &Notification, wall: impl Fn(crate::engine::Instant) -> SystemTime) -> serde_json::Value {
+pub fn postable(
+    n: &Notification,
+    wall: impl Fn(crate::engine::Instant) -> SystemTime,
+) -> serde_json::Value {
     serde_json::json!({
         "labels": n.labels,
         "annotations": n.annotations,
@@ -258,7 +265,12 @@ async fn post(endpoint: &Endpoint, body: &str) -> Result<(), String> {
             .into_body()
             .collect()
             .await
-            .map(|b| String::from_utf8_lossy(&b.to_bytes()[..]).chars().take(200).collect())
+            .map(|b| {
+                String::from_utf8_lossy(&b.to_bytes()[..])
+                    .chars()
+                    .take(200)
+                    .collect()
+            })
             .unwrap_or_default();
         Err(format!("HTTP {status}: {}", text.trim()))
     };
@@ -279,7 +291,9 @@ mod tests {
             "/api/v2/alerts"
         );
         assert_eq!(
-            Endpoint::parse("http://am:9093/alertmanager/").unwrap().path(),
+            Endpoint::parse("http://am:9093/alertmanager/")
+                .unwrap()
+                .path(),
             "/alertmanager/api/v2/alerts"
         );
         assert!(matches!(
@@ -344,12 +358,18 @@ mod tests {
         assert_eq!(metrics.errors.get(), u64::from(MAX_ATTEMPTS));
         assert_eq!(metrics.sent.get(), 0);
         // 0.5 + 1 + 2 + 4 s of back-off between the five attempts.
-        assert!(start.elapsed() >= Duration::from_millis(7500), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() >= Duration::from_millis(7500),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     #[test]
     fn backoff_doubles_and_is_capped() {
-        let d: Vec<u64> = (1..=7).map(|n| Backoff::delay(n).as_millis() as u64).collect();
+        let d: Vec<u64> = (1..=7)
+            .map(|n| Backoff::delay(n).as_millis() as u64)
+            .collect();
         assert_eq!(d, [500, 1000, 2000, 4000, 8000, 8000, 8000]);
     }
 }

@@ -379,7 +379,10 @@ mod tests {
         SubjectSpec {
             key: key.into(),
             alertname: "ProbeletTargetDown".into(),
-            labels: vec![("target".into(), key.into()), ("team".into(), "shop".into())],
+            labels: vec![
+                ("target".into(), key.into()),
+                ("team".into(), "shop".into()),
+            ],
             depends_on: deps.iter().map(|d| d.to_string()).collect(),
         }
     }
@@ -401,7 +404,13 @@ mod tests {
     fn for_zero_fires_on_the_transition_with_labels_and_message() {
         let mut l = lifecycle(0, &[("web", &[])]);
         assert!(l.tick(secs(1)).is_empty(), "nothing while up");
-        l.observe("web", true, "refused", "dial tcp: connection refused", secs(5));
+        l.observe(
+            "web",
+            true,
+            "refused",
+            "dial tcp: connection refused",
+            secs(5),
+        );
         let sent = l.tick(secs(5));
         assert_eq!(sent.len(), 1);
         let n = &sent[0];
@@ -436,7 +445,13 @@ mod tests {
     #[test]
     fn firing_is_resent_every_interval_then_resolved_and_retired() {
         let mut l = lifecycle(0, &[("web", &[])]);
-        l.observe("web", true, "status", "HTTP probe failed with statuscode: 503", secs(0));
+        l.observe(
+            "web",
+            true,
+            "status",
+            "HTTP probe failed with statuscode: 503",
+            secs(0),
+        );
         assert_eq!(l.tick(secs(0)).len(), 1);
         assert!(l.tick(secs(59)).is_empty());
         let again = l.tick(secs(60));

@@ -198,7 +198,10 @@ mod tests {
             serde_json::json!({"waiting": {"reason": "CrashLoopBackOff"}}),
             false,
         )));
-        assert!(!o[0].down, "a waiting container is reported as restarting only");
+        assert!(
+            !o[0].down,
+            "a waiting container is reported as restarting only"
+        );
         assert!(o[1].down);
         assert_eq!(o[1].subject.alertname, RESTARTING);
         assert_eq!(

@@ -23,7 +23,12 @@ pub fn encode<'a>(pods: impl Iterator<Item = &'a core::Pod> + Clone, out: &mut S
         let pod = p.metadata.name.as_deref().unwrap_or_default();
         p.status
             .iter()
-            .flat_map(|s| s.init_container_statuses.iter().flatten().chain(s.container_statuses.iter().flatten()))
+            .flat_map(|s| {
+                s.init_container_statuses
+                    .iter()
+                    .flatten()
+                    .chain(s.container_statuses.iter().flatten())
+            })
             .map(move |c| (ns, pod, c))
     });
     family(
@@ -33,7 +38,13 @@ pub fn encode<'a>(pods: impl Iterator<Item = &'a core::Pod> + Clone, out: &mut S
         "The number of container restarts per container (kube-state-metrics).",
     );
     for (ns, pod, c) in statuses.clone() {
-        series(out, "kube_pod_container_status_restarts_total", &[ns, pod, &c.name], &[], c.restart_count.into());
+        series(
+            out,
+            "kube_pod_container_status_restarts_total",
+            &[ns, pod, &c.name],
+            &[],
+            c.restart_count.into(),
+        );
     }
     family(
         out,
@@ -42,7 +53,13 @@ pub fn encode<'a>(pods: impl Iterator<Item = &'a core::Pod> + Clone, out: &mut S
         "Whether the container's readiness check succeeded (kube-state-metrics).",
     );
     for (ns, pod, c) in statuses.clone() {
-        series(out, "kube_pod_container_status_ready", &[ns, pod, &c.name], &[], i64::from(c.ready));
+        series(
+            out,
+            "kube_pod_container_status_ready",
+            &[ns, pod, &c.name],
+            &[],
+            i64::from(c.ready),
+        );
     }
     family(
         out,
@@ -51,9 +68,19 @@ pub fn encode<'a>(pods: impl Iterator<Item = &'a core::Pod> + Clone, out: &mut S
         "Why the container is waiting, e.g. CrashLoopBackOff (kube-state-metrics).",
     );
     for (ns, pod, c) in statuses {
-        let reason = c.state.as_ref().and_then(|s| s.waiting.as_ref()).and_then(|w| w.reason.as_deref());
+        let reason = c
+            .state
+            .as_ref()
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.as_deref());
         if let Some(reason) = reason {
-            series(out, "kube_pod_container_status_waiting_reason", &[ns, pod, &c.name], &[("reason", reason)], 1);
+            series(
+                out,
+                "kube_pod_container_status_waiting_reason",
+                &[ns, pod, &c.name],
+                &[("reason", reason)],
+                1,
+            );
         }
     }
     family(
@@ -65,7 +92,10 @@ pub fn encode<'a>(pods: impl Iterator<Item = &'a core::Pod> + Clone, out: &mut S
     for p in pods {
         let ns = p.metadata.namespace.as_deref().unwrap_or_default();
         let pod = p.metadata.name.as_deref().unwrap_or_default();
-        let containers = p.spec.iter().flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers));
+        let containers = p
+            .spec
+            .iter()
+            .flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers));
         for c in containers {
             let probes = [
                 ("Liveness", &c.liveness_probe),
@@ -75,7 +105,13 @@ pub fn encode<'a>(pods: impl Iterator<Item = &'a core::Pod> + Clone, out: &mut S
             for (kind, probe) in probes {
                 if let Some(probe) = probe {
                     let timeout = probe.timeout_seconds.unwrap_or(1).max(1);
-                    series(out, "probelet_probe_timeout_seconds", &[ns, pod, &c.name], &[("probe_type", kind)], timeout.into());
+                    series(
+                        out,
+                        "probelet_probe_timeout_seconds",
+                        &[ns, pod, &c.name],
+                        &[("probe_type", kind)],
+                        timeout.into(),
+                    );
                 }
             }
         }
@@ -85,7 +121,11 @@ pub fn encode<'a>(pods: impl Iterator<Item = &'a core::Pod> + Clone, out: &mut S
 fn series(out: &mut String, name: &str, who: &[&str; 3], extra: &[(&str, &str)], value: i64) {
     out.push_str(name);
     out.push('{');
-    let labels = [("namespace", who[0]), ("pod", who[1]), ("container", who[2])];
+    let labels = [
+        ("namespace", who[0]),
+        ("pod", who[1]),
+        ("container", who[2]),
+    ];
     for (i, (k, v)) in labels.iter().chain(extra).enumerate() {
         if i > 0 {
             out.push(',');
@@ -97,7 +137,9 @@ fn series(out: &mut String, name: &str, who: &[&str; 3], extra: &[(&str, &str)],
 
 /// Label-value escaping of the text format: backslash, double quote and newline.
 fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

@@ -47,14 +47,19 @@ fn parse_endpoint(text: &str) -> Result<Endpoint, String> {
 }
 
 /// `run`: with `--alertmanager`, starts the task that turns the API's pods into alerts.
-pub fn start_run_alerts(args: &AlertArgs, store: Option<std::sync::Arc<probelet::api::store::ApiStore>>) {
+pub fn start_run_alerts(
+    args: &AlertArgs,
+    store: Option<std::sync::Arc<probelet::api::store::ApiStore>>,
+) {
     let Some(sender) = args.sender(AlertMetrics::default()) else {
         return;
     };
     match store {
         Some(store) => {
             let lifecycle = probelet::alerts::lifecycle::Lifecycle::new(args.config());
-            tokio::spawn(probelet::alerts::pods::watch_store(store, lifecycle, sender));
+            tokio::spawn(probelet::alerts::pods::watch_store(
+                store, lifecycle, sender,
+            ));
         }
         None => eprintln!("warning: --alertmanager needs the API (--listen): no alerts are sent"),
     }

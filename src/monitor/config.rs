@@ -326,7 +326,11 @@ fn check_dependencies(out: &mut TargetsFile, mut positions: Vec<(usize, u64)>) {
             for (j, dep) in t.depends_on.iter().enumerate() {
                 let p = path.index(j);
                 let err = if *dep == t.name {
-                    FieldError::invalid(&p, BadValue::Str(dep.clone()), "a target cannot depend on itself")
+                    FieldError::invalid(
+                        &p,
+                        BadValue::Str(dep.clone()),
+                        "a target cannot depend on itself",
+                    )
                 } else if !index.contains_key(dep.as_str()) {
                     FieldError {
                         path: p.as_str().to_string(),

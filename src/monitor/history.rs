@@ -67,8 +67,7 @@ impl History {
         let e = self.entries.entry(name.clone()).or_default();
         e.changes.push_back(Change { at, ready });
         while e.changes.len() > MAX_CHANGES
-            || (e.changes.len() > 1
-                && at.saturating_duration_since(e.changes[1].at) >= WINDOW)
+            || (e.changes.len() > 1 && at.saturating_duration_since(e.changes[1].at) >= WINDOW)
         {
             e.changes.pop_front();
         }
@@ -132,7 +131,10 @@ mod tests {
         // 0 h and 1 h are more than a day old; 2 h stays as the state when the window opens.
         assert_eq!(times, [at(2), at(26)]);
         let f = e.last_failure.as_ref().unwrap();
-        assert_eq!((f.reason, &*f.message, f.at), ("timeout", "timed out", at(26)));
+        assert_eq!(
+            (f.reason, &*f.message, f.at),
+            ("timeout", "timed out", at(26))
+        );
     }
 
     #[test]
@@ -141,7 +143,12 @@ mod tests {
         let n: Arc<str> = "web".into();
         let long = "é".repeat(400);
         for i in 0..200 {
-            h.record(&n, i % 2 == 0, Instant::from_secs(i), Some(("other", &long)));
+            h.record(
+                &n,
+                i % 2 == 0,
+                Instant::from_secs(i),
+                Some(("other", &long)),
+            );
         }
         let e = h.get("web").unwrap();
         assert_eq!(e.changes.len(), MAX_CHANGES);

@@ -74,8 +74,7 @@ pub fn status(shared: &Shared) -> Status {
         .map(|t: &Target<Arc<Check>>| {
             let st = &t.state;
             let entry = history.get(&t.name);
-            let failing_now =
-                matches!(st.last_raw, Some(RawResult::Failure | RawResult::Unknown));
+            let failing_now = matches!(st.last_raw, Some(RawResult::Failure | RawResult::Unknown));
             let failure = if failing_now {
                 st.last_probe.map(|at| {
                     (
@@ -179,6 +178,9 @@ mod tests {
         for external in ["http://", "https://", "src=", "href=", "@import", "url("] {
             assert!(!PAGE.contains(external), "{external}");
         }
-        assert!(!PAGE.contains("innerHTML"), "target text goes through textContent only");
+        assert!(
+            !PAGE.contains("innerHTML"),
+            "target text goes through textContent only"
+        );
     }
 }

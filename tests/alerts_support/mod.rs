@@ -43,7 +43,10 @@ pub fn wait_for<T>(budget: Duration, what: &str, mut f: impl FnMut() -> Option<T
         if let Some(v) = f() {
             return v;
         }
-        assert!(start.elapsed() < budget, "timed out after {budget:?}: {what}");
+        assert!(
+            start.elapsed() < budget,
+            "timed out after {budget:?}: {what}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -66,7 +69,14 @@ pub fn get(addr: &str, path: &str) -> Option<(u16, String)> {
     let chunked = head
         .to_ascii_lowercase()
         .contains("transfer-encoding: chunked");
-    Some((code, if chunked { dechunk(body) } else { body.to_string() }))
+    Some((
+        code,
+        if chunked {
+            dechunk(body)
+        } else {
+            body.to_string()
+        },
+    ))
 }
 
 fn dechunk(mut body: &str) -> String {
