@@ -213,9 +213,12 @@ impl Lifecycle {
         let Some(s) = self.subjects.get_mut(key) else {
             return;
         };
-        if down {
-            // The message is refreshed on every failure; the reason label stays frozen.
+        // The message is refreshed on every failure (the reason label stays frozen); most
+        // failures repeat the last one, so nothing is copied then.
+        if down && s.reason != reason {
             s.reason = reason.to_string();
+        }
+        if down && s.message != message {
             s.message = message.to_string();
         }
         if s.down != down {
