@@ -12,9 +12,11 @@
 //! * [`runtime`]: containers as local processes (spawn, stop, logs, environment).
 //! * [`driver`]: what feeds the engine time and outcomes (the virtual driver for tests and
 //!   simulation).
+//! * [`alerts`]: the alert lifecycle (pure) and the Alertmanager client (an edge task).
 //! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual
 //!   driver.
 
+pub mod alerts;
 pub mod api;
 pub mod children;
 pub mod display;

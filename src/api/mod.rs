@@ -5,6 +5,7 @@
 //! * [`table`]: the `meta.k8s.io/v1` Table form, with kubectl's columns (pure).
 //! * [`selector`]: label and field selectors (pure).
 //! * [`metrics`]: the kubelet's probe metrics and process metrics.
+//! * [`pod_metrics`]: kube-state-metrics-style container series (restarts, ready, waiting reason).
 //! * [`store`]: snapshots the supervisor publishes and the server reads, and watch history.
 //! * [`server`]: the HTTP routes.
 //! * [`kubeconfig`]: the bearer token and the kubeconfig file.
@@ -13,6 +14,7 @@
 pub mod kubeconfig;
 pub mod metrics;
 pub mod objects;
+pub mod pod_metrics;
 pub mod selector;
 pub mod server;
 pub mod store;

@@ -285,6 +285,8 @@ fn resource_list() -> Response {
 fn metrics_text(req: &Request, with_process: bool) -> Response {
     let mut out = String::new();
     req.store.metrics.encode_probes(&mut out);
+    let snapshot = req.store.snapshot();
+    super::pod_metrics::encode(snapshot.pods.iter().map(|e| &e.pod), &mut out);
     if with_process {
         metrics::encode_process(&mut out);
     }

@@ -525,6 +525,7 @@ fn spec(args: &Args, mode: Mode, i: usize, host: &str, port: u16, path: &str) ->
         probe,
         grpc_host: None,
         line: 0,
+        depends_on: Vec::new(),
     }
 }
 

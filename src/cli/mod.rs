@@ -1,5 +1,6 @@
 //! The subcommands: argument structs (clap) and what each one does.
 
+pub mod alerting;
 pub mod api_client;
 pub mod bench;
 pub mod check;

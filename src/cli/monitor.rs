@@ -86,6 +86,10 @@ pub struct Args {
     /// `--lease-ttl`, `--member-id`; docs/monitor.md).
     #[command(flatten)]
     pub cluster: super::targets::ClusterArgs,
+
+    /// Alerts (`--alertmanager`, `--alert-for`, `--alert-resend`).
+    #[command(flatten)]
+    pub alerts: super::alerting::AlertArgs,
 }
 
 /// Event output format.
@@ -265,6 +269,11 @@ pub fn run(args: Args) -> ExitCode {
         };
         let addr = listener.local_addr().unwrap_or(args.listen);
         let shared = Shared::new(&config, file_name.clone());
+        shared.watch.configure(
+            args.alerts.config(),
+            args.alerts.sender(shared.metrics.alerts.clone()),
+        );
+        tokio::spawn(probelet::monitor::alerting::tick_loop(shared.clone()));
         out.invalid(&file_name, &loaded.invalid);
         let wake = Arc::new(tokio::sync::Notify::new());
         // --etcd: this monitor probes only its share (src/monitor/cluster).

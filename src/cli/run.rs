@@ -55,6 +55,10 @@ pub struct Args {
     /// Default: `$XDG_RUNTIME_DIR/probelet/kubeconfig`, else `~/.kube/probelet.kubeconfig`.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// Alerts on containers not ready or in CrashLoopBackOff (`--alertmanager`, ...; they
+    /// read the API's pods, so they need the API on).
+    #[command(flatten)]
+    pub alerts: super::alerting::AlertArgs,
 }
 
 /// The API's address when `--listen` is not given: the kubelet's old read-only port, on
@@ -205,9 +209,12 @@ pub fn run(args: Args) -> ExitCode {
         for t in templates {
             supervisor.add_pod(t);
         }
-        if let Err(message) = start_api(&args, &mut supervisor) {
-            eprintln!("error: {message}");
-            return ExitCode::from(2);
+        match start_api(&args, &mut supervisor) {
+            Ok(store) => super::alerting::start_run_alerts(&args.alerts, store),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::from(2);
+            }
         }
         // The handlers are installed before any container starts, so a Ctrl-C at any moment
         // is a graceful stop, never the default "die at once".
@@ -303,18 +310,21 @@ fn closing_summary(
 /// (so requests never queue behind the supervisor's work, nor delay a probe). An explicit
 /// `--listen` that cannot be bound is an error; the default address being taken (another
 /// probelet) only turns the API off, with a note.
-fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), String> {
+fn start_api(
+    args: &Args,
+    supervisor: &mut Supervisor,
+) -> Result<Option<Arc<probelet::api::store::ApiStore>>, String> {
     let explicit = args.listen.is_some();
     let addr = args.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
     if addr == "off" {
-        return Ok(());
+        return Ok(None);
     }
     let listener = match std::net::TcpListener::bind(addr) {
         Ok(l) => l,
         Err(e) if explicit => return Err(format!("--listen {addr}: {e}")),
         Err(e) => {
             eprintln!("note: API off: cannot listen on {addr}: {e} (choose one with --listen)");
-            return Ok(());
+            return Ok(None);
         }
     };
     let local = listener
@@ -339,6 +349,7 @@ fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), String> {
     )
     .map_err(|e| format!("cannot write the kubeconfig {}: {e}", path.display()))?;
     let store = supervisor.enable_api(token);
+    let alert_store = store.clone();
     std::thread::Builder::new()
         .name("api".into())
         .spawn(move || {
@@ -361,7 +372,7 @@ fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), String> {
         "API on http://{local} (KUBECONFIG={} kubectl get pods)",
         path.display()
     );
-    Ok(())
+    Ok(Some(alert_store))
 }
 
 /// The terminal's width in columns (80 when unknown).

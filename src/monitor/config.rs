@@ -113,6 +113,9 @@ pub struct TargetSpec {
     pub grpc_host: Option<String>,
     /// Where the target starts in the file (1-based; 0 when built in code).
     pub line: u64,
+    /// Names of the targets this one depends on (`dependsOn`): while one of them is down,
+    /// this target's alert is suppressed (root cause only).
+    pub depends_on: Vec<String>,
 }
 
 impl TargetSpec {
@@ -152,6 +155,8 @@ struct TargetDoc {
     name: String,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    #[serde(default, rename = "dependsOn")]
+    depends_on: Vec<String>,
     probe: ProbeDoc,
 }
 
@@ -232,6 +237,8 @@ pub fn load_str(file: &str, text: &str) -> Result<TargetsFile, ConfigError> {
     };
     let mut out = TargetsFile::default();
     let mut names = HashSet::new();
+    // Index and column of each valid target, for errors found after the loop (`dependsOn`).
+    let mut positions: Vec<(usize, u64)> = Vec::new();
     for (index, t) in raw.targets.into_iter().enumerate() {
         let (line, column) = (t.referenced.line(), t.referenced.column());
         let path = FieldPath::new("targets").index(index);
@@ -285,15 +292,132 @@ pub fn load_str(file: &str, text: &str) -> Result<TargetsFile, ConfigError> {
                 .push(invalid(name_ok.then(|| doc.name.clone()), errors));
             continue;
         }
+        positions.push((index, column));
         out.targets.push(TargetSpec {
             name: doc.name,
             labels: doc.labels.into_iter().collect(),
             probe,
             grpc_host,
             line,
+            depends_on: doc.depends_on,
         });
     }
+    check_dependencies(&mut out, positions);
     Ok(out)
+}
+
+/// `dependsOn` must name other valid targets, without cycles (a cycle would let two down
+/// targets suppress each other, and nobody would be told). A target that breaks the rule is
+/// moved to the invalid ones; that can break its dependents in turn, so this runs until
+/// nothing changes.
+fn check_dependencies(out: &mut TargetsFile, mut positions: Vec<(usize, u64)>) {
+    loop {
+        let index: std::collections::HashMap<&str, usize> = out
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
+        let mut bad: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for (i, t) in out.targets.iter().enumerate() {
+            let path = FieldPath::new("targets")
+                .index(positions[i].0)
+                .child("dependsOn");
+            for (j, dep) in t.depends_on.iter().enumerate() {
+                let p = path.index(j);
+                let err = if *dep == t.name {
+                    FieldError::invalid(
+                        &p,
+                        BadValue::Str(dep.clone()),
+                        "a target cannot depend on itself",
+                    )
+                } else if !index.contains_key(dep.as_str()) {
+                    FieldError {
+                        path: p.as_str().to_string(),
+                        kind: crate::spec::field::ErrorType::NotFound,
+                        value: BadValue::Str(dep.clone()),
+                        detail: String::new(),
+                    }
+                } else {
+                    continue;
+                };
+                bad.entry(i).or_default().push(err.to_string());
+            }
+        }
+        if bad.is_empty() {
+            for (i, cycle) in dependency_cycles(&out.targets, &index) {
+                let path = FieldPath::new("targets")
+                    .index(positions[i].0)
+                    .child("dependsOn");
+                let err = FieldError::forbidden(&path, format!("dependency cycle: {cycle}"));
+                bad.entry(i).or_default().push(err.to_string());
+            }
+        }
+        if bad.is_empty() {
+            return;
+        }
+        for (i, errors) in bad.into_iter().rev() {
+            let t = out.targets.remove(i);
+            let (index, column) = positions.remove(i);
+            out.invalid.push(InvalidTarget {
+                index,
+                name: Some(t.name),
+                line: t.line,
+                column,
+                errors,
+            });
+        }
+        out.invalid.sort_by_key(|i| i.index);
+    }
+}
+
+/// Targets on a `dependsOn` cycle, each with the cycle spelled out (`a -> b -> a`).
+fn dependency_cycles(
+    targets: &[TargetSpec],
+    index: &std::collections::HashMap<&str, usize>,
+) -> Vec<(usize, String)> {
+    // Colours of a depth-first search: 0 unvisited, 1 on the stack, 2 done.
+    let mut colour = vec![0u8; targets.len()];
+    let mut found: BTreeMap<usize, String> = BTreeMap::new();
+    for start in 0..targets.len() {
+        if colour[start] != 0 {
+            continue;
+        }
+        // An explicit stack of (target, next dependency to look at): no recursion depth limit.
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        colour[start] = 1;
+        while let Some((node, next)) = stack.last_mut() {
+            let node = *node;
+            let Some(dep) = targets[node].depends_on.get(*next) else {
+                colour[node] = 2;
+                stack.pop();
+                continue;
+            };
+            *next += 1;
+            let Some(&d) = index.get(dep.as_str()) else {
+                continue;
+            };
+            match colour[d] {
+                0 => {
+                    colour[d] = 1;
+                    stack.push((d, 0));
+                }
+                1 => {
+                    let from = stack.iter().position(|(n, _)| *n == d).unwrap_or(0);
+                    let members: Vec<usize> = stack[from..].iter().map(|(n, _)| *n).collect();
+                    let mut names: Vec<&str> =
+                        members.iter().map(|n| targets[*n].name.as_str()).collect();
+                    names.push(&targets[d].name);
+                    let text = names.join(" -> ");
+                    for m in members {
+                        found.entry(m).or_insert_with(|| text.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    found.into_iter().collect()
 }
 
 /// Types one value with the field path of any error (`targets[2].probe.periodSeconds`).
@@ -553,6 +677,49 @@ targets:
         );
         let e = load_str("t.yaml", "target: []\n").unwrap_err();
         assert!(e.to_string().contains("unknown field"), "{e}");
+    }
+
+    #[test]
+    fn depends_on_must_name_other_valid_targets_without_cycles() {
+        let text = "\
+targets:
+- name: db
+  probe: {tcpSocket: {port: 1}}
+- name: api
+  dependsOn: [db]
+  probe: {tcpSocket: {port: 2}}
+- name: web
+  dependsOn: [api, cache]
+  probe: {tcpSocket: {port: 3}}
+- name: me
+  dependsOn: [me]
+  probe: {tcpSocket: {port: 4}}
+- name: a
+  dependsOn: [b]
+  probe: {tcpSocket: {port: 5}}
+- name: b
+  dependsOn: [a]
+  probe: {tcpSocket: {port: 6}}
+- name: front
+  dependsOn: [web]
+  probe: {tcpSocket: {port: 7}}
+";
+        let f = load_str("t.yaml", text).unwrap();
+        let ok: Vec<&str> = f.targets.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(ok, ["db", "api"]);
+        assert_eq!(f.targets[1].depends_on, ["db"]);
+        let lines: Vec<String> = f.invalid.iter().flat_map(|i| i.render("t.yaml")).collect();
+        assert_eq!(
+            lines,
+            [
+                "t.yaml:7:3: targets[2].dependsOn[1]: Not found: \"cache\"",
+                "t.yaml:10:3: targets[3].dependsOn[0]: Invalid value: \"me\": a target cannot depend on itself",
+                "t.yaml:13:3: targets[4].dependsOn: Forbidden: dependency cycle: a -> b -> a",
+                "t.yaml:16:3: targets[5].dependsOn: Forbidden: dependency cycle: a -> b -> a",
+                // Valid on its own, but what it depends on was refused.
+                "t.yaml:19:3: targets[6].dependsOn[0]: Not found: \"web\"",
+            ]
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! * `GET /targets/NAME`: one target;
 //! * `GET /targets/NAME/ready`: 200 `ready` or 503 `not ready` (404 for an unknown name), for
 //!   load balancers;
-//! * `GET /healthz`: 200 `ok` while the monitor runs.
+//! * `GET /healthz`: 200 `ok` while the monitor runs;
+//! * `GET /` and `GET /status.json`: the status page ([`super::status_page`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -118,6 +119,9 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/targets/{name}", get(target))
         .route("/targets/{name}/ready", get(ready))
         .route("/healthz", get(healthz))
+        // The status page (issue 17): src/monitor/status_page.rs.
+        .route("/", get(super::status_page::page))
+        .route("/status.json", get(super::status_page::json))
         .with_state(shared)
 }
 

@@ -12,6 +12,8 @@
 //! | `probe_http_status_code` | same (HTTP targets) | blackbox_exporter |
 //! | `prober_probe_total` | + `probe_type`, `result`, `reason` (failures) | the kubelet (R10.1), plus `reason` |
 //! | `probelet_monitor_target_ready` | same | the published readiness |
+//! | `probelet_monitor_target_transitions_total` | same | readiness changes (flapping) |
+//! | `probelet_monitor_probe_timeout_seconds` | same | `timeoutSeconds` (latency against it) |
 
 use std::fmt::Write;
 
@@ -128,6 +130,36 @@ pub fn render_targets(s: &Scheduler<std::sync::Arc<Check>>, out: &mut String) {
             t,
             &[],
             u64::from(t.state.ready()),
+        );
+    }
+    family(
+        out,
+        "probelet_monitor_target_transitions_total",
+        "counter",
+        "Readiness transitions of the target (ready to not ready and back): flapping shows as a high rate",
+    );
+    for t in s.targets() {
+        series(
+            out,
+            "probelet_monitor_target_transitions_total",
+            t,
+            &[],
+            u64::from(t.state.transitions),
+        );
+    }
+    family(
+        out,
+        "probelet_monitor_probe_timeout_seconds",
+        "gauge",
+        "The target's timeoutSeconds: probe_duration_seconds near it means probes are about to time out",
+    );
+    for t in s.targets() {
+        series(
+            out,
+            "probelet_monitor_probe_timeout_seconds",
+            t,
+            &[],
+            u64::try_from(t.timing.timeout_seconds.max(1)).unwrap_or(1),
         );
     }
 }

@@ -10,14 +10,20 @@
 //! | [`http`] | the HTTP endpoints (`/metrics`, `/targets`, `/targets/NAME/ready`, `/healthz`) |
 //! | [`hist`] | a small log-linear histogram for lateness quantiles |
 //! | [`cluster`] | `--etcd`: membership, rendezvous ownership, published target state |
+//! | [`history`] | each target's bounded transition history (the status page's 24-hour bar) |
+//! | [`alerting`] | history and alert lifecycle fed after every probe ([`crate::alerts`]) |
+//! | [`status_page`] | `GET /`: the HTML status page and its `/status.json` |
 //!
 //! See docs/monitor.md for the file format and the design choices.
 
+pub mod alerting;
 pub mod cluster;
 pub mod config;
 pub mod hist;
+pub mod history;
 pub mod http;
 pub mod metrics;
 pub mod reason;
 pub mod runner;
 pub mod scheduler;
+pub mod status_page;

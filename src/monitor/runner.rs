@@ -296,6 +296,8 @@ pub struct Metrics {
     pub reloads: Counter,
     /// Reloads refused (unreadable file).
     pub reload_failures: Counter,
+    /// Alerts sent to, dropped for, and failed POSTs to Alertmanager.
+    pub alerts: crate::alerts::alertmanager::AlertMetrics,
 }
 
 impl Default for Metrics {
@@ -315,7 +317,9 @@ impl Default for Metrics {
             exhausted: Counter::default(),
             reloads: Counter::default(),
             reload_failures: Counter::default(),
+            alerts: Default::default(),
         };
+        m.alerts.register(&mut registry);
         // Help texts without a final period: the encoder adds one.
         registry.register(
             "probelet_monitor_probe_lateness_seconds",
@@ -428,6 +432,8 @@ pub struct Shared {
     pub file: String,
     /// With `--etcd`: the cluster membership's status, for `/healthz` and `/metrics`.
     pub cluster: std::sync::OnceLock<Arc<super::cluster::ClusterStatus>>,
+    /// Transition history and alerts, fed after every completed probe.
+    pub watch: super::alerting::Watch,
 }
 
 impl Shared {
@@ -442,6 +448,7 @@ impl Shared {
             wall_origin: SystemTime::now(),
             file: file.into(),
             cluster: std::sync::OnceLock::new(),
+            watch: Default::default(),
         })
     }
 
@@ -477,6 +484,7 @@ impl Shared {
         let now = self.now();
         let summary = {
             let mut s = self.scheduler();
+            self.watch.targets_loaded(&file.targets, now);
             let summary = s.reload(file.targets, now, |spec| Arc::new(Check::new(spec)));
             self.metrics.targets.set(s.len() as i64);
             summary
@@ -540,7 +548,11 @@ pub async fn run(
                     }
                     Completion::Completed { .. } => {}
                 }
-                if let Some(t) = s.complete(id, completion, shared.now(), &mut launches) {
+                let transition = s.complete(id, completion, shared.now(), &mut launches);
+                if let Some(t) = s.get(id) {
+                    shared.watch.completed(t, transition.as_ref(), shared.now());
+                }
+                if let Some(t) = transition {
                     on_event(MonitorEvent::Transition {
                         time: shared.wall(t.at),
                         transition: t,

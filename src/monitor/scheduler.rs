@@ -106,6 +106,8 @@ pub struct TargetState {
     pub failures: [u32; REASONS.len()],
     /// Evaluations whose every attempt errored: discarded, like the kubelet (R6.4).
     pub errors: u32,
+    /// Readiness transitions so far (`probelet_monitor_target_transitions_total`: flapping).
+    pub transitions: u32,
 }
 
 impl TargetState {
@@ -129,6 +131,7 @@ impl TargetState {
             successes: 0,
             failures: [0; REASONS.len()],
             errors: 0,
+            transitions: 0,
         }
     }
 
@@ -522,6 +525,7 @@ impl<P> Scheduler<P> {
                 if publish && s.published != result {
                     s.published = result;
                     s.last_transition = now;
+                    s.transitions = s.transitions.saturating_add(1);
                     transition = Some(Transition {
                         id,
                         name: t.name.clone(),

@@ -20,6 +20,11 @@ pub struct RunningApi {
 /// Writes `manifest` into `dir` and starts `probelet run` on it with `--listen 127.0.0.1:0`,
 /// a fixed seed and a 1 s back-off cap; returns once the API serves.
 pub fn start_run_with_api(dir: &Path, manifest: &str) -> RunningApi {
+    start_run_with_api_args(dir, manifest, &[])
+}
+
+/// [`start_run_with_api`] with `extra` arguments.
+pub fn start_run_with_api_args(dir: &Path, manifest: &str, extra: &[&str]) -> RunningApi {
     let path = dir.join("pod.yaml");
     std::fs::write(&path, manifest).unwrap();
     let kubeconfig = dir.join("kubeconfig");
@@ -28,6 +33,7 @@ pub fn start_run_with_api(dir: &Path, manifest: &str) -> RunningApi {
         .arg(&path)
         .args(["--listen", "127.0.0.1:0", "--no-table", "--seed", "1"])
         .args(["--max-container-restart-period", "1s"])
+        .args(extra)
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .stdout(Stdio::null())

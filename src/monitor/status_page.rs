@@ -1,0 +1,186 @@
+//! `GET /`: one self-contained HTML status page (no external assets: it works offline and on
+//! an air-gapped network), and `GET /status.json`, which the page fetches to refresh itself
+//! without reloading.
+//!
+//! The page arrives with the current state embedded, so the first paint needs no second
+//! request. Everything that comes from targets (names, labels, failure messages: hostile
+//! input) reaches the DOM only through `textContent`, never as markup; the embedded JSON has
+//! `<`, `>` and `&` escaped so that it cannot close its `<script>` element.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::history::{Entry, WINDOW};
+use super::runner::{Check, Shared};
+use super::scheduler::Target;
+use crate::outcome::RawResult;
+
+/// The page; `/*INITIAL*/null` is replaced by the state at the time of the request.
+const PAGE: &str = include_str!("status.html");
+
+/// One target's row.
+#[derive(Debug, Serialize)]
+pub struct Row {
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Ready now.
+    pub ready: bool,
+    /// Whether it has completed a probe yet.
+    pub probed: bool,
+    /// Since when (ms since the epoch).
+    pub since: u64,
+    /// The last failure: when (ms), class, message.
+    pub failure: Option<(u64, String, String)>,
+    /// Changes in the last 24 hours, oldest first: (ms, ready).
+    pub history: Vec<(u64, bool)>,
+    /// `pending`, `firing`, `resolved`, or none.
+    pub alert: Option<&'static str>,
+    /// The down dependencies that suppress its alert.
+    pub suppressed_by: Vec<String>,
+}
+
+/// What `/status.json` answers.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    /// Now (ms since the epoch).
+    pub now: u64,
+    /// The history window (ms).
+    pub window: u64,
+    /// Every target, in file order.
+    pub targets: Vec<Row>,
+}
+
+fn millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The state of every target now.
+pub fn status(shared: &Shared) -> Status {
+    let ms = |at| millis(shared.wall(at));
+    let s = shared.scheduler();
+    let history = shared.watch.history();
+    let alerts = shared.watch.alerts();
+    let targets = s
+        .targets()
+        .map(|t: &Target<Arc<Check>>| {
+            let st = &t.state;
+            let entry = history.get(&t.name);
+            let failing_now = matches!(st.last_raw, Some(RawResult::Failure | RawResult::Unknown));
+            let failure = if failing_now {
+                st.last_probe.map(|at| {
+                    (
+                        ms(at),
+                        st.last_reason.map_or("other", |r| r.as_str()).to_string(),
+                        st.last_output.to_string(),
+                    )
+                })
+            } else {
+                entry
+                    .and_then(|e| e.last_failure.as_ref())
+                    .map(|f| (ms(f.at), f.reason.to_string(), f.message.to_string()))
+            };
+            let alert = alerts.view(&t.name);
+            Row {
+                name: t.name.to_string(),
+                labels: t
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ready: st.ready(),
+                probed: st.last_probe.is_some(),
+                since: ms(st.last_transition),
+                failure,
+                history: entry.map_or_else(Vec::new, |e: &Entry| {
+                    e.changes.iter().map(|c| (ms(c.at), c.ready)).collect()
+                }),
+                alert: alert.as_ref().map(|a| a.state.as_str()),
+                suppressed_by: alert.map(|a| a.suppressed_by).unwrap_or_default(),
+            }
+        })
+        .collect();
+    Status {
+        now: millis(SystemTime::now()),
+        window: u64::try_from(WINDOW.as_millis()).unwrap_or(u64::MAX),
+        targets,
+    }
+}
+
+/// JSON that is safe inside an HTML `<script>` element: `<`, `>` and `&` only ever occur
+/// inside JSON strings, where their `\u` escapes mean the same.
+pub fn script_safe_json(value: &impl Serialize) -> String {
+    let mut text = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
+    // Most pages have none of these: each pass is a fast search that copies nothing then.
+    for (c, escaped) in [
+        ('<', "\\u003c"),
+        ('>', "\\u003e"),
+        ('&', "\\u0026"),
+        ('\u{2028}', "\\u2028"),
+        ('\u{2029}', "\\u2029"),
+    ] {
+        if text.contains(c) {
+            text = text.replace(c, escaped);
+        }
+    }
+    text
+}
+
+/// `GET /`.
+pub async fn page(State(shared): State<Arc<Shared>>) -> Response {
+    let initial = script_safe_json(&status(&shared));
+    let body = PAGE.replacen("/*INITIAL*/null", &initial, 1);
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            // The page needs nothing from anywhere else: say so, so that a hostile string
+            // that did reach markup still could not load or send anything.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `GET /status.json`.
+pub async fn json(State(shared): State<Arc<Shared>>) -> Response {
+    axum::Json(status(&shared)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_json_cannot_close_the_script_element() {
+        let hostile = serde_json::json!({"m": "</script><script>alert(1)</script>&amp;\u{2028}"});
+        let text = script_safe_json(&hostile);
+        assert!(!text.contains('<') && !text.contains('>') && !text.contains('&'));
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, hostile, "the escapes mean the same");
+    }
+
+    #[test]
+    fn the_page_has_one_placeholder_and_no_external_reference() {
+        assert_eq!(PAGE.matches("/*INITIAL*/null").count(), 1);
+        for external in ["http://", "https://", "src=", "href=", "@import", "url("] {
+            assert!(!PAGE.contains(external), "{external}");
+        }
+        assert!(
+            !PAGE.contains("innerHTML"),
+            "target text goes through textContent only"
+        );
+    }
+}
