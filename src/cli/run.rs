@@ -161,6 +161,10 @@ pub fn run(args: Args) -> ExitCode {
         config.engine.backoff = BackoffPolicy::with_max(max);
     }
     let format = args.events;
+    // Issue 13: every descriptor the hard limit allows (as Go does since 1.19), and the
+    // containment watcher before any container starts.
+    let _ = probelet::runtime::limits::raise_nofile();
+    probelet::runtime::containment::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -251,6 +255,8 @@ pub fn run(args: Args) -> ExitCode {
         } else {
             supervisor.run(stop).await
         };
+        // Every container stopped: whatever they left reparented to probelet goes too.
+        probelet::runtime::containment::sweep_descendants();
         if stopped {
             return ExitCode::SUCCESS;
         }

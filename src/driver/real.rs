@@ -924,6 +924,8 @@ impl Supervisor {
                         }
                         None => process.wait().await,
                     };
+                    // The container ended: so does everything it started.
+                    process.kill_leftovers().await;
                     let _ = tx.send(Msg::Exited {
                         pod,
                         container,
