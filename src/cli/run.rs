@@ -55,6 +55,12 @@ pub struct Args {
     /// Default: `$XDG_RUNTIME_DIR/probelet/kubeconfig`, else `~/.kube/probelet.kubeconfig`.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// API connection cap (default: a quarter of the open-file limit, 16 to 1,024).
+    #[arg(long, hide = true)]
+    pub api_max_connections: Option<usize>,
+    /// Time an API client has for its TLS handshake and request headers (default 10s).
+    #[arg(long, hide = true, value_parser = probelet::display::parse_duration)]
+    pub api_header_timeout: Option<Duration>,
 }
 
 /// The API's address when `--listen` is not given: the kubelet's old read-only port, on
@@ -313,6 +319,12 @@ fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), String> {
     )
     .map_err(|e| format!("cannot write the kubeconfig {}: {e}", path.display()))?;
     let store = supervisor.enable_api(token);
+    let mut limits =
+        probelet::api::server::ServerLimits::for_nofile(probelet::runtime::limits::nofile());
+    limits.max_connections = args.api_max_connections.unwrap_or(limits.max_connections);
+    if let Some(t) = args.api_header_timeout {
+        (limits.header_timeout, limits.handshake_timeout) = (t, t);
+    }
     std::thread::Builder::new()
         .name("api".into())
         .spawn(move || {
@@ -323,11 +335,14 @@ fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), String> {
                     rt.block_on(async move {
                         let listener = tokio::net::TcpListener::from_std(listener)?;
                         let listener = probelet::api::tls::DualListener::new(listener, &identity)?;
-                        probelet::api::server::serve(listener, store).await
+                        probelet::api::server::serve_with(listener, store, limits).await
                     })
                 });
+            // Never silent: one line, the containers killed, a non-zero exit.
             if let Err(e) = served {
                 eprintln!("error: API server: {e}");
+                probelet::runtime::process::kill_all_groups();
+                std::process::exit(1);
             }
         })
         .map_err(|e| format!("cannot start the API thread: {e}"))?;
