@@ -78,7 +78,11 @@ spec:
 fn get(port: u16, path: &str) -> Option<u16> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut head = [0u8; 12];
     s.read_exact(&mut head).ok()?;
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
@@ -118,11 +122,19 @@ fn idle_connections_over_the_cap_leave_the_pod_ready_and_the_api_answering() {
     // Three readiness periods with the idle connections held open: Ready all along.
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
-        assert_eq!(get(run.port, READY), Some(200), "pod not ready or API silent");
+        assert_eq!(
+            get(run.port, READY),
+            Some(200),
+            "pod not ready or API silent"
+        );
         assert_eq!(get(run.port, "/healthz"), Some(200));
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(idle.len() >= 100, "the test opened {} connections", idle.len());
+    assert!(
+        idle.len() >= 100,
+        "the test opened {} connections",
+        idle.len()
+    );
 }
 
 /// Whether the server has closed `s` (end of stream or reset), trickling one header line per
@@ -152,7 +164,8 @@ fn slowloris_and_silent_connections_are_closed_after_the_header_timeout() {
     let mut slow = TcpStream::connect(("127.0.0.1", run.port)).unwrap();
     let mut silent = TcpStream::connect(("127.0.0.1", run.port)).unwrap();
     for s in [&slow, &silent] {
-        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
     }
     slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
         .unwrap();
@@ -174,7 +187,10 @@ fn slowloris_and_silent_connections_are_closed_after_the_header_timeout() {
     let silent_closed = silent_closed.expect("the silent connection stayed open 5 s");
     // Not before the timeout: the server waited for the headers as long as it should.
     assert!(slow_closed >= Duration::from_millis(800), "{slow_closed:?}");
-    assert!(silent_closed >= Duration::from_millis(800), "{silent_closed:?}");
+    assert!(
+        silent_closed >= Duration::from_millis(800),
+        "{silent_closed:?}"
+    );
     // The server still serves everyone else.
     assert_eq!(get(run.port, "/healthz"), Some(200));
 }

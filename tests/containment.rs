@@ -20,7 +20,10 @@ fn sleeping(arg: &str) -> Vec<i32> {
             continue;
         };
         let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).filter(|a| !a.is_empty()).collect();
+        let argv: Vec<&[u8]> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .collect();
         let zombie = std::fs::read_to_string(e.path().join("stat"))
             .map(|s| {
                 s.rsplit_once(')')
@@ -168,7 +171,10 @@ fn a_container_that_exits_takes_its_descendants() {
     // The first container exits after 0.3 s; its daemon must go with it, while probelet runs.
     std::thread::sleep(Duration::from_millis(300));
     assert_gone(&[&a], "its container exited");
-    assert!(!sleeping(&marker).is_empty(), "the other container still runs");
+    assert!(
+        !sleeping(&marker).is_empty(),
+        "the other container still runs"
+    );
     drop(run);
 }
 
@@ -185,7 +191,10 @@ fn process_group_fallback_without_cgroups() {
     assert_gone(&[&a], "kill -9 of probelet (process groups)");
 
     let (a, b) = (arg(797, 5), arg(798, 5));
-    let scripts = [format!("sleep {a}; echo done"), format!("setsid sleep {b} & wait")];
+    let scripts = [
+        format!("sleep {a}; echo done"),
+        format!("setsid sleep {b} & wait"),
+    ];
     let mut run = running(&scripts, &[&a, &b], &off);
     interrupt(&run.child);
     assert_eq!(wait_exit(&mut run.child, Duration::from_secs(10)), Some(0));

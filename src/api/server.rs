@@ -180,7 +180,14 @@ async fn serve_connection(
         };
         async move {
             let response = tower_service::Service::call(&mut router, req).await;
-            response.map(|r| r.map(|body| Body::new(Tracked { body, _guard: guard })))
+            response.map(|r| {
+                r.map(|body| {
+                    Body::new(Tracked {
+                        body,
+                        _guard: guard,
+                    })
+                })
+            })
         }
     });
     let conn = hyper::server::conn::http1::Builder::new()

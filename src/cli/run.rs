@@ -221,7 +221,8 @@ pub fn run(args: Args) -> ExitCode {
         }
         // The handlers are installed before any container starts, so a Ctrl-C at any moment
         // is a graceful stop, never the default "die at once".
-        let mut signals = match Signals::install() {
+        // A second signal kills every container and exits at once, from its own thread.
+        let first_signal = match probelet::runtime::signals::spawn_stop_thread() {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: cannot handle signals: {e}");
@@ -229,16 +230,10 @@ pub fn run(args: Args) -> ExitCode {
             }
         };
         let stop = async {
-            signals.next().await;
+            let _ = first_signal.await;
             if interactive {
                 eprintln!("\nstopping every pod gracefully (Ctrl-C again to kill at once)");
             }
-            // A second signal kills every container process group and exits at once.
-            tokio::spawn(async move {
-                signals.next().await;
-                probelet::runtime::process::kill_all_groups();
-                std::process::exit(130);
-            });
         };
         let stopped = if live_table {
             let mut view = LiveView::default();
@@ -360,27 +355,4 @@ fn terminal_width() -> usize {
         .ok()
         .filter(|w| *w > 0)
         .unwrap_or(80)
-}
-
-/// SIGINT (Ctrl-C) and SIGTERM.
-struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> std::io::Result<Self> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Signals {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-        })
-    }
-
-    async fn next(&mut self) {
-        tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
-        }
-    }
 }

@@ -45,7 +45,8 @@ impl SpamFilter {
         }
         let burst = f64::from(self.burst);
         let (tokens, since) = self.buckets.entry(pod).or_insert((burst, at));
-        let refilled = at.saturating_duration_since(*since).as_secs_f64() / self.refill.as_secs_f64();
+        let refilled =
+            at.saturating_duration_since(*since).as_secs_f64() / self.refill.as_secs_f64();
         *tokens = (*tokens + refilled).min(burst);
         *since = at.max(*since);
         if *tokens >= 1.0 {

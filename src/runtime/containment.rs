@@ -173,8 +173,12 @@ impl ContainerCgroup {
         let n = state.next.fetch_add(1, Ordering::Relaxed);
         let dir = base.join(format!("c{n}"));
         std::fs::create_dir(&dir).ok()?;
-        let procs = CString::new(dir.join("cgroup.procs").into_os_string().into_encoded_bytes())
-            .ok()?;
+        let procs = CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .ok()?;
         Some(ContainerCgroup { dir, procs })
     }
 
@@ -282,7 +286,10 @@ pub fn watcher_main() -> Option<std::process::ExitCode> {
     let mut groups = std::collections::HashSet::new();
     for line in io::stdin().lock().lines() {
         let Ok(line) = line else { break };
-        match (line.get(..1), line.get(1..).and_then(|p| p.parse::<i32>().ok())) {
+        match (
+            line.get(..1),
+            line.get(1..).and_then(|p| p.parse::<i32>().ok()),
+        ) {
             (Some("+"), Some(pgid)) => {
                 groups.insert(pgid);
             }

@@ -5,3 +5,4 @@ pub mod containment;
 pub mod limits;
 pub mod logs;
 pub mod process;
+pub mod signals;
