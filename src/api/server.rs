@@ -1025,3 +1025,16 @@ fn container_running(pod: &core::Pod, container: &str) -> bool {
         })
         .any(|c| c.name == container && c.state.as_ref().is_some_and(|s| s.running.is_some()))
 }
+
+#[cfg(test)]
+mod limit_tests {
+    use super::ServerLimits;
+
+    /// The cap leaves three quarters of the descriptors to probes and containers.
+    #[test]
+    fn connection_cap_is_a_quarter_of_the_open_file_limit() {
+        assert_eq!(ServerLimits::for_nofile(256).max_connections, 64);
+        assert_eq!(ServerLimits::for_nofile(20).max_connections, 16);
+        assert_eq!(ServerLimits::for_nofile(1 << 20).max_connections, 1024);
+    }
+}

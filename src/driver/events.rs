@@ -260,6 +260,39 @@ mod tests {
         assert_eq!(s.for_pod(p).len(), 2);
     }
 
+    /// R9.3 (client-go EventSourceObjectSpamFilter): 25 events per pod at once, merged repeats
+    /// included, then one more per 5 minutes; another pod has its own bucket.
+    #[test]
+    fn r9_3_spam_filter_burst_25_then_one_per_5_minutes() {
+        let mut m = Manager::new(EngineConfig::default(), Instant::ZERO);
+        let spec: k8s_openapi::api::core::v1::PodSpec =
+            serde_json::from_value(serde_json::json!({"containers": [{"name": "app"}]})).unwrap();
+        let mut add = |name: &str| {
+            m.add_pod(
+                Instant::ZERO,
+                PodInfo::from_pod_spec(name, name, "ns", &spec),
+            )
+            .unwrap()
+        };
+        let (p, q) = (add("p"), add("q"));
+        assert_ne!(p, q);
+        let mut s = EventStore::new(1000);
+        let recorded = (0..40)
+            .filter(|i| s.record(&event(p, &format!("m{}", i % 3), 1)).is_some())
+            .count();
+        assert_eq!(recorded, 25);
+        assert_eq!(s.dropped(), 15);
+        assert!(s.record(&event(q, "other pod", 1)).is_some());
+        assert!(s.record(&event(p, "m0", 299)).is_none(), "not refilled yet");
+        assert!(
+            s.record(&event(p, "m0", 301)).is_some(),
+            "one token after 5 min"
+        );
+        assert!(s.record(&event(p, "m0", 302)).is_none());
+        let merged = s.list().into_iter().find(|e| e.message == "m0").unwrap();
+        assert_eq!(merged.count, 10, "9 of the burst and 1 refill");
+    }
+
     #[test]
     fn bounded_by_dropping_the_least_recently_seen() {
         let p = pod();

@@ -240,6 +240,8 @@ pub fn kill_all_cgroups() {
 /// Returns how many were signalled. Only for the binary's end of run: in a library it would
 /// kill the host program's other children.
 pub fn sweep_descendants() -> usize {
+    // Waits for (and so never races) a hard stop in progress, which exits the process.
+    let _end = END.lock().unwrap_or_else(|e| e.into_inner());
     let spare = watcher_pid().map(|p| p as i32);
     let mut todo = children_of(std::process::id() as i32);
     let mut killed = 0;
@@ -260,6 +262,18 @@ pub fn sweep_descendants() -> usize {
         }
     }
     killed
+}
+
+/// Held by whoever ends the run: the normal path ([`sweep_descendants`]) or a hard stop.
+static END: Mutex<()> = Mutex::new(());
+
+/// Kills every container (process groups and cgroups) and exits with `code` at once (the
+/// second Ctrl-C). The normal end of the run cannot overtake it and exit 0 first: it waits for
+/// the same lock, which this never releases.
+pub fn kill_all_and_exit(code: i32) -> ! {
+    let _end = END.lock().unwrap_or_else(|e| e.into_inner());
+    super::process::kill_all_groups();
+    std::process::exit(code)
 }
 
 /// The children of `pid`, from `/proc/<pid>/task/*/children`.

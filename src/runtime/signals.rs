@@ -43,8 +43,7 @@ pub fn spawn_stop_thread() -> std::io::Result<tokio::sync::oneshot::Receiver<()>
                     _ = interrupt.recv() => {}
                     _ = terminate.recv() => {}
                 }
-                super::process::kill_all_groups();
-                std::process::exit(130);
+                super::containment::kill_all_and_exit(130);
             });
         })?;
     installed_rx
