@@ -220,8 +220,8 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
         // The handlers are installed before any container starts, so a Ctrl-C at any moment
-        // is a graceful stop, never the default "die at once".
-        // A second signal kills every container and exits at once, from its own thread.
+        // is a graceful stop, never the default "die at once". A second signal kills every
+        // container and exits at once, from the signal thread.
         let first_signal = match probelet::runtime::signals::spawn_stop_thread() {
             Ok(s) => s,
             Err(e) => {
@@ -336,8 +336,7 @@ fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<(), String> {
             // Never silent: one line, the containers killed, a non-zero exit.
             if let Err(e) = served {
                 eprintln!("error: API server: {e}");
-                probelet::runtime::process::kill_all_groups();
-                std::process::exit(1);
+                probelet::runtime::containment::kill_all_and_exit(1);
             }
         })
         .map_err(|e| format!("cannot start the API thread: {e}"))?;
