@@ -52,6 +52,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `probelet run` re-executes itself as its containment watcher (see runtime::containment).
+    if let Some(code) = probelet::runtime::containment::watcher_main() {
+        return code;
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => cli::run::run(args),

@@ -592,6 +592,11 @@ spec:
             let list = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
             children.extend(list.split_whitespace().map(str::to_string));
         }
+        // The containment watcher is probelet itself, re-executed: not a container's process.
+        children.retain(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map_or(true, |c| c.trim() != "probelet")
+        });
         let zombie = |pid: &String| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .map(|s| {

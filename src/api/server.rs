@@ -17,7 +17,9 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::core::v1 as core;
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// Longest query string accepted (the API server's limit is of the same order).
@@ -31,12 +33,225 @@ pub fn router(store: Arc<ApiStore>) -> Router {
     Router::new().fallback(handle).with_state(store)
 }
 
-/// Serves the API on `listener` (HTTPS and plain HTTP) until the process ends.
+/// Serves the API on `listener` (HTTPS and plain HTTP) until the process ends, with the
+/// limits the open-file limit allows ([`ServerLimits::for_nofile`]).
 pub async fn serve(
     listener: super::tls::DualListener,
     store: Arc<ApiStore>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(store)).await
+    let limits = ServerLimits::for_nofile(crate::runtime::limits::nofile());
+    serve_with(listener, store, limits).await
+}
+
+/// What the API server allows a client, so that idle or slow connections can never take the
+/// descriptors the probes and containers need (issue 13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Open connections at most. At the cap, a new connection evicts the longest-idle one
+    /// (no request in flight), or is closed at once when every connection is busy.
+    pub max_connections: usize,
+    /// The first byte and, for HTTPS, the TLS handshake must arrive within this.
+    pub handshake_timeout: Duration,
+    /// A request's headers must arrive within this (slowloris).
+    pub header_timeout: Duration,
+    /// A connection with no request in flight is closed after this.
+    pub idle_timeout: Duration,
+}
+
+impl ServerLimits {
+    /// A quarter of the open-file limit (16 to 1,024 connections): the rest stays for probes,
+    /// containers' pipes and logs. The timeouts are the API server's order of magnitude
+    /// (kube-apiserver: 90 s idle).
+    pub fn for_nofile(soft_limit: u64) -> Self {
+        ServerLimits {
+            max_connections: (soft_limit / 4).clamp(16, 1024) as usize,
+            handshake_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(90),
+        }
+    }
+}
+
+/// One open connection, as the accept loop sees it.
+struct ConnState {
+    /// Requests whose response has not been fully sent.
+    in_flight: AtomicUsize,
+    /// When it last became idle, in milliseconds since the server started.
+    idle_since: AtomicU64,
+    evicted: AtomicBool,
+    close: tokio::sync::Notify,
+}
+
+/// The open connections, for the cap and eviction.
+#[derive(Default)]
+struct Conns {
+    next: u64,
+    open: HashMap<u64, Arc<ConnState>>,
+}
+
+/// Serves with explicit `limits` (tests use small ones). Accept errors (EMFILE and the like)
+/// back off, doubling up to 1 s, instead of ending the server.
+pub async fn serve_with(
+    listener: super::tls::DualListener,
+    store: Arc<ApiStore>,
+    limits: ServerLimits,
+) -> std::io::Result<()> {
+    let listener = Arc::new(listener);
+    let router = router(store);
+    let conns: Arc<Mutex<Conns>> = Arc::default();
+    let epoch = tokio::time::Instant::now();
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(5);
+        let now_ms = epoch.elapsed().as_millis() as u64;
+        let state = {
+            let mut c = conns.lock().unwrap_or_else(|e| e.into_inner());
+            if c.open.len() >= limits.max_connections && !evict_idle(&c.open) {
+                continue; // Every connection is busy: this one is closed (dropped) at once.
+            }
+            let state = Arc::new(ConnState {
+                in_flight: AtomicUsize::new(0),
+                idle_since: AtomicU64::new(now_ms),
+                evicted: AtomicBool::new(false),
+                close: tokio::sync::Notify::new(),
+            });
+            c.next += 1;
+            let id = c.next;
+            c.open.insert(id, state.clone());
+            (id, state)
+        };
+        let (listener, router, conns) = (listener.clone(), router.clone(), conns.clone());
+        tokio::spawn(async move {
+            let (id, state) = state;
+            serve_connection(&listener, stream, router, &state, limits, epoch).await;
+            conns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .open
+                .remove(&id);
+        });
+    }
+}
+
+/// Asks the longest-idle connection to close; false when every connection is busy.
+fn evict_idle(open: &HashMap<u64, Arc<ConnState>>) -> bool {
+    let victim = open
+        .values()
+        .filter(|c| c.in_flight.load(Ordering::Acquire) == 0 && !c.evicted.load(Ordering::Acquire))
+        .min_by_key(|c| c.idle_since.load(Ordering::Acquire));
+    match victim {
+        Some(c) => {
+            c.evicted.store(true, Ordering::Release);
+            c.close.notify_one();
+            true
+        }
+        None => false,
+    }
+}
+
+async fn serve_connection(
+    listener: &super::tls::DualListener,
+    stream: tokio::net::TcpStream,
+    router: Router,
+    state: &Arc<ConnState>,
+    limits: ServerLimits,
+    epoch: tokio::time::Instant,
+) {
+    let opened = tokio::select! {
+        o = tokio::time::timeout(limits.handshake_timeout, listener.open(stream)) => o,
+        _ = state.close.notified() => return,
+    };
+    let Ok(Ok(io)) = opened else { return };
+    let tracked = state.clone();
+    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let mut router = router.clone();
+        tracked.in_flight.fetch_add(1, Ordering::AcqRel);
+        let guard = InFlight {
+            state: tracked.clone(),
+            epoch,
+        };
+        async move {
+            let response = tower_service::Service::call(&mut router, req).await;
+            response.map(|r| {
+                r.map(|body| {
+                    Body::new(Tracked {
+                        body,
+                        _guard: guard,
+                    })
+                })
+            })
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    tokio::pin!(conn);
+    loop {
+        let idle_check = tokio::time::sleep(limits.idle_timeout.min(Duration::from_secs(1)));
+        tokio::select! {
+            _ = &mut conn => return,
+            _ = state.close.notified() => return,
+            _ = idle_check => {
+                let idle_ms = (epoch.elapsed().as_millis() as u64)
+                    .saturating_sub(state.idle_since.load(Ordering::Acquire));
+                if state.in_flight.load(Ordering::Acquire) == 0
+                    && Duration::from_millis(idle_ms) >= limits.idle_timeout
+                {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Counts a request as in flight until its response body is done (or dropped): a watch or
+/// `logs -f` stream is never "idle".
+struct InFlight {
+    state: Arc<ConnState>,
+    epoch: tokio::time::Instant,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.state.idle_since.store(now, Ordering::Release);
+        self.state.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body carrying its request's [`InFlight`] guard.
+struct Tracked {
+    body: Body,
+    _guard: InFlight,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// A Kubernetes `Status` error response.
@@ -811,4 +1026,17 @@ fn container_running(pod: &core::Pod, container: &str) -> bool {
                 .chain(s.init_container_statuses.iter().flatten())
         })
         .any(|c| c.name == container && c.state.as_ref().is_some_and(|s| s.running.is_some()))
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::ServerLimits;
+
+    /// The cap leaves three quarters of the descriptors to probes and containers.
+    #[test]
+    fn connection_cap_is_a_quarter_of_the_open_file_limit() {
+        assert_eq!(ServerLimits::for_nofile(256).max_connections, 64);
+        assert_eq!(ServerLimits::for_nofile(20).max_connections, 16);
+        assert_eq!(ServerLimits::for_nofile(1 << 20).max_connections, 1024);
+    }
 }

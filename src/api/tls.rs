@@ -11,19 +11,10 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
-
-/// A TLS handshake (or the first byte of a plain request) must arrive within this time, so
-/// idle connections cannot pile up.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Connections accepted but not yet taken by the server; past this, accepting waits.
-const BACKLOG: usize = 64;
 
 /// Why the server identity could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -115,68 +106,43 @@ impl AsyncWrite for MaybeTls {
     }
 }
 
-/// A listener handing out HTTPS and plain HTTP connections from one port. Handshakes run in
-/// their own tasks, so a slow client never holds up the others.
+/// A listener whose connections may be HTTPS or plain HTTP on one port. The API server
+/// (`api::server`) accepts from it under its connection cap and timeouts, and opens each
+/// connection with [`DualListener::open`] in the connection's own task.
 pub struct DualListener {
-    ready: mpsc::Receiver<(MaybeTls, SocketAddr)>,
-    local: SocketAddr,
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
 }
 
 impl DualListener {
-    /// Starts accepting on `listener`.
+    /// Serves `identity` on `listener`.
     pub fn new(listener: TcpListener, identity: &ServerIdentity) -> io::Result<Self> {
-        let local = listener.local_addr()?;
-        let (tx, ready) = mpsc::channel(BACKLOG);
-        let acceptor = identity.acceptor.clone();
-        tokio::spawn(async move {
-            loop {
-                let (stream, peer) = match listener.accept().await {
-                    Ok(c) => c,
-                    Err(_) => {
-                        // Out of descriptors and the like: back off instead of spinning.
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                if tx.is_closed() {
-                    return;
-                }
-                let (tx, acceptor) = (tx.clone(), acceptor.clone());
-                tokio::spawn(async move {
-                    let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
-                        let mut first = [0u8; 1];
-                        stream.peek(&mut first).await.ok()?;
-                        if first[0] == 0x16 {
-                            let tls = acceptor.accept(stream).await.ok()?;
-                            Some(MaybeTls::Tls(Box::new(tls)))
-                        } else {
-                            Some(MaybeTls::Plain(stream))
-                        }
-                    })
-                    .await;
-                    if let Ok(Some(conn)) = opened {
-                        let _ = tx.send((conn, peer)).await;
-                    }
-                });
-            }
-        });
-        Ok(DualListener { ready, local })
+        Ok(DualListener {
+            listener,
+            acceptor: identity.acceptor.clone(),
+        })
     }
-}
 
-impl axum::serve::Listener for DualListener {
-    type Io = MaybeTls;
-    type Addr = SocketAddr;
+    /// The next TCP connection (not opened yet).
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        self.listener.accept().await
+    }
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(c) => c,
-            // The accept loop ended: nothing more will come.
-            None => std::future::pending().await,
+    /// The listening address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Tells a TLS handshake (first byte 0x16) from a plain request and completes it. The
+    /// caller bounds the time (a slow or silent client must not hold a descriptor for long).
+    pub async fn open(&self, stream: TcpStream) -> io::Result<MaybeTls> {
+        let mut first = [0u8; 1];
+        stream.peek(&mut first).await?;
+        if first[0] == 0x16 {
+            let tls = self.acceptor.accept(stream).await?;
+            Ok(MaybeTls::Tls(Box::new(tls)))
+        } else {
+            Ok(MaybeTls::Plain(stream))
         }
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        Ok(self.local)
     }
 }

@@ -59,6 +59,12 @@ pub struct Args {
     /// read the API's pods, so they need the API on).
     #[command(flatten)]
     pub alerts: super::alerting::AlertArgs,
+    /// API connection cap (default: a quarter of the open-file limit, 16 to 1,024).
+    #[arg(long, hide = true)]
+    pub api_max_connections: Option<usize>,
+    /// Time an API client has for its TLS handshake and request headers (default 10s).
+    #[arg(long, hide = true, value_parser = probelet::display::parse_duration)]
+    pub api_header_timeout: Option<Duration>,
 }
 
 /// The API's address when `--listen` is not given: the kubelet's old read-only port, on
@@ -165,6 +171,10 @@ pub fn run(args: Args) -> ExitCode {
         config.engine.backoff = BackoffPolicy::with_max(max);
     }
     let format = args.events;
+    // Issue 13: every descriptor the hard limit allows (as Go does since 1.19), and the
+    // containment watcher before any container starts.
+    let _ = probelet::runtime::limits::raise_nofile();
+    probelet::runtime::containment::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -217,8 +227,9 @@ pub fn run(args: Args) -> ExitCode {
             }
         }
         // The handlers are installed before any container starts, so a Ctrl-C at any moment
-        // is a graceful stop, never the default "die at once".
-        let mut signals = match Signals::install() {
+        // is a graceful stop, never the default "die at once". A second signal kills every
+        // container and exits at once, from the signal thread.
+        let first_signal = match probelet::runtime::signals::spawn_stop_thread() {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: cannot handle signals: {e}");
@@ -226,16 +237,10 @@ pub fn run(args: Args) -> ExitCode {
             }
         };
         let stop = async {
-            signals.next().await;
+            let _ = first_signal.await;
             if interactive {
                 eprintln!("\nstopping every pod gracefully (Ctrl-C again to kill at once)");
             }
-            // A second signal kills every container process group and exits at once.
-            tokio::spawn(async move {
-                signals.next().await;
-                probelet::runtime::process::kill_all_groups();
-                std::process::exit(130);
-            });
         };
         let stopped = if live_table {
             let mut view = LiveView::default();
@@ -258,6 +263,8 @@ pub fn run(args: Args) -> ExitCode {
         } else {
             supervisor.run(stop).await
         };
+        // Every container stopped: whatever they left reparented to probelet goes too.
+        probelet::runtime::containment::sweep_descendants();
         if stopped {
             return ExitCode::SUCCESS;
         }
@@ -350,6 +357,12 @@ fn start_api(
     .map_err(|e| format!("cannot write the kubeconfig {}: {e}", path.display()))?;
     let store = supervisor.enable_api(token);
     let alert_store = store.clone();
+    let mut limits =
+        probelet::api::server::ServerLimits::for_nofile(probelet::runtime::limits::nofile());
+    limits.max_connections = args.api_max_connections.unwrap_or(limits.max_connections);
+    if let Some(t) = args.api_header_timeout {
+        (limits.header_timeout, limits.handshake_timeout) = (t, t);
+    }
     std::thread::Builder::new()
         .name("api".into())
         .spawn(move || {
@@ -360,11 +373,13 @@ fn start_api(
                     rt.block_on(async move {
                         let listener = tokio::net::TcpListener::from_std(listener)?;
                         let listener = probelet::api::tls::DualListener::new(listener, &identity)?;
-                        probelet::api::server::serve(listener, store).await
+                        probelet::api::server::serve_with(listener, store, limits).await
                     })
                 });
+            // Never silent: one line, the containers killed, a non-zero exit.
             if let Err(e) = served {
                 eprintln!("error: API server: {e}");
+                probelet::runtime::containment::kill_all_and_exit(1);
             }
         })
         .map_err(|e| format!("cannot start the API thread: {e}"))?;
@@ -382,27 +397,4 @@ fn terminal_width() -> usize {
         .ok()
         .filter(|w| *w > 0)
         .unwrap_or(80)
-}
-
-/// SIGINT (Ctrl-C) and SIGTERM.
-struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> std::io::Result<Self> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Signals {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-        })
-    }
-
-    async fn next(&mut self) {
-        tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
-        }
-    }
 }

@@ -3,11 +3,65 @@
 //! Mirrors the part of client-go's event recorder that is visible when counting events
 //! (kubelet-semantics.md R9.3): identical events (same object, field path, reason, message)
 //! are folded into one with an increasing `count` and a new last timestamp. The store is
-//! bounded: past its capacity the least recently seen event is dropped. Unlike client-go there
-//! is no token bucket (25 events, refilling one per 5 minutes): a local run shows every event.
+//! bounded: past its capacity the least recently seen event is dropped. Like client-go's
+//! `EventSourceObjectSpamFilter` (tools/record/events_cache.go), each pod has a token bucket of
+//! 25 events refilling one per 5 minutes; an event (new or merged) that finds it empty is
+//! dropped, so a pod of failing containers cannot flood the store, the API or the terminal.
 
 use crate::engine::{Event, EventType, Instant, PodId};
 use std::collections::HashMap;
+use std::time::Duration;
+
+/// client-go's `defaultSpamBurst`: events a pod may have recorded at once.
+pub const SPAM_BURST: u32 = 25;
+
+/// client-go's `defaultSpamQPS` (1/300): one token back every 5 minutes.
+pub const SPAM_REFILL: Duration = Duration::from_secs(300);
+
+/// A token bucket per pod (the spam key is the involved object, not its field path or reason,
+/// as in client-go's `getSpamKey`): `burst` events at once, then one per `refill`.
+#[derive(Debug)]
+pub struct SpamFilter {
+    burst: u32,
+    refill: Duration,
+    /// Per pod: tokens left and when they were counted.
+    buckets: HashMap<PodId, (f64, Instant)>,
+}
+
+impl SpamFilter {
+    /// A filter allowing `burst` events per pod, then one per `refill` (zero: no limit).
+    pub fn new(burst: u32, refill: Duration) -> Self {
+        SpamFilter {
+            burst,
+            refill,
+            buckets: HashMap::new(),
+        }
+    }
+
+    /// Takes a token for an event about `pod` at `at`: false means drop the event.
+    pub fn allow(&mut self, pod: PodId, at: Instant) -> bool {
+        if self.refill.is_zero() {
+            return true;
+        }
+        let burst = f64::from(self.burst);
+        let (tokens, since) = self.buckets.entry(pod).or_insert((burst, at));
+        let refilled =
+            at.saturating_duration_since(*since).as_secs_f64() / self.refill.as_secs_f64();
+        *tokens = (*tokens + refilled).min(burst);
+        *since = at.max(*since);
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Forgets a removed pod's bucket.
+    pub fn forget(&mut self, pod: PodId) {
+        self.buckets.remove(&pod);
+    }
+}
 
 /// One stored event (a `v1.Event`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -34,31 +88,52 @@ pub struct StoredEvent {
 
 type Key = (PodId, String, String, String);
 
-/// Stored events, merged and bounded.
+/// Stored events, merged, rate-limited per pod and bounded.
 #[derive(Debug)]
 pub struct EventStore {
     events: HashMap<Key, StoredEvent>,
     capacity: usize,
     version: u64,
+    spam: SpamFilter,
+    dropped: u64,
 }
 
 impl EventStore {
-    /// A store keeping at most `capacity` distinct events.
+    /// A store keeping at most `capacity` distinct events, with client-go's spam filter.
     pub fn new(capacity: usize) -> Self {
+        Self::with_filter(capacity, SpamFilter::new(SPAM_BURST, SPAM_REFILL))
+    }
+
+    /// A store keeping at most `capacity` distinct events, rate-limited by `spam`.
+    pub fn with_filter(capacity: usize, spam: SpamFilter) -> Self {
         EventStore {
             events: HashMap::new(),
             capacity: capacity.max(1),
             version: 0,
+            spam,
+            dropped: 0,
         }
     }
 
-    /// Records an engine event; returns the stored (possibly merged) event.
-    pub fn record(&mut self, e: &Event) -> &StoredEvent {
+    /// Records an engine event; returns the stored (possibly merged) event, or `None` when the
+    /// spam filter dropped it.
+    pub fn record(&mut self, e: &Event) -> Option<&StoredEvent> {
         self.record_parts(e.pod, &e.field_path, e.reason, e.kind, &e.message, e.at)
     }
 
+    /// How many events the spam filter dropped.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Forgets the rate limit of a removed pod (its stored events age out as usual).
+    pub fn forget_pod(&mut self, pod: PodId) {
+        self.spam.forget(pod);
+    }
+
     /// Records an event given by its parts (for events the driver itself emits, such as
-    /// `Created` and `Started`).
+    /// `Created` and `Started`); `None` when the spam filter dropped it. As in client-go the
+    /// filter comes after merging: a repeat costs a token too.
     pub fn record_parts(
         &mut self,
         pod: PodId,
@@ -67,7 +142,11 @@ impl EventStore {
         kind: EventType,
         message: &str,
         at: Instant,
-    ) -> &StoredEvent {
+    ) -> Option<&StoredEvent> {
+        if !self.spam.allow(pod, at) {
+            self.dropped += 1;
+            return None;
+        }
         self.version += 1;
         let key: Key = (pod, field_path.into(), reason.into(), message.into());
         if !self.events.contains_key(&key) && self.events.len() >= self.capacity {
@@ -96,7 +175,7 @@ impl EventStore {
         e.count += 1;
         e.last = at;
         e.version = version;
-        e
+        Some(e)
     }
 
     /// Increases on every recorded event: tells readers whether anything changed.
@@ -179,6 +258,39 @@ mod tests {
             (Instant::from_secs(1), Instant::from_secs(3))
         );
         assert_eq!(s.for_pod(p).len(), 2);
+    }
+
+    /// R9.3 (client-go EventSourceObjectSpamFilter): 25 events per pod at once, merged repeats
+    /// included, then one more per 5 minutes; another pod has its own bucket.
+    #[test]
+    fn r9_3_spam_filter_burst_25_then_one_per_5_minutes() {
+        let mut m = Manager::new(EngineConfig::default(), Instant::ZERO);
+        let spec: k8s_openapi::api::core::v1::PodSpec =
+            serde_json::from_value(serde_json::json!({"containers": [{"name": "app"}]})).unwrap();
+        let mut add = |name: &str| {
+            m.add_pod(
+                Instant::ZERO,
+                PodInfo::from_pod_spec(name, name, "ns", &spec),
+            )
+            .unwrap()
+        };
+        let (p, q) = (add("p"), add("q"));
+        assert_ne!(p, q);
+        let mut s = EventStore::new(1000);
+        let recorded = (0..40)
+            .filter(|i| s.record(&event(p, &format!("m{}", i % 3), 1)).is_some())
+            .count();
+        assert_eq!(recorded, 25);
+        assert_eq!(s.dropped(), 15);
+        assert!(s.record(&event(q, "other pod", 1)).is_some());
+        assert!(s.record(&event(p, "m0", 299)).is_none(), "not refilled yet");
+        assert!(
+            s.record(&event(p, "m0", 301)).is_some(),
+            "one token after 5 min"
+        );
+        assert!(s.record(&event(p, "m0", 302)).is_none());
+        let merged = s.list().into_iter().find(|e| e.message == "m0").unwrap();
+        assert_eq!(merged.count, 10, "9 of the burst and 1 refill");
     }
 
     #[test]

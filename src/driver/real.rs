@@ -6,7 +6,7 @@
 //! and is fed to the engine with the time it happened. The engine's clock is tokio's, so tests
 //! can run the whole supervisor under a paused clock.
 
-use super::events::EventStore;
+use super::events::{EventStore, SPAM_BURST, SPAM_REFILL, SpamFilter, StoredEvent};
 use super::hooks::run_hook;
 use crate::api::metrics::{ProbeKey, ProbeMetrics};
 use crate::api::objects::{self, Placement, PodIdentity, WallClock};
@@ -45,6 +45,10 @@ pub struct SupervisorConfig {
     pub allow_link_local: bool,
     /// Events kept in memory (identical ones merged).
     pub event_capacity: usize,
+    /// Events a pod may record at once before the spam filter drops them (client-go: 25).
+    pub event_burst: u32,
+    /// How often the spam filter gives a pod one more event (client-go: 5 min; zero: no limit).
+    pub event_refill: Duration,
 }
 
 impl Default for SupervisorConfig {
@@ -55,6 +59,8 @@ impl Default for SupervisorConfig {
             pod_ip: "127.0.0.1".to_string(),
             allow_link_local: false,
             event_capacity: 1000,
+            event_burst: SPAM_BURST,
+            event_refill: SPAM_REFILL,
         }
     }
 }
@@ -189,7 +195,10 @@ impl Supervisor {
             origin: tokio::time::Instant::now(),
             origin_wall: SystemTime::now(),
             pods: HashMap::new(),
-            events: EventStore::new(config.event_capacity),
+            events: EventStore::with_filter(
+                config.event_capacity,
+                SpamFilter::new(config.event_burst, config.event_refill),
+            ),
             tx,
             rx,
             sink: Arc::new(sink),
@@ -493,23 +502,15 @@ impl Supervisor {
                 Action::Start { pod, container } => self.start_container(pod, &container),
                 Action::Kill(kill) => self.kill_container(kill),
                 Action::Event(e) => {
-                    let pod = self.pod_name(e.pod);
-                    let container = container_of(&e.field_path);
-                    let line = Line {
-                        time: self.wall(e.at),
-                        pod,
-                        container,
-                        kind: "event",
-                        reason: e.reason.to_string(),
-                        event_type: event_type(e.kind),
-                        message: e.message.clone(),
-                    };
+                    let (pod, time) = (self.pod_name(e.pod), self.wall(e.at));
                     let clock = self.clock();
-                    let stored = self.events.record(&e);
+                    let Some(stored) = self.events.record(&e) else {
+                        continue;
+                    };
                     if let Some(api) = &mut self.api {
                         api.publisher.record_event(stored, clock);
                     }
-                    (self.sink)(line);
+                    (self.sink)(event_line(stored, pod, time));
                 }
                 Action::ProbeCounted {
                     pod,
@@ -603,6 +604,7 @@ impl Supervisor {
             .collect();
         for id in done {
             let _ = self.manager.remove_pod(now, id);
+            self.events.forget_pod(id);
             if let Some(run) = self.pods.remove(&id)
                 && let Some(api) = &mut self.api
             {
@@ -760,22 +762,17 @@ impl Supervisor {
             .and_then(|i| Some(i.field_path(i.container_index(container)?)))
             .unwrap_or_default();
         let clock = self.clock();
-        let stored = self
+        let (pod_name, time) = (self.pod_name(pod), self.wall(now));
+        let Some(stored) = self
             .events
-            .record_parts(pod, &field_path, reason, kind, &message, now);
+            .record_parts(pod, &field_path, reason, kind, &message, now)
+        else {
+            return;
+        };
         if let Some(api) = &mut self.api {
             api.publisher.record_event(stored, clock);
         }
-        let line = Line {
-            time: self.wall(now),
-            pod: self.pod_name(pod),
-            container: container.to_string(),
-            kind: "event",
-            reason: reason.to_string(),
-            event_type: event_type(kind),
-            message,
-        };
-        (self.sink)(line);
+        (self.sink)(event_line(stored, pod_name, time));
     }
 
     fn start_probe(&mut self, req: ProbeRequest) {
@@ -931,6 +928,8 @@ impl Supervisor {
                         }
                         None => process.wait().await,
                     };
+                    // The container ended: so does everything it started.
+                    process.kill_leftovers().await;
                     let _ = tx.send(Msg::Exited {
                         pod,
                         container,
@@ -1068,6 +1067,25 @@ fn probe_key<'a>(info: &'a PodInfo, container: &'a str, probe_type: ProbeType) -
         pod: &info.name,
         namespace: &info.namespace,
         pod_uid: &info.uid,
+    }
+}
+
+/// The terminal line of a recorded event; a merged repeat says how often it was seen, as
+/// `kubectl get events` does, instead of printing the same line again.
+fn event_line(stored: &StoredEvent, pod: String, time: String) -> Line {
+    let message = if stored.count > 1 {
+        format!("{} (x{})", stored.message, stored.count)
+    } else {
+        stored.message.clone()
+    };
+    Line {
+        time,
+        pod,
+        container: container_of(&stored.field_path),
+        kind: "event",
+        reason: stored.reason.clone(),
+        event_type: event_type(stored.kind),
+        message,
     }
 }
 

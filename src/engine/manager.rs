@@ -229,6 +229,9 @@ struct Runtime {
     killed_for_restart: bool,
     /// The finish time the next back-off decision measures from (R8.9, R8.13).
     backoff_basis: Option<Instant>,
+    /// The last BackOff event: the basis it was about and when. A sync started by a sibling's
+    /// exit is not an attempt of this container, so it repeats nothing (issue 13).
+    backoff_event: Option<(Option<Instant>, Instant)>,
     /// Some instance has run before (restart count).
     ever_started: bool,
     /// Status carried over from before the manager started (R3.17).
@@ -1450,6 +1453,7 @@ impl Manager {
             }
             BackoffDecision::InBackoff { delay, .. } => {
                 let full_name = info.full_name();
+                let resync = self.config.backoff_resync;
                 let p = self.pod_mut(pod).expect("pod exists");
                 let (s, rt) = (&mut p.status.containers[ci], &mut p.runtime[ci]);
                 // From now on the most recent exited instance is this one (R8.13).
@@ -1466,11 +1470,21 @@ impl Manager {
                         c.name
                     ),
                 };
-                let message = format!(
-                    "Back-off restarting failed container {} in pod {full_name}",
-                    c.name
-                );
-                self.event(pod, ci, "BackOff", EventType::Warning, message, now);
+                // One BackOff per blocked attempt of *this* container: its own exit, or the
+                // back-off resync. Every sibling's exit also syncs the pod; repeating the event
+                // then made the count grow with the square of the failing containers.
+                let basis = rt.backoff_basis;
+                let due = rt.backoff_event.is_none_or(|(b, at)| {
+                    b != basis || now.saturating_duration_since(at) >= resync
+                });
+                if due {
+                    rt.backoff_event = Some((basis, now));
+                    let message = format!(
+                        "Back-off restarting failed container {} in pod {full_name}",
+                        c.name
+                    );
+                    self.event(pod, ci, "BackOff", EventType::Warning, message, now);
+                }
                 true
             }
         }

@@ -6,6 +6,7 @@
 //! tell an orphaned grandchild (reparented to probelet when it is PID 1 or a subreaper) from a
 //! child tokio is about to wait for.
 
+use super::containment::{self, ContainerCgroup};
 use super::logs::Stream;
 use crate::spec::env::{EnvError, container_env, expand_all};
 use k8s_openapi::api::core::v1::Container;
@@ -109,6 +110,10 @@ pub struct Process {
     status: Option<ExitStatus>,
     /// Kept until the child has been waited for (see [`crate::children`]).
     registration: Option<crate::children::Registration>,
+    /// Its cgroup, where cgroup v2 containment is in force.
+    cgroup: Option<ContainerCgroup>,
+    /// Set once whatever it left behind has been killed.
+    cleaned: bool,
 }
 
 impl Process {
@@ -132,19 +137,35 @@ impl Process {
         if let Some(dir) = &spec.working_dir {
             cmd.current_dir(dir);
         }
-        // SAFETY: the closure only makes one async-signal-safe system call (prctl).
+        let cgroup = ContainerCgroup::create();
+        let enter = cgroup.as_ref().map(|c| c.procs_path());
+        // SAFETY: the closure makes only async-signal-safe system calls (prctl, open, write)
+        // and allocates nothing: the cgroup path was prepared before the fork.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
+                // Entering the cgroup first: a failure leaves the process group containment,
+                // and starting the container matters more.
+                if let Some(path) = &enter {
+                    let _ = ContainerCgroup::enter_path(path);
+                }
                 rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
                     .map_err(io::Error::from)
             });
         }
-        let (mut child, registration) =
-            crate::children::spawn(&mut cmd).map_err(|source| SpawnError::Start {
-                program: program.clone(),
-                source,
-            })?;
+        let (mut child, registration) = match crate::children::spawn(&mut cmd) {
+            Ok(spawned) => spawned,
+            Err(source) => {
+                if let Some(c) = &cgroup {
+                    c.remove();
+                }
+                return Err(SpawnError::Start {
+                    program: program.clone(),
+                    source,
+                });
+            }
+        };
         let pid = registration.pid();
+        containment::group_started(pid);
         let on_line = Arc::new(on_line);
         if let Some(out) = child.stdout.take() {
             tokio::spawn(pump(out, Stream::Stdout, on_line.clone()));
@@ -157,6 +178,8 @@ impl Process {
             pid,
             status: None,
             registration: Some(registration),
+            cgroup,
+            cleaned: false,
         })
     }
 
@@ -200,14 +223,30 @@ impl Process {
             }
         }
         let status = self.wait().await;
-        self.signal_group(Signal::KILL);
+        self.kill_leftovers().await;
         status
+    }
+
+    /// Once the process has exited, kills what it left behind: its process group and, with
+    /// cgroups, every descendant wherever it went (`setsid`, double fork), as a runtime tears
+    /// down a container's cgroup. Idempotent.
+    pub async fn kill_leftovers(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        self.cleaned = true;
+        self.signal_group(Signal::KILL);
+        if let Some(c) = &self.cgroup {
+            c.kill_and_remove().await;
+        }
+        containment::group_ended(self.pid);
     }
 }
 
-/// SIGKILLs the process group of every child probelet started and has not yet seen exit
-/// (the second Ctrl-C: stop at once, leave nothing behind).
+/// SIGKILLs the process group of every child probelet started and has not yet seen exit, and
+/// every container cgroup (the second Ctrl-C: stop at once, leave nothing behind).
 pub fn kill_all_groups() {
+    containment::kill_all_cgroups();
     for pid in crate::children::all() {
         if let Some(pgid) = Pid::from_raw(pid) {
             let _ = rustix::process::kill_process_group(pgid, Signal::KILL);

@@ -1,0 +1,150 @@
+//! Issue 13, item 1: a pod of containers whose command does not exist must not flood the
+//! event store or the terminal. The supervisor runs under tokio's paused clock, so the
+//! minutes of back-off below pass in no real time; start failures are real `spawn` errors.
+
+use probelet::driver::real::{Line, Supervisor, SupervisorConfig};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const CONTAINERS: usize = 300;
+
+/// One pod of `n` containers that cannot start.
+fn failing_pod(n: usize) -> probelet::spec::PodTemplate {
+    let containers: String = (0..n)
+        .map(|i| format!("  - name: c{i}\n    command: [\"/nonexistent/probelet-storm\"]\n"))
+        .collect();
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: storm\nspec:\n  containers:\n{containers}"
+    );
+    let loaded = probelet::spec::load::load_str("storm.yaml", &yaml).expect("valid manifest");
+    loaded.templates.into_iter().next().expect("one pod")
+}
+
+/// Runs the pod for `window` of virtual time; returns the event lines printed, and the
+/// supervisor (for its event store).
+async fn run(config: SupervisorConfig, window: Duration) -> (Vec<Line>, Supervisor) {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    let mut sup = Supervisor::new(config, move |l: Line| {
+        if l.kind == "event" {
+            sink.lock().unwrap().push(l);
+        }
+    });
+    sup.add_pod(failing_pod(CONTAINERS));
+    sup.run_for(window).await;
+    let lines = std::mem::take(&mut *lines.lock().unwrap());
+    (lines, sup)
+}
+
+/// R8.12 per container: every sibling's exit syncs the pod, but only the container's own
+/// attempts (its exit, the back-off resync every 10-15 s) give it a BackOff. Before the fix a
+/// 300-container pod gave ~630 BackOff events per container in 10 s, growing with the number
+/// of failing siblings; now it is at most one per container per 10 s resync.
+#[tokio::test(start_paused = true)]
+async fn backoff_is_per_container_attempt_not_per_failed_sibling() {
+    let config = SupervisorConfig {
+        // No spam filter: this measures what the engine emits.
+        event_refill: Duration::ZERO,
+        ..SupervisorConfig::default()
+    };
+    let window = Duration::from_secs(60);
+    let (lines, _) = run(config, window).await;
+    let backoff = lines.iter().filter(|l| l.reason == "BackOff").count();
+    let failed = lines.iter().filter(|l| l.reason == "Failed").count();
+    // Restarts at 0, 0, 10, 30 s: four start failures per container in 60 s.
+    assert_eq!(failed, 4 * CONTAINERS, "one Failed per start attempt");
+    // A blocked attempt at each of its 3 back-offs plus at most one per 10 s resync.
+    let bound = (3 + window.as_secs() as usize / 10) * CONTAINERS;
+    assert!(
+        (CONTAINERS..=bound).contains(&backoff),
+        "{backoff} BackOff lines for {CONTAINERS} containers (bound {bound})"
+    );
+    for c in ["c0", "c150", "c299"] {
+        let mine = lines
+            .iter()
+            .filter(|l| l.reason == "BackOff" && l.container == c)
+            .count();
+        assert!((1..=9).contains(&mine), "{c}: {mine} BackOff events");
+    }
+}
+
+/// R9.3: with client-go's spam filter (25 per pod at once, then one per 5 minutes), ten
+/// minutes of 300 failing containers print and store a bounded number of events, and repeats
+/// are merged into a count.
+#[tokio::test(start_paused = true)]
+async fn spam_filter_bounds_terminal_and_store() {
+    let window = Duration::from_secs(600);
+    let (lines, sup) = run(SupervisorConfig::default(), window).await;
+    let refills = (window.as_secs() / 300) as usize;
+    assert!(
+        lines.len() <= 25 + refills,
+        "{} event lines printed: {:#?}",
+        lines.len(),
+        &lines[..lines.len().min(30)]
+    );
+    assert!(lines.len() > 25, "the burst, then one per 5 min");
+    let store = sup.events();
+    assert!(store.len() <= 25 + refills, "{} events stored", store.len());
+    assert!(
+        store.dropped() > 1000,
+        "the rest was dropped ({} dropped)",
+        store.dropped()
+    );
+}
+
+/// The real binary with 300 failing containers: the terminal gets a bounded number of event
+/// lines (before: ~90,000 in 10 s), and SIGINT stops it promptly (signals are handled on a
+/// thread of their own, never behind the output).
+#[test]
+fn sigint_stops_a_storm_and_output_is_bounded() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("storm.yaml");
+    let containers: String = (0..CONTAINERS)
+        .map(|i| format!("  - name: c{i}\n    command: [\"/nonexistent/probelet-storm\"]\n"))
+        .collect();
+    std::fs::write(
+        &path,
+        format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: storm\nspec:\n  containers:\n{containers}"),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .arg("run")
+        .arg(&path)
+        .args(["--events", "json", "--listen", "off"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let sent = std::time::Instant::now();
+    while sent.elapsed() < Duration::from_secs(10) && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = sent.elapsed();
+    if child.try_wait().unwrap().is_none() {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    assert!(took < Duration::from_secs(10), "SIGINT ignored for 10 s");
+    assert_eq!(status.code(), Some(0));
+    let out = reader.join().unwrap();
+    let events = out
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"event\""))
+        .count();
+    // 25 per pod, then one per 5 minutes (a few seconds here).
+    assert!(events <= 26, "{events} event lines");
+    eprintln!(
+        "stopped {:?} after SIGINT; {events} event lines",
+        sent.elapsed()
+    );
+}
