@@ -12,10 +12,13 @@
 //! * [`runtime`]: containers as local processes (spawn, stop, logs, environment).
 //! * [`driver`]: what feeds the engine time and outcomes (the virtual driver for tests and
 //!   simulation).
+//! * [`calibrate`]: `probelet calibrate`: probe settings from measured start-up and latency,
+//!   proved by simulation.
 //! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual
 //!   driver.
 
 pub mod api;
+pub mod calibrate;
 pub mod children;
 pub mod display;
 pub mod driver;
