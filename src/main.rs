@@ -46,6 +46,9 @@ enum Command {
     /// Benchmark `monitor`: N targets at a period against a local target; prints probes/s,
     /// CPU per 1,000 probes, lateness, memory (see docs/monitor.md).
     Bench(cli::bench::Args),
+    /// Measure a pod's start-up and probe latency from real runs, propose probe settings with
+    /// a reason for each number, and prove them by simulation (current vs proposed).
+    Calibrate(cli::calibrate::Args),
 }
 
 fn main() -> ExitCode {
@@ -62,5 +65,6 @@ fn main() -> ExitCode {
         Command::Logs(args) => cli::logs::run(args),
         Command::Monitor(args) => cli::monitor::run(args),
         Command::Bench(args) => cli::bench::run(args),
+        Command::Calibrate(args) => cli::calibrate::run(args),
     }
 }
