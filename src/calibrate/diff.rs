@@ -30,12 +30,13 @@ fn script<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<Op<'a>> {
             out.push(Op::Same(a[i]));
             i += 1;
             j += 1;
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            out.push(Op::Add(b[j]));
-            j += 1;
-        } else {
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            // Deletions before insertions, as diff(1) prints a changed line.
             out.push(Op::Del(a[i]));
             i += 1;
+        } else {
+            out.push(Op::Add(b[j]));
+            j += 1;
         }
     }
     out

@@ -220,25 +220,27 @@ fn set_annotation(
     secs: i64,
 ) -> Result<(), (usize, String)> {
     let value = format!("{EXPECTED_STARTUP_ANNOTATION}: \"{secs}s\"");
-    let (mline, mcol) = locate(index, text, template, "metadata")
+    // The index points at the `metadata` key; its block is the deeper-indented lines below.
+    let (kline, kcol) = locate(index, text, template, "metadata")
         .ok_or((0, "cannot find metadata".to_string()))?;
-    if lines[mline].trim_end().ends_with('}') || lines[mline][..mcol].trim_end().ends_with('{') {
-        return Err((mline, "metadata in flow style ({...}) cannot be edited; write it as a block".into()));
+    let flow = |line: &str, col: usize, key: &str| {
+        let rest = line.get(col + key.len() + 1..).unwrap_or("").trim();
+        !rest.is_empty() && !rest.starts_with('#')
+    };
+    if flow(&lines[kline], kcol, "metadata") {
+        return Err((kline, "metadata in flow style ({...}) cannot be edited; write it as a block".into()));
     }
-    let end = block_end(lines, mline, mcol.saturating_sub(1)).max(mline + 1);
+    let end = block_end(lines, kline, kcol);
+    let Some(mline) = (kline + 1..end).find(|&i| !is_blank_or_comment(&lines[i])) else {
+        return Err((kline, "metadata is empty".into()));
+    };
+    let mcol = indent_of(&lines[mline]);
     let pad = " ".repeat(mcol);
     let Some(a) = find_key(lines, mline, end, mcol, "annotations") else {
         lines.splice(
             mline..mline,
             [format!("{pad}annotations:"), format!("{pad}  {value}")],
         );
-        // The first metadata key may share its line with `- ` or nothing else; the new key
-        // takes its place and the old line keeps its own prefix.
-        if mline + 2 < lines.len() && !lines[mline + 2][..mcol].trim().is_empty() {
-            let prefix = lines[mline + 2][..mcol].to_string();
-            lines[mline + 2].replace_range(..mcol, &pad);
-            lines[mline].replace_range(..mcol, &prefix);
-        }
         return Ok(());
     };
     let inline = lines[a][mcol + "annotations:".len()..].trim().to_string();
@@ -310,4 +312,94 @@ fn read_back(
         return Err(bad("the number of containers changed".into()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::HTTPGetAction;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+    const POD: &str = "\
+# a comment that stays
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p   # trailing comment
+spec:
+  containers:
+    - name: app
+      command: [sleep, '1']
+      livenessProbe:
+        httpGet: {path: /healthz, port: 8080}
+        periodSeconds: 2
+
+      # readiness below
+      readinessProbe:
+        tcpSocket:
+          port: 8080
+    - name: other
+      command: [sleep, '1']
+";
+
+    fn template(text: &str) -> PodTemplate {
+        load::load_str("pod.yaml", text).unwrap().templates.remove(0)
+    }
+
+    fn http(path: &str, failures: i32) -> Probe {
+        Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some(path.into()),
+                port: IntOrString::Int(8080),
+                ..Default::default()
+            }),
+            period_seconds: Some(2),
+            failure_threshold: Some(failures),
+            timeout_seconds: Some(2),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn probes_replaced_and_added_everything_else_kept() {
+        let t = template(POD);
+        let edits = [ContainerEdit {
+            index: 0,
+            probes: vec![
+                (ProbeType::Liveness, http("/healthz", 2)),
+                (ProbeType::Startup, http("/healthz", 7)),
+            ],
+        }];
+        let out = apply(POD, &t, &edits, Some(9)).unwrap();
+        assert!(out.starts_with("# a comment that stays\n"), "{out}");
+        assert!(out.contains("  name: p   # trailing comment\n"), "{out}");
+        assert!(out.contains("  annotations:\n    probelet.dev/expected-startup: \"9s\"\n"), "{out}");
+        assert!(out.contains("      # readiness below\n      readinessProbe:\n        tcpSocket:\n"), "{out}");
+        // Startup goes right after liveness.
+        let l = out.find("livenessProbe:").unwrap();
+        let s = out.find("startupProbe:").unwrap();
+        let r = out.find("readinessProbe:").unwrap();
+        assert!(l < s && s < r, "{out}");
+        assert!(out.contains("    - name: other\n"), "{out}");
+    }
+
+    #[test]
+    fn existing_annotation_is_replaced_and_others_kept() {
+        let text = POD.replace(
+            "  name: p   # trailing comment\n",
+            "  name: p\n  annotations:\n    team: a\n    probelet.dev/expected-startup: 3s\n",
+        );
+        let t = template(&text);
+        let out = apply(&text, &t, &[], Some(12)).unwrap();
+        assert!(out.contains("    team: a\n    probelet.dev/expected-startup: \"12s\"\n"), "{out}");
+        assert!(!out.contains("3s"), "{out}");
+    }
+
+    #[test]
+    fn flow_metadata_is_a_clear_error() {
+        let text = POD.replace("metadata:\n  name: p   # trailing comment\n", "metadata: {name: p}\n");
+        let t = template(&text);
+        let e = apply(&text, &t, &[], Some(3)).unwrap_err().to_string();
+        assert!(e.starts_with("pod.yaml:4: metadata in flow style"), "{e}");
+    }
 }
