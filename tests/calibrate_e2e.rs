@@ -71,9 +71,18 @@ fn processes_with(needle: &str) -> usize {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
         .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .filter(|c| String::from_utf8_lossy(c).replace('\0', " ").contains(needle))
+        .filter(|c| {
+            String::from_utf8_lossy(c)
+                .replace('\0', " ")
+                .contains(needle)
+        })
         .count()
 }
 
@@ -84,7 +93,10 @@ fn slow_start_measured_and_proposal_simulates_to_no_restarts() {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let manifest = write(dir.path(), "pod.yaml", &slow_pod(port));
-    let out = calibrate(&manifest, &["--runs", "1", "--observe", "11s", "-o", "json"]);
+    let out = calibrate(
+        &manifest,
+        &["--runs", "1", "--observe", "11s", "-o", "json"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(port_is_free(port), "the demo app was left running");
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -101,7 +113,10 @@ fn slow_start_measured_and_proposal_simulates_to_no_restarts() {
     assert!((0.69..0.9).contains(&p50), "p50 {p50}");
     let sp = &c["proposed"]["startupProbe"];
     let window = sp["failureThreshold"].as_f64().unwrap() * sp["periodSeconds"].as_f64().unwrap();
-    assert!(window >= start * 1.5, "startup window {window} for start {start}");
+    assert!(
+        window >= start * 1.5,
+        "startup window {window} for start {start}"
+    );
     assert_eq!(sp["httpGet"]["path"], "/healthz");
     assert_eq!(c["proposed"]["livenessProbe"]["timeoutSeconds"], 2);
     let cur = &c["simulated"]["current"];
@@ -128,11 +143,17 @@ fn proposed_manifest_lints_clean_on_startup_and_runs_without_restart() {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let manifest = write(dir.path(), "pod.yaml", &slow_pod(port));
-    let out = calibrate(&manifest, &["--runs", "1", "--observe", "10s", "-o", "yaml"]);
+    let out = calibrate(
+        &manifest,
+        &["--runs", "1", "--observe", "10s", "-o", "yaml"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let yaml = text(&out.stdout);
     assert!(yaml.starts_with("# a comment kept by -o yaml\n"), "{yaml}");
-    assert!(yaml.contains("    probelet.dev/expected-startup: \""), "{yaml}");
+    assert!(
+        yaml.contains("    probelet.dev/expected-startup: \""),
+        "{yaml}"
+    );
     assert!(yaml.contains("      startupProbe:\n"), "{yaml}");
     let proposed = write(dir.path(), "proposed.yaml", &yaml);
 
@@ -142,7 +163,7 @@ fn proposed_manifest_lints_clean_on_startup_and_runs_without_restart() {
         .output()
         .unwrap();
     let findings = text(&lint.stdout) + &text(&lint.stderr);
-    assert!(!findings.contains("PL009"), "{findings}");
+    assert!(!findings.contains("PL010"), "{findings}");
     assert!(!findings.contains("PL001"), "{findings}");
     // The input, with the same annotation, is what lint rejects: it is about the probes.
     let annotated = slow_pod(port).replace(
@@ -155,12 +176,24 @@ fn proposed_manifest_lints_clean_on_startup_and_runs_without_restart() {
         .arg(&annotated)
         .output()
         .unwrap();
-    assert!(text(&lint.stdout).contains("PL009"), "{}", text(&lint.stdout));
+    assert!(
+        text(&lint.stdout).contains("PL010"),
+        "{}",
+        text(&lint.stdout)
+    );
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
         .arg("run")
         .arg(&proposed)
-        .args(["--events", "json", "--seed", "1", "--listen", "off", "--no-table"])
+        .args([
+            "--events",
+            "json",
+            "--seed",
+            "1",
+            "--listen",
+            "off",
+            "--no-table",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -196,7 +229,10 @@ fn proposed_manifest_lints_clean_on_startup_and_runs_without_restart() {
     };
     assert_eq!(is("event", "reason", "Killing"), 0, "{dump}");
     assert_eq!(is("event", "message", "Liveness probe failed"), 0, "{dump}");
-    assert!(is("status", "message", "ready") >= 1, "never ready:\n{dump}");
+    assert!(
+        is("status", "message", "ready") >= 1,
+        "never ready:\n{dump}"
+    );
 }
 
 /// Bad input: a container without `command` is refused before anything starts.
@@ -211,7 +247,10 @@ fn container_without_command_is_a_clear_error() {
     let out = calibrate(&manifest, &["--runs", "1", "--observe", "1s"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert!(err.contains("container \"web\"") && err.contains("has no command"), "{err}");
+    assert!(
+        err.contains("container \"web\"") && err.contains("has no command"),
+        "{err}"
+    );
 }
 
 /// An endpoint that never answers within --observe is reported, gets no invented proposal,
@@ -227,12 +266,22 @@ fn endpoint_that_never_answers_gets_no_proposal_and_nothing_is_left_behind() {
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  containers:\n    - name: idle\n      command: [sleep, '37.77']\n      livenessProbe:\n        tcpSocket: {{port: {port}}}\n        periodSeconds: 2\n        failureThreshold: 2\n"
         ),
     );
-    let out = calibrate(&manifest, &["--runs", "2", "--observe", "1500ms", "-o", "json"]);
+    let out = calibrate(
+        &manifest,
+        &["--runs", "2", "--observe", "1500ms", "-o", "json"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("never answered healthy"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("never answered healthy"),
+        "{}",
+        text(&out.stderr)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = &doc["containers"][0];
-    assert_eq!(c["measured"]["probes"]["livenessProbe"]["startup"], serde_json::json!([null, null]));
+    assert_eq!(
+        c["measured"]["probes"]["livenessProbe"]["startup"],
+        serde_json::json!([null, null])
+    );
     assert!(c["proposed"]["startupProbe"].is_null(), "{c}");
     assert_eq!(c["changes"], serde_json::json!([]));
     assert_eq!(processes_with("sleep 37.77"), 0, "sleep left running");

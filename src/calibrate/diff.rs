@@ -137,6 +137,9 @@ mod tests {
 
     #[test]
     fn pure_insertion_into_empty() {
-        assert_eq!(unified("", "x\n", "a", "b", 3), "--- a\n+++ b\n@@ -0,0 +1,1 @@\n+x\n");
+        assert_eq!(
+            unified("", "x\n", "a", "b", 3),
+            "--- a\n+++ b\n@@ -0,0 +1,1 @@\n+x\n"
+        );
     }
 }

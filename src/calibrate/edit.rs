@@ -86,8 +86,11 @@ fn scalar(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => {
             let plain = !s.is_empty()
-                && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '/')
-                && s.chars().all(|c| c.is_ascii_alphanumeric() || "/_.-".contains(c))
+                && s.chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '/')
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/_.-".contains(c))
                 && !matches!(
                     s.to_ascii_lowercase().as_str(),
                     "y" | "n" | "yes" | "no" | "true" | "false" | "on" | "off" | "null"
@@ -102,14 +105,22 @@ fn scalar(v: &serde_json::Value) -> String {
     }
 }
 
-fn emit_map(map: &serde_json::Map<String, serde_json::Value>, indent: usize, out: &mut Vec<String>) {
+fn emit_map(
+    map: &serde_json::Map<String, serde_json::Value>,
+    indent: usize,
+    out: &mut Vec<String>,
+) {
     // Handlers first, then the numbers, as people write probes.
     const HANDLERS: [&str; 4] = ["exec", "grpc", "httpGet", "tcpSocket"];
     let keys = HANDLERS
         .iter()
         .copied()
         .filter(|k| map.contains_key(*k))
-        .chain(map.keys().map(String::as_str).filter(|k| !HANDLERS.contains(k)));
+        .chain(
+            map.keys()
+                .map(String::as_str)
+                .filter(|k| !HANDLERS.contains(k)),
+        );
     let pad = " ".repeat(indent);
     for k in keys {
         match &map[k] {
@@ -192,7 +203,8 @@ pub fn apply(
         }
     }
     if let Some(secs) = expected_startup {
-        set_annotation(&mut lines, text, &index, template, secs).map_err(|(l, m)| unsupported(l, m))?;
+        set_annotation(&mut lines, text, &index, template, secs)
+            .map_err(|(l, m)| unsupported(l, m))?;
     }
     let mut out = lines.join("\n");
     if text.ends_with('\n') {
@@ -221,14 +233,17 @@ fn set_annotation(
 ) -> Result<(), (usize, String)> {
     let value = format!("{EXPECTED_STARTUP_ANNOTATION}: \"{secs}s\"");
     // The index points at the `metadata` key; its block is the deeper-indented lines below.
-    let (kline, kcol) = locate(index, text, template, "metadata")
-        .ok_or((0, "cannot find metadata".to_string()))?;
+    let (kline, kcol) =
+        locate(index, text, template, "metadata").ok_or((0, "cannot find metadata".to_string()))?;
     let flow = |line: &str, col: usize, key: &str| {
         let rest = line.get(col + key.len() + 1..).unwrap_or("").trim();
         !rest.is_empty() && !rest.starts_with('#')
     };
     if flow(&lines[kline], kcol, "metadata") {
-        return Err((kline, "metadata in flow style ({...}) cannot be edited; write it as a block".into()));
+        return Err((
+            kline,
+            "metadata in flow style ({...}) cannot be edited; write it as a block".into(),
+        ));
     }
     let end = block_end(lines, kline, kcol);
     let Some(mline) = (kline + 1..end).find(|&i| !is_blank_or_comment(&lines[i])) else {
@@ -247,7 +262,10 @@ fn set_annotation(
     if inline == "{}" {
         lines[a] = format!("{}annotations:", &lines[a][..mcol]);
     } else if !inline.is_empty() && !inline.starts_with('#') {
-        return Err((a, "annotations in flow style ({...}) cannot be edited; write them as a block".into()));
+        return Err((
+            a,
+            "annotations in flow style ({...}) cannot be edited; write them as a block".into(),
+        ));
     }
     let a_end = block_end(lines, a, mcol);
     let inner = (a + 1..a_end)
@@ -256,9 +274,15 @@ fn set_annotation(
     let existing = (a + 1..a_end).find(|&i| {
         let t = lines[i].trim_start();
         indent_of(&lines[i]) == inner
-            && [EXPECTED_STARTUP_ANNOTATION.to_string(), format!("\"{EXPECTED_STARTUP_ANNOTATION}\"")]
-                .iter()
-                .any(|k| t.strip_prefix(k.as_str()).is_some_and(|r| r.starts_with(':')))
+            && [
+                EXPECTED_STARTUP_ANNOTATION.to_string(),
+                format!("\"{EXPECTED_STARTUP_ANNOTATION}\""),
+            ]
+            .iter()
+            .any(|k| {
+                t.strip_prefix(k.as_str())
+                    .is_some_and(|r| r.starts_with(':'))
+            })
     });
     let line = format!("{}{value}", " ".repeat(inner));
     match existing {
@@ -305,7 +329,9 @@ fn read_back(
             .as_ref()
             .and_then(|a| a.get(EXPECTED_STARTUP_ANNOTATION));
         if got.map(String::as_str) != Some(format!("{secs}s").as_str()) {
-            return Err(bad(format!("annotation {EXPECTED_STARTUP_ANNOTATION} reads {got:?}")));
+            return Err(bad(format!(
+                "annotation {EXPECTED_STARTUP_ANNOTATION} reads {got:?}"
+            )));
         }
     }
     if t.spec.containers.len() != template.spec.containers.len() {
@@ -343,7 +369,10 @@ spec:
 ";
 
     fn template(text: &str) -> PodTemplate {
-        load::load_str("pod.yaml", text).unwrap().templates.remove(0)
+        load::load_str("pod.yaml", text)
+            .unwrap()
+            .templates
+            .remove(0)
     }
 
     fn http(path: &str, failures: i32) -> Probe {
@@ -373,8 +402,14 @@ spec:
         let out = apply(POD, &t, &edits, Some(9)).unwrap();
         assert!(out.starts_with("# a comment that stays\n"), "{out}");
         assert!(out.contains("  name: p   # trailing comment\n"), "{out}");
-        assert!(out.contains("  annotations:\n    probelet.dev/expected-startup: \"9s\"\n"), "{out}");
-        assert!(out.contains("      # readiness below\n      readinessProbe:\n        tcpSocket:\n"), "{out}");
+        assert!(
+            out.contains("  annotations:\n    probelet.dev/expected-startup: \"9s\"\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("      # readiness below\n      readinessProbe:\n        tcpSocket:\n"),
+            "{out}"
+        );
         // Startup goes right after liveness.
         let l = out.find("livenessProbe:").unwrap();
         let s = out.find("startupProbe:").unwrap();
@@ -391,13 +426,19 @@ spec:
         );
         let t = template(&text);
         let out = apply(&text, &t, &[], Some(12)).unwrap();
-        assert!(out.contains("    team: a\n    probelet.dev/expected-startup: \"12s\"\n"), "{out}");
+        assert!(
+            out.contains("    team: a\n    probelet.dev/expected-startup: \"12s\"\n"),
+            "{out}"
+        );
         assert!(!out.contains("3s"), "{out}");
     }
 
     #[test]
     fn flow_metadata_is_a_clear_error() {
-        let text = POD.replace("metadata:\n  name: p   # trailing comment\n", "metadata: {name: p}\n");
+        let text = POD.replace(
+            "metadata:\n  name: p   # trailing comment\n",
+            "metadata: {name: p}\n",
+        );
         let t = template(&text);
         let e = apply(&text, &t, &[], Some(3)).unwrap_err().to_string();
         assert!(e.starts_with("pod.yaml:4: metadata in flow style"), "{e}");

@@ -87,14 +87,24 @@ pub fn report(
             };
             let samples: Vec<RunSamples> = runs
                 .iter()
-                .map(|r| r.get(i).and_then(|c| c.samples.get(&t)).cloned().unwrap_or_default())
+                .map(|r| {
+                    r.get(i)
+                        .and_then(|c| c.samples.get(&t))
+                        .cloned()
+                        .unwrap_or_default()
+                })
                 .collect();
             by_type.push((
                 t,
                 EndpointStats::from_runs(&samples, crate::probe::probe_timeout(p)),
             ));
         }
-        let of = |t: ProbeType| by_type.iter().find(|(x, _)| *x == t).map(|(_, s)| s.clone());
+        let of = |t: ProbeType| {
+            by_type
+                .iter()
+                .find(|(x, _)| *x == t)
+                .map(|(_, s)| s.clone())
+        };
         let proposal = propose::propose(c, of, margins);
         let proposed_container = Container {
             liveness_probe: proposal.liveness.clone(),
@@ -111,8 +121,13 @@ pub fn report(
             proposed_stats.push((ProbeType::Startup, l));
         }
         let current = prove::prove(&template.spec, c, &by_type, duration, seed)?;
-        let proposed =
-            prove::prove(&template.spec, &proposed_container, &proposed_stats, duration, seed)?;
+        let proposed = prove::prove(
+            &template.spec,
+            &proposed_container,
+            &proposed_stats,
+            duration,
+            seed,
+        )?;
         let exits = runs
             .iter()
             .enumerate()
@@ -130,7 +145,10 @@ pub fn report(
             name: c.name.clone(),
             measured: Measured {
                 runs: runs.len(),
-                probes: by_type.into_iter().map(|(t, s)| (field_name(t), s)).collect(),
+                probes: by_type
+                    .into_iter()
+                    .map(|(t, s)| (field_name(t), s))
+                    .collect(),
                 exits,
             },
             proposed: ProbeType::ALL
@@ -161,7 +179,11 @@ pub fn edits(reports: &[ContainerReport], template: &PodTemplate) -> Vec<edit::C
                 .iter()
                 .filter_map(|&t| {
                     let p = r.proposal.probe(t)?;
-                    let before = template.spec.containers.get(index).and_then(|c| container_probe(c, t));
+                    let before = template
+                        .spec
+                        .containers
+                        .get(index)
+                        .and_then(|c| container_probe(c, t));
                     (before != Some(p)).then(|| (t, p.clone()))
                 })
                 .collect(),
@@ -172,5 +194,8 @@ pub fn edits(reports: &[ContainerReport], template: &PodTemplate) -> Vec<edit::C
 
 /// The pod's expected start-up for the annotation: the slowest container's.
 pub fn expected_startup(reports: &[ContainerReport]) -> Option<i64> {
-    reports.iter().filter_map(|r| r.proposal.expected_startup).max()
+    reports
+        .iter()
+        .filter_map(|r| r.proposal.expected_startup)
+        .max()
 }

@@ -120,9 +120,16 @@ fn healthy(o: &ProbeOutcome) -> bool {
 }
 
 /// Samples one endpoint from `start` until `start + cfg.observe`.
-async fn sample(probe: Probe, target: ProbeTarget, cfg: ObserveConfig, start: Instant) -> RunSamples {
+async fn sample(
+    probe: Probe,
+    target: ProbeTarget,
+    cfg: ObserveConfig,
+    start: Instant,
+) -> RunSamples {
     let mut measure = probe;
-    let cap = cfg.measure_timeout.max(crate::probe::probe_timeout(&measure));
+    let cap = cfg
+        .measure_timeout
+        .max(crate::probe::probe_timeout(&measure));
     measure.timeout_seconds = Some(i32::try_from(cap.as_secs().max(1)).unwrap_or(i32::MAX));
     let mut out = RunSamples::default();
     let deadline = start + cfg.observe;
@@ -195,7 +202,10 @@ pub async fn observe_run(
                 ports: c.ports.clone().unwrap_or_default(),
                 env: c.env.clone().unwrap_or_default(),
             };
-            samplers.push((t, tokio::spawn(sample(p.clone(), target, cfg.clone(), start))));
+            samplers.push((
+                t,
+                tokio::spawn(sample(p.clone(), target, cfg.clone(), start)),
+            ));
         }
         let (observe, grace) = (cfg.observe, cfg.grace);
         let watcher = tokio::spawn(async move {

@@ -294,8 +294,8 @@ pub fn propose(
             Some(sp) => {
                 let tolerated = delay(&sp) + failures(&sp) * period(&sp);
                 if f64::from(tolerated) < need {
-                    let ft = ceil_secs((need - f64::from(delay(&sp))) / f64::from(period(&sp)))
-                        .max(1);
+                    let ft =
+                        ceil_secs((need - f64::from(delay(&sp))) / f64::from(period(&sp))).max(1);
                     if let Some(p) = out.startup.as_mut() {
                         p.failure_threshold = Some(ft);
                     }
@@ -416,7 +416,11 @@ mod tests {
     fn slow_start_without_startup_probe_gets_one_covering_start_times_margin() {
         let c = container(Some(http(2, 2, 1)), None, None);
         let s = stats(8_900, 720, 0);
-        let p = propose(&c, |t| (t == ProbeType::Liveness).then(|| s.clone()), &Margins::default());
+        let p = propose(
+            &c,
+            |t| (t == ProbeType::Liveness).then(|| s.clone()),
+            &Margins::default(),
+        );
         let sp = p.startup.as_ref().expect("a startup probe is added");
         // 8.9 s × 1.5 = 13.35 s → 7 × 2 s = 14 s.
         assert_eq!(sp.failure_threshold, Some(7));
@@ -427,7 +431,11 @@ mod tests {
         assert_eq!(sp.timeout_seconds, Some(2));
         assert_eq!(p.expected_startup, Some(9));
         assert!(p.changes.iter().all(|ch| !ch.reason.is_empty()));
-        assert!(p.changes.iter().any(|ch| ch.probe == "startupProbe" && ch.field == "*"));
+        assert!(
+            p.changes
+                .iter()
+                .any(|ch| ch.probe == "startupProbe" && ch.field == "*")
+        );
     }
 
     #[test]
@@ -455,7 +463,11 @@ mod tests {
         let s = stats(100, 900, 0);
         let p = propose(&c, |_| Some(s.clone()), &Margins::default());
         assert_eq!(p.liveness.as_ref().unwrap().timeout_seconds, Some(2));
-        assert!(p.warnings.iter().any(|w| w.contains("probe sensitivity")), "{:?}", p.warnings);
+        assert!(
+            p.warnings.iter().any(|w| w.contains("probe sensitivity")),
+            "{:?}",
+            p.warnings
+        );
         // A timeout already high enough is kept, and far from p99 nothing is said.
         let c = container(Some(http(10, 3, 5)), None, None);
         let p = propose(&c, |_| Some(s.clone()), &Margins::default());

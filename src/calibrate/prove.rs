@@ -64,7 +64,11 @@ pub fn scenario_text(
         let from = s.answers_from.unwrap_or(Duration::from_secs(1_000_000));
         let l = s.latency;
         let latency = if l.p99 > l.p50 && l.p50 > Duration::ZERO {
-            format!("{{lognormal: {{median: {}, p99: {}}}}}", ms(l.p50), ms(l.p99))
+            format!(
+                "{{lognormal: {{median: {}, p99: {}}}}}",
+                ms(l.p50),
+                ms(l.p99)
+            )
         } else {
             ms(l.p50)
         };
@@ -123,8 +127,10 @@ pub fn prove(
             (Some(d), Some(f)) if f >= HANG_AT => Some(round_ms(d)),
             _ => None,
         };
-        result.hang_restart_seconds = after(hung.bad_to_restart.worst, hung.bad_to_restart.worst_from);
-        result.hang_unready_seconds = after(hung.bad_to_unready.worst, hung.bad_to_unready.worst_from);
+        result.hang_restart_seconds =
+            after(hung.bad_to_restart.worst, hung.bad_to_restart.worst_from);
+        result.hang_unready_seconds =
+            after(hung.bad_to_unready.worst, hung.bad_to_unready.worst_from);
     }
     Ok(result)
 }

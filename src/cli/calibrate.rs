@@ -138,7 +138,12 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         grace: Duration::from_secs(2),
     };
     preflight(&containers, &cfg).with_context(|| format!("{}", template.object_ref()))?;
-    if template.spec.init_containers.as_ref().is_some_and(|i| !i.is_empty()) {
+    if template
+        .spec
+        .init_containers
+        .as_ref()
+        .is_some_and(|i| !i.is_empty())
+    {
         eprintln!("note: init containers are not run by calibrate; measuring the containers only");
     }
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -226,7 +231,11 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Text that reaches a terminal: control characters escaped (names come from the manifest).
 fn escape(s: &str) -> String {
-    s.chars().flat_map(char::escape_default).collect::<String>().replace("\\'", "'").replace("\\\"", "\"")
+    s.chars()
+        .flat_map(char::escape_default)
+        .collect::<String>()
+        .replace("\\'", "'")
+        .replace("\\\"", "\"")
 }
 
 fn secs(d: f64) -> String {
@@ -277,7 +286,9 @@ fn text(reports: &[ContainerReport], walls: &[Duration], args: &Args) -> String 
             let what = if c.field == "*" {
                 format!("{} (new): failureThreshold {}", c.probe, c.to)
             } else {
-                let from = c.from.map_or_else(|| "default".to_string(), |v| v.to_string());
+                let from = c
+                    .from
+                    .map_or_else(|| "default".to_string(), |v| v.to_string());
                 format!("{}.{}: {from} -> {}", c.probe, c.field, c.to)
             };
             o.push_str(&format!("    {what}\n      because {}\n", c.reason));
@@ -291,7 +302,11 @@ fn text(reports: &[ContainerReport], walls: &[Duration], args: &Args) -> String 
             probelet::display::go_duration(args.simulate)
         ));
         let row = |name: &str, a: String, b: String| format!("    {name:<30}{a:>12} {b:>12}\n");
-        o.push_str(&row("restarts", cur.restarts.to_string(), pro.restarts.to_string()));
+        o.push_str(&row(
+            "restarts",
+            cur.restarts.to_string(),
+            pro.restarts.to_string(),
+        ));
         o.push_str(&row(
             "first ready",
             opt(cur.first_ready_seconds),
