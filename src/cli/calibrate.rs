@@ -137,7 +137,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         probe: Default::default(),
         grace: Duration::from_secs(2),
     };
-    preflight(&containers, &cfg).with_context(|| format!("{}", template.object_ref()))?;
+    preflight(&containers, &cfg).with_context(|| template.object_ref())?;
     if template
         .spec
         .init_containers
