@@ -13,11 +13,14 @@
 //! * [`driver`]: what feeds the engine time and outcomes (the virtual driver for tests and
 //!   simulation).
 //! * [`alerts`]: the alert lifecycle (pure) and the Alertmanager client (an edge task).
+//! * [`calibrate`]: `probelet calibrate`: probe settings from measured start-up and latency,
+//!   proved by simulation.
 //! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual
 //!   driver.
 
 pub mod alerts;
 pub mod api;
+pub mod calibrate;
 pub mod children;
 pub mod display;
 pub mod driver;

@@ -49,6 +49,9 @@ enum Command {
     /// Manage the targets of `probelet monitor --etcd` clusters: `apply FILE` stores them in
     /// etcd for every member, `watch` prints published readiness changes.
     Targets(cli::targets::Args),
+    /// Measure a pod's start-up and probe latency from real runs, propose probe settings with
+    /// a reason for each number, and prove them by simulation (current vs proposed).
+    Calibrate(cli::calibrate::Args),
 }
 
 fn main() -> ExitCode {
@@ -70,5 +73,6 @@ fn main() -> ExitCode {
         Command::Monitor(args) => cli::monitor::run(args),
         Command::Bench(args) => cli::bench::run(args),
         Command::Targets(args) => cli::targets::run(args),
+        Command::Calibrate(args) => cli::calibrate::run(args),
     }
 }

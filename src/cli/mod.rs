@@ -3,6 +3,7 @@
 pub mod alerting;
 pub mod api_client;
 pub mod bench;
+pub mod calibrate;
 pub mod check;
 pub mod demo_app;
 pub mod describe;
