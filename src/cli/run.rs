@@ -3,6 +3,7 @@
 
 use clap::Args as ClapArgs;
 use probelet::driver::real::{Line, Supervisor, SupervisorConfig};
+use probelet::display::terminal;
 use probelet::driver::view::LiveView;
 use probelet::engine::backoff::BackoffPolicy;
 use probelet::spec::load;
@@ -99,12 +100,12 @@ pub fn run(args: Args) -> ExitCode {
     let loaded = match load::load_paths(&args.paths) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: {}", probelet::display::error_chain(&e));
+            eprintln!("error: {}", terminal(&probelet::display::error_chain(&e)));
             return ExitCode::from(2);
         }
     };
     for w in &loaded.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", terminal(&w.to_string()));
     }
     let mut templates = Vec::new();
     for t in loaded.templates {
@@ -120,23 +121,25 @@ pub fn run(args: Args) -> ExitCode {
             .collect();
         if !errors.is_empty() || !no_command.is_empty() {
             for e in errors {
-                eprintln!("error: {}: {}: {e}", t.source, t.object_ref());
+                let what = format!("{}: {}: {e}", t.source, t.object_ref());
+                eprintln!("error: {}", terminal(&what));
             }
             for c in no_command {
+                let what = format!("{}: {}: container {c:?}", t.source, t.object_ref());
                 eprintln!(
-                    "error: {}: {}: container {c:?} has no command: probelet runs containers as local processes, and without an image there is no entrypoint to take one from",
-                    t.source,
-                    t.object_ref()
+                    "error: {} has no command: probelet runs containers as local processes, and without an image there is no entrypoint to take one from",
+                    terminal(&what)
                 );
             }
-            eprintln!("error: {}: {} not started", t.source, t.object_ref());
+            let what = format!("{}: {}", t.source, t.object_ref());
+            eprintln!("error: {} not started", terminal(&what));
             continue;
         }
         if let Some(n) = t.replicas.filter(|n| *n > 1) {
+            let what = format!("{}: {}", t.source, t.object_ref());
             eprintln!(
-                "note: {}: {} asks for {n} replicas; probelet runs one pod per template",
-                t.source,
-                t.object_ref()
+                "note: {} asks for {n} replicas; probelet runs one pod per template",
+                terminal(&what)
             );
         }
         templates.push(t);
@@ -193,7 +196,9 @@ pub fn run(args: Args) -> ExitCode {
         let sink = {
             let pending = pending.clone();
             move |line: Line| {
-                let text = format_line(format, &line);
+                // Names, messages and container output come from manifests and the programs
+                // probed: escaped, so none can drive the terminal (colours, title, cursor).
+                let text = terminal(&format_line(format, &line)).into_owned();
                 if live_table {
                     pending.lock().unwrap_or_else(|e| e.into_inner()).push(text);
                 } else {
@@ -206,7 +211,7 @@ pub fn run(args: Args) -> ExitCode {
             supervisor.add_pod(t);
         }
         if let Err(message) = start_api(&args, &mut supervisor) {
-            eprintln!("error: {message}");
+            eprintln!("error: {}", terminal(&message));
             return ExitCode::from(2);
         }
         // The handlers are installed before any container starts, so a Ctrl-C at any moment
