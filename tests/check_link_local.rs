@@ -64,11 +64,17 @@ fn metadata_targets_are_refused_before_any_connect() {
     ] {
         let (code, out, connects) = traced_check(dir.path(), &[target]);
         assert_eq!((code, out.as_str()), (1, REFUSED), "{target}");
-        assert!(connects.is_empty(), "{target}: connect attempted: {connects:?}");
+        assert!(
+            connects.is_empty(),
+            "{target}: connect attempted: {connects:?}"
+        );
     }
     let (code, out, connects) = traced_check(dir.path(), &["http://[fe80::1]:8080/healthz"]);
     assert_eq!(code, 1);
-    assert!(out.contains("probe target fe80::1 is a link-local"), "{out}");
+    assert!(
+        out.contains("probe target fe80::1 is a link-local"),
+        "{out}"
+    );
     assert!(connects.is_empty(), "{connects:?}");
     // JSON output carries the same refusal, so scripts see why.
     let (code, out, _) = traced_check(dir.path(), &["-o", "json", "tcp://169.254.169.254:80"]);
@@ -91,7 +97,10 @@ fn manifest_probes_with_a_metadata_host_are_refused_before_any_connect() {
         let (code, out, connects) =
             traced_check(dir.path(), &[&args[..], &["--probe", "liveness"]].concat());
         assert_eq!((code, out.as_str()), (1, REFUSED), "{probe}");
-        assert!(connects.is_empty(), "{probe}: connect attempted: {connects:?}");
+        assert!(
+            connects.is_empty(),
+            "{probe}: connect attempted: {connects:?}"
+        );
     }
     // A probe without a host goes to the pod IP: `--host` pointing at the metadata address is
     // refused too (gRPC always uses it).

@@ -2,8 +2,8 @@
 //! the kubelet's probe semantics.
 
 use clap::Args as ClapArgs;
-use probelet::driver::real::{Line, Supervisor, SupervisorConfig};
 use probelet::display::terminal;
+use probelet::driver::real::{Line, Supervisor, SupervisorConfig};
 use probelet::driver::view::LiveView;
 use probelet::engine::backoff::BackoffPolicy;
 use probelet::spec::load;

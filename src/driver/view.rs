@@ -24,8 +24,10 @@ pub fn render(rows: &[StatusRow], width: usize) -> Vec<String> {
         .iter()
         .map(|r| {
             // Probe output comes from the targets: escaped before it reaches the terminal.
-            let probe =
-                |p: &Option<String>| p.as_deref().map_or("-".into(), |t| terminal(t).into_owned());
+            let probe = |p: &Option<String>| {
+                p.as_deref()
+                    .map_or("-".into(), |t| terminal(t).into_owned())
+            };
             [
                 terminal(&r.pod).into_owned(),
                 terminal(&r.container).into_owned(),

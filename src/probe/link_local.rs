@@ -75,16 +75,14 @@ fn inet_aton(text: &str) -> Option<Ipv4Addr> {
     }
     let mut values = Vec::with_capacity(parts.len());
     for part in &parts {
-        let (digits, radix) = if let Some(hex) = part
-            .strip_prefix("0x")
-            .or_else(|| part.strip_prefix("0X"))
-        {
-            (hex, 16)
-        } else if part.len() > 1 && part.starts_with('0') {
-            (&part[1..], 8)
-        } else {
-            (*part, 10)
-        };
+        let (digits, radix) =
+            if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+                (hex, 16)
+            } else if part.len() > 1 && part.starts_with('0') {
+                (&part[1..], 8)
+            } else {
+                (*part, 10)
+            };
         if digits.is_empty() && radix != 16 {
             return None;
         }
@@ -150,7 +148,10 @@ mod tests {
             exec: Some(ExecAction::default()),
             ..Default::default()
         };
-        assert!(probe_target(&exec, "169.254.1.1").is_none(), "exec connects nowhere");
+        assert!(
+            probe_target(&exec, "169.254.1.1").is_none(),
+            "exec connects nowhere"
+        );
     }
 
     #[test]
@@ -168,7 +169,12 @@ mod tests {
         ] {
             assert_eq!(refused_host(host), metadata, "{host}");
         }
-        for host in ["[fe80::1]", "fe80::a:b", "::ffff:169.254.169.254", "[::ffff:a9fe:a9fe]"] {
+        for host in [
+            "[fe80::1]",
+            "fe80::a:b",
+            "::ffff:169.254.169.254",
+            "[::ffff:a9fe:a9fe]",
+        ] {
             assert!(refused_host(host).is_some(), "{host}");
         }
         for host in [
