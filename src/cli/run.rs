@@ -119,28 +119,23 @@ pub fn run(args: Args) -> ExitCode {
             .filter(|c| c.command.as_ref().is_none_or(Vec::is_empty))
             .map(|c| c.name.clone())
             .collect();
+        // The path and the object's name are the user's text: escaped for the terminal.
+        let who = terminal(&format!("{}: {}", t.source, t.object_ref())).into_owned();
         if !errors.is_empty() || !no_command.is_empty() {
             for e in errors {
-                let what = format!("{}: {}: {e}", t.source, t.object_ref());
-                eprintln!("error: {}", terminal(&what));
+                eprintln!("error: {who}: {}", terminal(&e.to_string()));
             }
             for c in no_command {
-                let what = format!("{}: {}: container {c:?}", t.source, t.object_ref());
                 eprintln!(
-                    "error: {} has no command: probelet runs containers as local processes, and without an image there is no entrypoint to take one from",
-                    terminal(&what)
+                    "error: {who}: container {} has no command: probelet runs containers as local processes, and without an image there is no entrypoint to take one from",
+                    terminal(&format!("{c:?}"))
                 );
             }
-            let what = format!("{}: {}", t.source, t.object_ref());
-            eprintln!("error: {} not started", terminal(&what));
+            eprintln!("error: {who} not started");
             continue;
         }
         if let Some(n) = t.replicas.filter(|n| *n > 1) {
-            let what = format!("{}: {}", t.source, t.object_ref());
-            eprintln!(
-                "note: {} asks for {n} replicas; probelet runs one pod per template",
-                terminal(&what)
-            );
+            eprintln!("note: {who} asks for {n} replicas; probelet runs one pod per template");
         }
         templates.push(t);
     }
