@@ -1,6 +1,8 @@
 //! Text for people, printed the way the kubelet (a Go program) prints it: error chains and
-//! Go-style durations.
+//! Go-style durations; and [`terminal`], which every string from a manifest or a probe target
+//! goes through before it reaches a terminal.
 
+use std::borrow::Cow;
 use std::error::Error;
 use std::time::Duration;
 
@@ -18,6 +20,35 @@ pub fn error_chain(err: &(dyn Error + 'static)) -> String {
         source = s.source();
     }
     text
+}
+
+/// `text` made safe to print on a terminal: control characters (ESC, so no colour, title or
+/// cursor sequences; newlines, so one line stays one line), C1 controls and the invisible or
+/// reordering format characters (bidi overrides and isolates, zero-width spaces) are written
+/// as Go's `strconv.Quote` writes them (`\x1b`, `\n`, `\u202e`); everything else is kept.
+///
+/// Names, reasons, messages, probe output and container output all come from manifests or
+/// from the programs being probed, so `probelet run` prints each of its lines through this.
+/// Every escape is a valid JSON escape too (`\u` with four digits, or a C0 control that
+/// JSON has already escaped), so a JSON line passed through it stays the same JSON.
+pub fn terminal(text: &str) -> Cow<'_, str> {
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut escaped = false;
+    for c in text.chars() {
+        if crate::spec::field::push_go_escape(&mut out, c) {
+            escaped = true;
+        } else {
+            out.push(c);
+        }
+    }
+    if escaped {
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(text)
+    }
 }
 
 /// Formats a duration the way Go's `time.Duration.String` does for the values the kubelet
@@ -108,6 +139,34 @@ mod tests {
             source: io,
         };
         assert_eq!(error_chain(&e), "cannot start \"x\": no such file");
+    }
+
+    #[test]
+    fn terminal_escapes_what_a_terminal_would_obey() {
+        assert!(matches!(terminal("default/web-1 ready"), Cow::Borrowed(_)));
+        assert!(matches!(terminal("héllo wörld"), Cow::Borrowed(_)));
+        // Title (OSC 0), colour (CSI) and a bell: shown, not obeyed.
+        assert_eq!(
+            terminal("\u{1b}]0;owned\u{7}\u{1b}[31mred"),
+            "\\x1b]0;owned\\a\\x1b[31mred"
+        );
+        // Right-to-left override and isolate, C1 CSI, a zero-width space, the Arabic mark.
+        assert_eq!(
+            terminal("a\u{202e}b\u{2067}c\u{9b}d\u{200b}e\u{61c}"),
+            "a\\u202eb\\u2067c\\u009bd\\u200be\\u061c"
+        );
+        assert_eq!(terminal("two\nlines\r"), "two\\nlines\\r");
+        assert_eq!(terminal("tab\there\u{7f}"), "tab\\there\\x7f");
+    }
+
+    #[test]
+    fn terminal_keeps_json_lines_valid_json() {
+        let value = serde_json::json!({"message": "\u{1b}[2J \u{202e}txt.exe \u{85}"});
+        let line = serde_json::to_string(&value).unwrap();
+        let safe = terminal(&line);
+        assert!(!safe.contains(['\u{1b}', '\u{202e}', '\u{85}']), "{safe}");
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back, value);
     }
 
     #[test]

@@ -9,9 +9,11 @@
 //! * [`store`]: snapshots the supervisor publishes and the server reads, and watch history.
 //! * [`server`]: the HTTP routes.
 //! * [`kubeconfig`]: the bearer token and the kubeconfig file.
+//! * [`log_options`]: the API server's validation of a log request's options (pure).
 //! * [`tls`]: the self-signed certificate and the listener that serves HTTPS and HTTP on one port.
 
 pub mod kubeconfig;
+pub mod log_options;
 pub mod metrics;
 pub mod objects;
 pub mod pod_metrics;

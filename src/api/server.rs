@@ -897,6 +897,20 @@ fn watch(req: &Request, filter: Filter, kind: Kind) -> Response {
 }
 
 async fn logs(req: &Request, ns: &str, name: &str) -> Response {
+    // Validated before the pod is looked up, as upstream's LogREST does.
+    let since_seconds = match req.params.number::<i64>("sinceSeconds") {
+        Ok(s) => s,
+        Err(e) => return bad_request(&e),
+    };
+    let since_time = req.params.get("sinceTime").filter(|t| !t.is_empty());
+    let errs = super::log_options::validate(&super::log_options::LogOptions {
+        since_seconds,
+        since_time,
+    });
+    if !errs.is_empty() {
+        let message = super::log_options::invalid_message("PodLogOptions", name, &errs);
+        return status(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &message);
+    }
     let Some(entry) = find_pod(&req.store, ns, name) else {
         return not_found("pods", name);
     };

@@ -16,6 +16,7 @@ use anyhow::{Context, anyhow, bail};
 use k8s_openapi::api::core::v1::{Container, Probe};
 use probelet::outcome::{ProbeOutcome, RawResult};
 use probelet::probe::http::HttpTarget;
+use probelet::probe::link_local;
 use probelet::probe::url::ProbeUrl;
 use probelet::probe::{self, ProbeConfig, ProbeTarget};
 use probelet::spec::ProbeType;
@@ -80,6 +81,11 @@ pub struct Args {
     )]
     pub host: String,
 
+    /// Allow probing link-local and cloud-metadata addresses (169.254.0.0/16, fe80::/10).
+    /// Refused by default, as by `probelet run`: a check must not read a metadata service.
+    #[arg(long)]
+    pub allow_link_local: bool,
+
     /// The emulated kubelet's `<major>.<minor>` version, sent as `User-Agent: kube-probe/<version>`.
     #[arg(long, value_name = "VERSION", default_value = probe::DEFAULT_KUBELET_VERSION)]
     pub kubelet_version: String,
@@ -124,6 +130,18 @@ enum Plan {
     Manifest(Box<Probe>, ProbeTarget),
 }
 
+impl Plan {
+    /// The link-local address this plan would connect to, if any.
+    fn link_local(&self) -> Option<std::net::IpAddr> {
+        match self {
+            Plan::Http(target, _) => link_local::refused_host(&target.url.hostname),
+            Plan::Tcp(host, ..) | Plan::Grpc(host, ..) => link_local::refused_host(host),
+            Plan::Exec(..) => None,
+            Plan::Manifest(probe, target) => link_local::probe_target(probe, &target.host),
+        }
+    }
+}
+
 /// Runs `probelet check`.
 pub fn run(args: Args) -> ExitCode {
     let cfg = ProbeConfig {
@@ -158,6 +176,10 @@ pub fn run(args: Args) -> ExitCode {
     };
     let started = Instant::now();
     let (outcome, stats) = runtime.block_on(async {
+        // Refused before anything connects, and reported as the probe's result (exit 1).
+        if let Some(addr) = plan.link_local().filter(|_| !args.allow_link_local) {
+            return (ProbeOutcome::errored(link_local::refusal(addr)), Default::default());
+        }
         match plan {
             Plan::Http(target, timeout) => probe::http::probe(&target, timeout, &cfg).await,
             Plan::Tcp(host, port, timeout) => (

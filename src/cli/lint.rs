@@ -191,7 +191,7 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!(
             "note: skipped {} file(s) without apiVersion or kind (not Kubernetes objects): {}",
             names.len(),
-            names.join(", ")
+            probelet::display::terminal(&names.join(", "))
         );
     }
     let files = files.len() - skipped.len();

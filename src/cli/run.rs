@@ -2,6 +2,7 @@
 //! the kubelet's probe semantics.
 
 use clap::Args as ClapArgs;
+use probelet::display::terminal;
 use probelet::driver::real::{Line, Supervisor, SupervisorConfig};
 use probelet::driver::view::LiveView;
 use probelet::engine::backoff::BackoffPolicy;
@@ -109,12 +110,12 @@ pub fn run(args: Args) -> ExitCode {
     let loaded = match load::load_paths(&args.paths) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: {}", probelet::display::error_chain(&e));
+            eprintln!("error: {}", terminal(&probelet::display::error_chain(&e)));
             return ExitCode::from(2);
         }
     };
     for w in &loaded.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", terminal(&w.to_string()));
     }
     let mut templates = Vec::new();
     for t in loaded.templates {
@@ -128,26 +129,23 @@ pub fn run(args: Args) -> ExitCode {
             .filter(|c| c.command.as_ref().is_none_or(Vec::is_empty))
             .map(|c| c.name.clone())
             .collect();
+        // The path and the object's name are the user's text: escaped for the terminal.
+        let who = terminal(&format!("{}: {}", t.source, t.object_ref())).into_owned();
         if !errors.is_empty() || !no_command.is_empty() {
             for e in errors {
-                eprintln!("error: {}: {}: {e}", t.source, t.object_ref());
+                eprintln!("error: {who}: {}", terminal(&e.to_string()));
             }
             for c in no_command {
                 eprintln!(
-                    "error: {}: {}: container {c:?} has no command: probelet runs containers as local processes, and without an image there is no entrypoint to take one from",
-                    t.source,
-                    t.object_ref()
+                    "error: {who}: container {} has no command: probelet runs containers as local processes, and without an image there is no entrypoint to take one from",
+                    terminal(&format!("{c:?}"))
                 );
             }
-            eprintln!("error: {}: {} not started", t.source, t.object_ref());
+            eprintln!("error: {who} not started");
             continue;
         }
         if let Some(n) = t.replicas.filter(|n| *n > 1) {
-            eprintln!(
-                "note: {}: {} asks for {n} replicas; probelet runs one pod per template",
-                t.source,
-                t.object_ref()
-            );
+            eprintln!("note: {who} asks for {n} replicas; probelet runs one pod per template");
         }
         templates.push(t);
     }
@@ -207,7 +205,9 @@ pub fn run(args: Args) -> ExitCode {
         let sink = {
             let pending = pending.clone();
             move |line: Line| {
-                let text = format_line(format, &line);
+                // Names, messages and container output come from manifests and the programs
+                // probed: escaped, so none can drive the terminal (colours, title, cursor).
+                let text = terminal(&format_line(format, &line)).into_owned();
                 if live_table {
                     pending.lock().unwrap_or_else(|e| e.into_inner()).push(text);
                 } else {
@@ -222,7 +222,7 @@ pub fn run(args: Args) -> ExitCode {
         match start_api(&args, &mut supervisor) {
             Ok(store) => super::alerting::start_run_alerts(&args.alerts, store),
             Err(message) => {
-                eprintln!("error: {message}");
+                eprintln!("error: {}", terminal(&message));
                 return ExitCode::from(2);
             }
         }
@@ -275,7 +275,7 @@ pub fn run(args: Args) -> ExitCode {
         for (id, template) in pods {
             if let Some(status) = supervisor.status(id) {
                 failed |= status.phase == probelet::engine::PodPhase::Failed;
-                eprintln!("{}", closing_summary(template, status));
+                eprintln!("{}", terminal(&closing_summary(template, status)));
             }
         }
         if failed {

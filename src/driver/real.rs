@@ -22,9 +22,8 @@ pub use crate::runtime::logs::ContainerLogs;
 use crate::runtime::logs::Stream;
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
 use crate::spec::{PodTemplate, ProbeType};
-use k8s_openapi::api::core::v1::{Container, LifecycleHandler, Probe};
+use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
@@ -795,7 +794,7 @@ impl Supervisor {
             env: c.spec.env.clone().unwrap_or_default(),
         };
         let refused = (!self.config.allow_link_local)
-            .then(|| link_local_target(&probe, &target.host))
+            .then(|| crate::probe::link_local::probe_target(&probe, &target.host))
             .flatten();
         let cfg = self.probe_config.clone();
         let tx = self.tx.clone();
@@ -804,9 +803,7 @@ impl Supervisor {
             .insert(worker, (req.pod, req.container.to_string(), req.probe_type));
         tokio::spawn(async move {
             let outcome = match refused {
-                Some(addr) => ProbeOutcome::errored(format!(
-                    "probe target {addr} is a link-local (cloud metadata) address; refused (use --allow-link-local to permit it)"
-                )),
+                Some(addr) => ProbeOutcome::errored(crate::probe::link_local::refusal(addr)),
                 None => run_probe(&probe, &target, &cfg).await,
             };
             let _ = tx.send(Msg::ProbeDone { worker, outcome });
@@ -1105,24 +1102,6 @@ fn container_of(field_path: &str) -> String {
         .to_string()
 }
 
-/// The link-local address a probe would reach, if any (upstream #99425: a manifest must not
-/// read a cloud metadata service through the prober).
-fn link_local_target(probe: &Probe, pod_ip: &str) -> Option<IpAddr> {
-    let host = probe
-        .http_get
-        .as_ref()
-        .and_then(|h| h.host.clone())
-        .or_else(|| probe.tcp_socket.as_ref().and_then(|t| t.host.clone()))
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| pod_ip.to_string());
-    let ip: IpAddr = host.trim_matches(|c| c == '[' || c == ']').parse().ok()?;
-    let link_local = match ip {
-        IpAddr::V4(v4) => v4.is_link_local(),
-        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
-    };
-    link_local.then_some(ip)
-}
-
 /// A random (version 4) UUID, as Kubernetes gives pods.
 pub fn new_uid() -> String {
     let mut b = [0u8; 16];
@@ -1193,21 +1172,5 @@ mod tests {
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");
         assert_ne!(a, new_uid());
-    }
-
-    #[test]
-    fn link_local_targets_are_detected() {
-        let probe = |host: &str| Probe {
-            http_get: Some(k8s_openapi::api::core::v1::HTTPGetAction {
-                host: Some(host.into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        assert!(link_local_target(&probe("169.254.169.254"), "127.0.0.1").is_some());
-        assert!(link_local_target(&probe("fe80::1"), "127.0.0.1").is_some());
-        assert!(link_local_target(&probe("10.0.0.1"), "127.0.0.1").is_none());
-        assert!(link_local_target(&probe(""), "127.0.0.1").is_none());
-        assert!(link_local_target(&Probe::default(), "169.254.1.1").is_some());
     }
 }

@@ -2,7 +2,7 @@
 //! scrolling event lines, like `kubectl get pods -w` crossed with process-compose.
 
 use super::real::StatusRow;
-use crate::display::go_duration;
+use crate::display::{go_duration, terminal};
 use std::time::Duration;
 
 const HEADERS: [&str; 9] = [
@@ -23,10 +23,14 @@ pub fn render(rows: &[StatusRow], width: usize) -> Vec<String> {
     let cells: Vec<[String; 9]> = rows
         .iter()
         .map(|r| {
-            let probe = |p: &Option<String>| p.clone().unwrap_or_else(|| "-".into());
+            // Probe output comes from the targets: escaped before it reaches the terminal.
+            let probe = |p: &Option<String>| {
+                p.as_deref()
+                    .map_or("-".into(), |t| terminal(t).into_owned())
+            };
             [
-                r.pod.clone(),
-                r.container.clone(),
+                terminal(&r.pod).into_owned(),
+                terminal(&r.container).into_owned(),
                 r.state.clone(),
                 r.ready.to_string(),
                 r.restarts.to_string(),

@@ -13,6 +13,7 @@ pub mod exec;
 pub mod grpc;
 pub mod http;
 mod http1;
+pub mod link_local;
 pub mod tcp;
 pub mod url;
 

@@ -8,6 +8,7 @@ pub mod defaults;
 pub mod effective;
 pub mod env;
 pub mod field;
+mod keyset;
 pub mod load;
 pub mod locate;
 pub mod validate;

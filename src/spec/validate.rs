@@ -63,7 +63,7 @@ pub fn validate_pod_spec(spec: &PodSpec, prefix: &str) -> Vec<FieldError> {
     errs
 }
 
-/// Validate a loaded template: the object's name, [`validate_pod_spec`] under its field prefix,
+/// Validate a loaded template: the object's name and namespace, [`validate_pod_spec`] under its field prefix,
 /// plus the rule each
 /// workload kind adds about the pod's `restartPolicy` (after defaulting, so unset means
 /// `Always`):
@@ -73,17 +73,7 @@ pub fn validate_pod_spec(spec: &PodSpec, prefix: &str) -> Vec<FieldError> {
 /// * Job and CronJob: `OnFailure` or `Never`; `Always` is reported as Required, the way
 ///   `validateJobSpec` does, because it usually means "not set".
 pub fn validate_template(template: &PodTemplate) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    // `ValidateObjectMeta`: the one metadata rule every object hits.
-    let meta = &template.metadata;
-    if meta.name.as_deref().unwrap_or_default().is_empty()
-        && meta.generate_name.as_deref().unwrap_or_default().is_empty()
-    {
-        errs.push(FieldError::required(
-            &FieldPath::new("metadata").child("name"),
-            "name or generateName is required",
-        ));
-    }
+    let mut errs = validate_object_meta(template);
     errs.extend(validate_pod_spec(&template.spec, &template.field_prefix));
     let policy = template
         .spec
@@ -119,6 +109,71 @@ pub fn validate_template(template: &PodTemplate) -> Vec<FieldError> {
         _ => {}
     }
     errs
+}
+
+/// `ValidateObjectMeta` for the names: `generateName` and `name` are DNS-1123 subdomains (every
+/// workload kind's name function is `NameIsDNSSubdomain`), the namespace a DNS-1123 label
+/// (`ValidateNamespaceName`), and a CronJob's name at most 52 characters (`ValidateCronJob`,
+/// since its Jobs get an 11-character suffix). An empty `name` with a `generateName` is left
+/// alone: the API server generates the name before it validates.
+fn validate_object_meta(template: &PodTemplate) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let meta = &template.metadata;
+    let path = FieldPath::new("metadata");
+    let name = meta.name.as_deref().unwrap_or_default();
+    let generate = meta.generate_name.as_deref().unwrap_or_default();
+    if !generate.is_empty() {
+        // A prefix may end in `-`: `maskTrailingDash` hides it from the check.
+        for msg in is_dns1123_subdomain(&mask_trailing_dash(generate)) {
+            let value = BadValue::Str(generate.to_string());
+            errs.push(FieldError::invalid(&path.child("generateName"), value, msg));
+        }
+    }
+    if name.is_empty() {
+        if generate.is_empty() {
+            errs.push(FieldError::required(
+                &path.child("name"),
+                "name or generateName is required",
+            ));
+        }
+    } else {
+        for msg in is_dns1123_subdomain(name) {
+            let value = BadValue::Str(name.to_string());
+            errs.push(FieldError::invalid(&path.child("name"), value, msg));
+        }
+    }
+    if let Some(namespace) = meta.namespace.as_deref().filter(|n| !n.is_empty()) {
+        for msg in is_dns1123_label(namespace) {
+            let value = BadValue::Str(namespace.to_string());
+            errs.push(FieldError::invalid(&path.child("namespace"), value, msg));
+        }
+    }
+    if template.kind == "CronJob" && name.len() > MAX_CRONJOB_NAME {
+        errs.push(FieldError::invalid(
+            &path.child("name"),
+            BadValue::Str(name.to_string()),
+            format!("must be no more than {MAX_CRONJOB_NAME} characters"),
+        ));
+    }
+    errs
+}
+
+/// `DNS1035LabelMaxLength - 11`: a CronJob's Jobs are named `NAME-TIMESTAMP`.
+const MAX_CRONJOB_NAME: usize = 52;
+
+/// `maskTrailingDash`, quirk included: a trailing `-` and the character before it become `a`.
+fn mask_trailing_dash(name: &str) -> String {
+    match name.strip_suffix('-') {
+        Some(_) if name.len() > 1 => {
+            // `name[:len(name)-2]` in Go slices bytes; cut at a character boundary here.
+            let mut cut = name.len() - 2;
+            while !name.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            format!("{}a", &name[..cut])
+        }
+        _ => name.to_string(),
+    }
 }
 
 /// `validateContainers`: regular containers may carry all three probes.
@@ -482,6 +537,26 @@ pub fn is_dns1123_label(value: &str) -> Vec<String> {
                 .to_string(),
             );
         }
+    }
+    errs
+}
+
+/// `validation.IsDNS1123Subdomain`: at most 253 characters of dot-separated DNS-1123 labels.
+pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 253 {
+        errs.push("must be no more than 253 characters".to_string());
+    }
+    if !value.split('.').all(is_label) {
+        errs.push(
+            concat!(
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric ",
+                "characters, '-' or '.', and must start and end with an alphanumeric character ",
+                "(e.g. 'example.com', regex used for validation is ",
+                "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            )
+            .to_string(),
+        );
     }
     errs
 }

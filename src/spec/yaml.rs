@@ -17,6 +17,7 @@
 //! the file with serde-saphyr as before, so errors, their locations and every corner of YAML
 //! behave exactly as they did; this reader only has to be right about what it accepts.
 
+use super::keyset::KeySet;
 use super::locate::{Builder, NodeView, SourceIndex};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
@@ -229,15 +230,14 @@ impl<'t> Reader<'t> {
             return Err(Bail);
         }
         self.b.start(true, self.at(pos));
-        let mut keys: Vec<&'t str> = Vec::new();
+        let mut keys = KeySet::default();
         loop {
             let line = self.line().ok_or(Bail)?;
             let (key, after) = self.key_at(pos, line.end).ok_or(Bail)?;
             // Duplicate keys are errors to serde-saphyr; merge keys need the full parser.
-            if nullish(key) || key == "<<" || keys.contains(&key) {
+            if nullish(key) || key == "<<" || !keys.insert(key) {
                 return Err(Bail);
             }
-            keys.push(key);
             self.b.scalar(key, false, false, self.at(pos));
             self.map_value(indent, after, depth)?;
             match self.next_content() {
@@ -422,7 +422,7 @@ impl<'t> Reader<'t> {
         let map = bytes[pos] == b'{';
         let close = if map { b'}' } else { b']' };
         self.b.start(map, self.at(pos));
-        let mut keys: Vec<Cow<'t, str>> = Vec::new();
+        let mut keys = KeySet::default();
         let mut p = pos + 1;
         let skip = |mut p: usize| {
             while p < end && bytes[p] == b' ' {
@@ -440,11 +440,14 @@ impl<'t> Reader<'t> {
             if map {
                 let key_at = p;
                 let (key, after, quoted_key) = self.flow_scalar(p, end)?;
-                if (nullish(&key) && !quoted_key) || key == "<<" || keys.contains(&key) {
+                if (nullish(&key) && !quoted_key) || key == "<<" {
                     return Err(Bail);
                 }
                 self.b.scalar(&key, false, false, self.at(key_at));
-                keys.push(key);
+                // Duplicate keys are errors to serde-saphyr (the text is dropped on a bail).
+                if !keys.insert(key) {
+                    return Err(Bail);
+                }
                 p = skip(after);
                 // `key: value`; a JSON-style `"key":value` is fine after a quoted key.
                 if bytes.get(p) != Some(&b':') || p >= end {
