@@ -12,6 +12,8 @@
 //! * [`runtime`]: containers as local processes (spawn, stop, logs, environment).
 //! * [`driver`]: what feeds the engine time and outcomes (the virtual driver for tests and
 //!   simulation).
+//! * [`sidecar`]: `probelet sidecar`, the application-side health proxy (cached checks,
+//!   sd_notify watchdog, drain).
 //! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual
 //!   driver.
 
@@ -25,5 +27,6 @@ pub mod monitor;
 pub mod outcome;
 pub mod probe;
 pub mod runtime;
+pub mod sidecar;
 pub mod sim;
 pub mod spec;

@@ -13,6 +13,9 @@ pub mod exec;
 pub mod grpc;
 pub mod http;
 mod http1;
+pub mod postgres;
+pub mod redis;
+pub mod secret;
 pub mod tcp;
 pub mod url;
 
