@@ -46,6 +46,9 @@ enum Command {
     /// Benchmark `monitor`: N targets at a period against a local target; prints probes/s,
     /// CPU per 1,000 probes, lateness, memory (see docs/monitor.md).
     Bench(cli::bench::Args),
+    /// The application-side health proxy: checks dependencies in the background and answers
+    /// /livez, /readyz, /startupz and gRPC health from cache; sd_notify watchdog; drain.
+    Sidecar(cli::sidecar::Args),
 }
 
 fn main() -> ExitCode {
@@ -62,5 +65,6 @@ fn main() -> ExitCode {
         Command::Logs(args) => cli::logs::run(args),
         Command::Monitor(args) => cli::monitor::run(args),
         Command::Bench(args) => cli::bench::run(args),
+        Command::Sidecar(args) => cli::sidecar::run(args),
     }
 }

@@ -51,6 +51,36 @@ pub struct Args {
     /// and `demo` are known, others get NOT_FOUND. Opens after `--startup-delay` too.
     #[arg(long)]
     pub grpc_listen: Option<SocketAddr>,
+    /// Talk sd_notify to `$NOTIFY_SOCKET` (`probelet sidecar`, systemd): `READY=1` once
+    /// listening, `WATCHDOG=1` every this long from a worker loop, `STOPPING=1` on SIGTERM.
+    #[arg(long, value_parser = parse_duration, value_name = "INTERVAL")]
+    pub notify_watchdog: Option<Duration>,
+    /// The worker loop deadlocks this long after start: heartbeats stop while HTTP keeps
+    /// answering 200 (a zombie that only a watchdog catches).
+    #[arg(long, value_parser = parse_duration)]
+    pub deadlock_after: Option<Duration>,
+}
+
+/// Sends one sd_notify datagram to `$NOTIFY_SOCKET`, if set; errors are ignored (the
+/// receiver may not be up yet, and the next heartbeat tries again).
+fn sd_notify(text: &str) {
+    if let Some(path) = std::env::var_os("NOTIFY_SOCKET")
+        && let Ok(s) = std::os::unix::net::UnixDatagram::unbound()
+    {
+        let _ = s.send_to(text.as_bytes(), path);
+    }
+}
+
+/// The worker loop's heartbeat: `WATCHDOG=1` every `interval` until `--deadlock-after`.
+async fn heartbeat(args: Arc<Args>, interval: Duration, start: Instant) {
+    loop {
+        if args.deadlock_after.is_some_and(|d| start.elapsed() >= d) {
+            eprintln!("demo-app: worker loop deadlocked; heartbeats stop");
+            return;
+        }
+        sd_notify("WATCHDOG=1");
+        tokio::time::sleep(interval).await;
+    }
 }
 
 use probelet::display::parse_duration;
@@ -232,6 +262,10 @@ async fn serve(args: Args) -> ExitCode {
                 Ok(l) => {
                     eprintln!("demo-app: listening on {}", args.listen);
                     listener = Some(l);
+                    if let Some(interval) = args.notify_watchdog {
+                        sd_notify("READY=1\nSTATUS=serving");
+                        tokio::spawn(heartbeat(args.clone(), interval, start));
+                    }
                     if let Some(addr) = args.grpc_listen {
                         match TcpListener::bind(addr).await {
                             Ok(g) => {
@@ -265,6 +299,9 @@ async fn serve(args: Args) -> ExitCode {
                     continue;
                 }
                 eprintln!("demo-app: SIGTERM, stopping in {:?}", args.stop_delay);
+                if args.notify_watchdog.is_some() {
+                    sd_notify("STOPPING=1");
+                }
                 tokio::time::sleep(args.stop_delay).await;
                 return ExitCode::SUCCESS;
             }

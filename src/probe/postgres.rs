@@ -279,7 +279,12 @@ async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), String> {
         match m.tag {
             b'E' => return Err(error_response(&m.body)),
             b'R' => {}
-            other => return Err(format!("unexpected message {:?} during login", other as char)),
+            other => {
+                return Err(format!(
+                    "unexpected message {:?} during login",
+                    other as char
+                ));
+            }
         }
         let code = m
             .body
@@ -302,9 +307,7 @@ async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), String> {
                 c.send(Some(b'p'), &body).await?;
             }
             Some(10) => {
-                let offers_scram = data
-                    .split(|b| *b == 0)
-                    .any(|mech| mech == b"SCRAM-SHA-256");
+                let offers_scram = data.split(|b| *b == 0).any(|mech| mech == b"SCRAM-SHA-256");
                 if !offers_scram {
                     return Err("the server offers no SASL mechanism probelet knows".into());
                 }
@@ -511,8 +514,7 @@ mod tests {
             auth_message: String::new(),
             server_key: Vec::new(),
         };
-        let server_first =
-            "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+        let server_first = "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
         let fin = s.client_final(server_first).unwrap();
         assert!(fin.starts_with("c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p="));
         assert!(s.verify_server("v=wrong").is_err());
@@ -534,10 +536,19 @@ mod tests {
         assert_eq!(t.to_string(), "postgres app@db:6432/orders");
         assert!(!format!("{t:?}").contains("p@ss"));
         let t = PostgresTarget::from_dsn("postgresql://app@[::1]").unwrap();
-        assert_eq!((t.host.as_str(), t.port, t.database.as_str()), ("::1", 5432, "app"));
+        assert_eq!(
+            (t.host.as_str(), t.port, t.database.as_str()),
+            ("::1", 5432, "app")
+        );
         let err = |d: &str| PostgresTarget::from_dsn(d).unwrap_err().to_string();
-        assert_eq!(err("mysql://a@b"), "must start with postgres:// or postgresql://");
-        assert_eq!(err("postgres://db/x"), "must name a user (postgres://USER@HOST/DB)");
+        assert_eq!(
+            err("mysql://a@b"),
+            "must start with postgres:// or postgresql://"
+        );
+        assert_eq!(
+            err("postgres://db/x"),
+            "must name a user (postgres://USER@HOST/DB)"
+        );
         assert_eq!(err("postgres://a@db:0"), "invalid port \"0\"");
         assert!(err("postgres://a@db?sslmode=require").contains("not supported"));
         assert_eq!(err("postgres://a@db?x=1"), "unsupported parameter \"x=1\"");

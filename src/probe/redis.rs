@@ -33,7 +33,11 @@ pub struct RedisTarget {
 impl std::fmt::Display for RedisTarget {
     /// `redis HOST:PORT` (never the password).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "redis {}", super::url::join_host_port(&self.host, self.port))
+        write!(
+            f,
+            "redis {}",
+            super::url::join_host_port(&self.host, self.port)
+        )
     }
 }
 
@@ -112,7 +116,6 @@ fn error_text(reply: &str) -> String {
         None => format!("{reply:?}"),
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -40,7 +40,10 @@ mod tests {
     #[test]
     fn a_secret_never_formats_its_value() {
         let s = Secret::new("hunter2");
-        assert_eq!(format!("{s} {s:?} {:?}", Some(&s)), "<redacted> <redacted> Some(<redacted>)");
+        assert_eq!(
+            format!("{s} {s:?} {:?}", Some(&s)),
+            "<redacted> <redacted> Some(<redacted>)"
+        );
         assert_eq!(s.expose(), "hunter2");
     }
 }

@@ -313,14 +313,17 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
         Doc::deserialize(d)
     };
     let doc = doc.map_err(|e| ConfigError::Invalid {
-        errors: vec![render(&track.path().to_string().replace("?.", ""), &e.to_string())],
+        errors: vec![render(
+            &track.path().to_string().replace("?.", ""),
+            &e.to_string(),
+        )],
     })?;
-    let mut warnings: Vec<String> = ignored
-        .iter()
-        .map(|f| render(f, "unknown field, ignored"))
+    let mut notes: Vec<(String, &'static str)> = ignored
+        .into_iter()
+        .map(|f| (f, "unknown field, ignored"))
         .collect();
     let mut errors: Vec<FieldError> = Vec::new();
-    let config = resolve(doc, &mut errors, &mut warnings);
+    let config = resolve(doc, &mut errors, &mut notes);
     if !errors.is_empty() {
         let errors = errors
             .iter()
@@ -336,7 +339,9 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             .collect();
         return Err(ConfigError::Invalid { errors });
     }
-    let warnings = warnings.into_iter().map(|w| format!("{file}: {w}")).collect();
+    // In file order (the YAML value's maps are sorted by key).
+    notes.sort_by_key(|(f, _)| at(f));
+    let warnings = notes.iter().map(|(f, m)| render(f, m)).collect();
     Ok(Loaded { config, warnings })
 }
 
@@ -357,7 +362,11 @@ fn field_of(path: &serde_ignored::Path<'_>) -> String {
 }
 
 /// Defaults and validation; every problem goes to `errors`.
-fn resolve(doc: Doc, errors: &mut Vec<FieldError>, warnings: &mut Vec<String>) -> SidecarConfig {
+fn resolve(
+    doc: Doc,
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<(String, &'static str)>,
+) -> SidecarConfig {
     let root = FieldPath::new("");
     let listen_text = doc.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
     let listen = listen_text.parse().unwrap_or_else(|_| {
@@ -384,15 +393,22 @@ fn resolve(doc: Doc, errors: &mut Vec<FieldError>, warnings: &mut Vec<String>) -
     };
     let watchdog_timeout = duration(doc.watchdog.map(|w| w.timeout), "watchdog.timeout", None)
         .filter(|d| !d.is_zero());
-    let drain_delay = duration(doc.drain.map(|d| d.delay), "drain.delay", Some(DEFAULT_DRAIN))
-        .unwrap_or(DEFAULT_DRAIN);
+    let drain_delay = duration(
+        doc.drain.map(|d| d.delay),
+        "drain.delay",
+        Some(DEFAULT_DRAIN),
+    )
+    .unwrap_or(DEFAULT_DRAIN);
     let overload_recover = duration(
         doc.overload.map(|o| o.recover),
         "overload.recover",
         Some(DEFAULT_OVERLOAD_RECOVER),
     )
     .unwrap_or(DEFAULT_OVERLOAD_RECOVER);
-    let notify_socket = doc.notify_socket.filter(|s| !s.is_empty()).map(PathBuf::from);
+    let notify_socket = doc
+        .notify_socket
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from);
     if watchdog_timeout.is_some() && notify_socket.is_none() {
         errors.push(FieldError::required(
             &root.child("notifySocket"),
@@ -466,9 +482,9 @@ fn resolve(doc: Doc, errors: &mut Vec<FieldError>, warnings: &mut Vec<String>) -
                         t.query = q;
                     }
                     if t.password.is_some() {
-                        warnings.push(format!(
-                            "{}: a password in the DSN; prefer passwordFrom (env or file)",
-                            p.child("dsn").as_str()
+                        warnings.push((
+                            p.child("dsn").as_str().to_string(),
+                            "a password in the DSN; prefer passwordFrom (env or file)",
                         ));
                     }
                     if let Some(src) = pg.password_from {
@@ -587,7 +603,11 @@ fn fill_host(probe: &mut Probe) {
     }
 }
 
-fn read_secret(src: &SecretSource, path: &FieldPath, errors: &mut Vec<FieldError>) -> Option<Secret> {
+fn read_secret(
+    src: &SecretSource,
+    path: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) -> Option<Secret> {
     match (&src.env, &src.file) {
         (Some(var), None) => match std::env::var(var) {
             Ok(v) => Some(Secret::new(v)),
@@ -613,7 +633,10 @@ fn read_secret(src: &SecretSource, path: &FieldPath, errors: &mut Vec<FieldError
             }
         },
         _ => {
-            errors.push(FieldError::required(path, "must specify exactly one of env or file"));
+            errors.push(FieldError::required(
+                path,
+                "must specify exactly one of env or file",
+            ));
             None
         }
     }
@@ -646,11 +669,14 @@ fn duration_value(d: &DurationDoc) -> BadValue {
 /// Names appear in verbose lines, label values and gRPC service names: 1–63 characters of
 /// `[a-z0-9._-]`, starting with a letter or digit (and not a name the sidecar uses itself).
 fn name_error(name: &str) -> Option<&'static str> {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-');
+    let ok_char =
+        |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-');
     if name.is_empty() || name.len() > 63 {
         Some("must be 1 to 63 characters")
     } else if !name.chars().all(ok_char) || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        Some("must consist of lower-case letters, digits, '.', '_' or '-', and start with a letter or digit")
+        Some(
+            "must consist of lower-case letters, digits, '.', '_' or '-', and start with a letter or digit",
+        )
     } else if super::health::RESERVED_NAMES.contains(&name) {
         Some("is the name of a check the sidecar adds itself")
     } else {
@@ -721,7 +747,7 @@ checks:
                 "s.yaml:5:5: checks[0].probe.periodSeconds: Invalid value: -1: must be greater than or equal to 0",
                 "s.yaml:6:3: checks[1].name: Duplicate value: \"db\"",
                 "s.yaml:7:3: checks[1].for: Unsupported value: \"sometimes\": supported values: \"liveness\", \"readiness\", \"startup\"",
-                "s.yaml:8:12: checks[1].redis.address: Invalid value: \"nope\": must be HOST:PORT",
+                "s.yaml:8:11: checks[1].redis.address: Invalid value: \"nope\": must be HOST:PORT",
                 "s.yaml:10:3: checks[2].redis: Forbidden: may not specify more than one of probe, postgres or redis",
             ]
         );
@@ -729,10 +755,16 @@ checks:
 
     #[test]
     fn type_errors_point_at_the_field_and_unknown_fields_are_warnings() {
-        let e = load_str("s.yaml", "checks:\n- name: a\n  probe: {periodSeconds: five}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("s.yaml:3:12: checks[0].probe.periodSeconds: "), "{e}");
+        let e = load_str(
+            "s.yaml",
+            "checks:\n- name: a\n  probe: {periodSeconds: five}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("s.yaml:3:11: checks[0].probe.periodSeconds: "),
+            "{e}"
+        );
         let l = load_str(
             "s.yaml",
             "listen: 127.0.0.1:1\ndrian: {delay: 1s}\nchecks:\n- name: a\n  probe: {tcpSocket: {port: 1}, periodSecond: 3}\n",
@@ -741,8 +773,8 @@ checks:
         assert_eq!(
             l.warnings,
             [
-                "s.yaml: s.yaml:2:1: drian: unknown field, ignored",
-                "s.yaml: s.yaml:5:33: checks[0].probe.periodSecond: unknown field, ignored",
+                "s.yaml:2:1: drian: unknown field, ignored",
+                "s.yaml:5:33: checks[0].probe.periodSecond: unknown field, ignored",
             ]
         );
         let e = load_str("s.yaml", "checks: [\n").unwrap_err().to_string();
@@ -770,7 +802,10 @@ checks:
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("checks[0].postgres.dsn: Invalid value: \"<redacted>\""), "{e}");
+        assert!(
+            e.contains("checks[0].postgres.dsn: Invalid value: \"<redacted>\""),
+            "{e}"
+        );
         assert!(!e.contains("hunter2"), "{e}");
         let e = load_str(
             "s.yaml",
@@ -789,8 +824,13 @@ checks:
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("checks[0].probe.successThreshold: Invalid value: 2: must be 1"), "{e}");
-        let e = load_str("s.yaml", "watchdog: {timeout: 3s}\n").unwrap_err().to_string();
+        assert!(
+            e.contains("checks[0].probe.successThreshold: Invalid value: 2: must be 1"),
+            "{e}"
+        );
+        let e = load_str("s.yaml", "watchdog: {timeout: 3s}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("notifySocket: Required value"), "{e}");
     }
 }

@@ -415,14 +415,22 @@ impl Report {
                 (_, true) => out.push_str(&format!("[+]{} excluded: ok\n", l.name)),
                 (None, false) => out.push_str(&format!("[+]{} ok\n", l.name)),
                 (Some(reason), false) => {
-                    let reason = if verbose { escape(reason) } else { "reason withheld".into() };
+                    let reason = if verbose {
+                        escape(reason)
+                    } else {
+                        "reason withheld".into()
+                    };
                     let mark = if l.required { '-' } else { '+' };
                     out.push_str(&format!("[{mark}]{} failed: {reason}{weak}\n", l.name));
                 }
             }
         }
         if !self.unmatched.is_empty() {
-            let quoted: Vec<String> = self.unmatched.iter().map(|u| format!("{:?}", escape(u))).collect();
+            let quoted: Vec<String> = self
+                .unmatched
+                .iter()
+                .map(|u| format!("{:?}", escape(u)))
+                .collect();
             out.push_str(&format!(
                 "warn: some health checks cannot be excluded: no matches for {}\n",
                 quoted.join(", ")
@@ -443,7 +451,12 @@ pub fn escape(s: &str) -> String {
     s.chars()
         .flat_map(|c| -> Box<dyn Iterator<Item = char>> {
             if c.is_control() {
-                Box::new(format!("\\u{{{:x}}}", c as u32).chars().collect::<Vec<_>>().into_iter())
+                Box::new(
+                    format!("\\u{{{:x}}}", c as u32)
+                        .chars()
+                        .collect::<Vec<_>>()
+                        .into_iter(),
+                )
             } else {
                 Box::new(std::iter::once(c))
             }
@@ -529,7 +542,7 @@ checks:
     fn failing(r: &Report) -> Vec<&str> {
         r.lines
             .iter()
-            .filter(|(l, ex)| !ex && l.failure.is_some())
+            .filter(|(l, ex)| !ex && l.required && l.failure.is_some())
             .map(|(l, _)| l.name.as_str())
             .collect()
     }
@@ -538,16 +551,23 @@ checks:
     fn readiness_needs_failure_threshold_failures_and_liveness_ignores_dependencies() {
         let (mut checks, policy) = setup();
         let app = ready_app();
-        let ready = |c: &[CheckState], t| evaluate(ProbeType::Readiness, c, &app, &policy, at(t), &[]);
+        let ready =
+            |c: &[CheckState], t| evaluate(ProbeType::Readiness, c, &app, &policy, at(t), &[]);
         // Readiness starts failed (the kubelet's initial value) until the first success.
         assert!(!ready(&checks, 0).ok);
         assert!(checks[0].record(ok(""), at(1)));
         checks[2].record(ok(""), at(1));
         assert!(ready(&checks, 1).ok);
         // One failure is below failureThreshold 2: still ready.
-        assert!(!checks[0].record(fail("dial tcp 127.0.0.1:5432: connect: connection refused"), at(6)));
+        assert!(!checks[0].record(
+            fail("dial tcp 127.0.0.1:5432: connect: connection refused"),
+            at(6)
+        ));
         assert!(ready(&checks, 6).ok);
-        assert!(checks[0].record(fail("dial tcp 127.0.0.1:5432: connect: connection refused"), at(11)));
+        assert!(checks[0].record(
+            fail("dial tcp 127.0.0.1:5432: connect: connection refused"),
+            at(11)
+        ));
         let r = ready(&checks, 11);
         assert!(!r.ok);
         assert_eq!(failing(&r), ["db"]);
@@ -562,9 +582,19 @@ checks:
         let (mut checks, policy) = setup();
         checks[0].record(ok(""), at(1));
         checks[1].record(fail("PING answered LOADING"), at(1));
-        let r = evaluate(ProbeType::Readiness, &checks, &ready_app(), &policy, at(2), &[]);
+        let r = evaluate(
+            ProbeType::Readiness,
+            &checks,
+            &ready_app(),
+            &policy,
+            at(2),
+            &[],
+        );
         assert!(r.ok);
-        assert!(r.render(true).contains("[+]cache failed: PING answered LOADING (not required)\n"));
+        assert!(
+            r.render(true)
+                .contains("[+]cache failed: PING answered LOADING (not required)\n")
+        );
     }
 
     #[test]
@@ -576,7 +606,12 @@ checks:
         assert!(evaluate(ProbeType::Readiness, &checks, &app, &policy, at(7), &[]).ok);
         let r = evaluate(ProbeType::Readiness, &checks, &app, &policy, at(8), &[]);
         assert!(!r.ok);
-        assert!(r.render(true).contains("[-]db failed: stale: last result 7s ago (fresh for 6s)"), "{}", r.render(true));
+        assert!(
+            r.render(true)
+                .contains("[-]db failed: stale: last result 7s ago (fresh for 6s)"),
+            "{}",
+            r.render(true)
+        );
         // A liveness check that never answers fails once its first result is overdue (11 s).
         let live = |t| evaluate(ProbeType::Liveness, &checks, &app, &policy, at(t), &[]);
         assert!(live(11).ok);
@@ -587,13 +622,19 @@ checks:
     fn the_watchdog_fails_liveness_only_once_a_heartbeat_came_and_stopped() {
         let (checks, policy) = setup();
         let mut app = ready_app();
-        let live = |app: &AppState, t| evaluate(ProbeType::Liveness, &checks, app, &policy, at(t), &[]);
+        // The liveness check `self` never answers here; only the watchdog line matters.
+        let ex = ["self".to_string()];
+        let live =
+            |app: &AppState, t| evaluate(ProbeType::Liveness, &checks, app, &policy, at(t), &ex);
         assert!(live(&app, 100).ok, "no heartbeat yet: not watched");
         app.apply(&Assignment::Watchdog, at(100));
         assert!(live(&app, 110).ok);
         let r = live(&app, 111);
         assert_eq!(failing(&r), ["watchdog"]);
-        assert!(r.render(true).contains("[-]watchdog failed: no WATCHDOG=1 for 11s (timeout 10s)"));
+        assert!(
+            r.render(true)
+                .contains("[-]watchdog failed: no WATCHDOG=1 for 11s (timeout 10s)")
+        );
     }
 
     #[test]
@@ -605,7 +646,10 @@ checks:
         assert!(!app.begin_drain(at(3), "SIGTERM"), "already draining");
         let r = evaluate(ProbeType::Readiness, &checks, &app, &policy, at(2), &[]);
         assert_eq!(failing(&r), ["shutdown"]);
-        assert!(r.render(true).contains("[-]shutdown failed: draining after STOPPING=1"));
+        assert!(
+            r.render(true)
+                .contains("[-]shutdown failed: draining after STOPPING=1")
+        );
         assert!(evaluate(ProbeType::Liveness, &checks, &app, &policy, at(2), &[]).ok);
     }
 
@@ -614,7 +658,11 @@ checks:
         let (mut checks, policy) = setup();
         checks[0].record(ok(""), at(1));
         let mut app = ready_app();
-        let ready = |app: &AppState, t| evaluate(ProbeType::Readiness, &checks, app, &policy, at(t), &[]).ok;
+        // The database's result ages out at 7 s; only the overload line matters here.
+        let db = ["db".to_string()];
+        let ready = |app: &AppState, t| {
+            evaluate(ProbeType::Readiness, &checks, app, &policy, at(t), &db).ok
+        };
         app.apply(&Assignment::Overloaded(true), at(2));
         assert!(!ready(&app, 2));
         app.apply(&Assignment::Overloaded(false), at(3));
@@ -633,7 +681,10 @@ checks:
         let mut app = AppState::default();
         let r = evaluate(ProbeType::Startup, &checks, &app, &policy, at(1), &[]);
         assert!(!r.ok);
-        assert_eq!(r.render(false), "[-]app-ready failed: reason withheld\nstartupz check failed\n");
+        assert_eq!(
+            r.render(false),
+            "[-]app-ready failed: reason withheld\nstartupz check failed\n"
+        );
         app.apply(&Assignment::Ready, at(2));
         app.apply(&Assignment::Status("warming \x1b[31mcaches".into()), at(2));
         let r = evaluate(ProbeType::Startup, &checks, &app, &policy, at(2), &[]);
@@ -648,7 +699,14 @@ checks:
     fn exclude_skips_a_line_and_warns_about_unknown_names() {
         let (checks, policy) = setup();
         let ex = vec!["db".to_string(), "nope".to_string()];
-        let r = evaluate(ProbeType::Readiness, &checks, &ready_app(), &policy, at(1), &ex);
+        let r = evaluate(
+            ProbeType::Readiness,
+            &checks,
+            &ready_app(),
+            &policy,
+            at(1),
+            &ex,
+        );
         assert!(r.ok, "{r:?}");
         assert_eq!(
             r.render(true),
@@ -661,7 +719,12 @@ checks:
     #[test]
     fn errors_are_discarded_and_histograms_count_durations() {
         let (mut checks, _) = setup();
-        assert!(!checks[0].record(Completion::Errored { error: "boom".into() }, at(1)));
+        assert!(!checks[0].record(
+            Completion::Errored {
+                error: "boom".into()
+            },
+            at(1)
+        ));
         assert_eq!((checks[0].errors, checks[0].last_result_at), (1, None));
         checks[0].record(ok(""), at(2));
         checks[0].record(fail("x"), at(3));

@@ -162,16 +162,26 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o660);
         let client = std::os::unix::net::UnixDatagram::unbound().unwrap();
-        client.send_to(&vec![b'x'; MAX_DATAGRAM + 1], &path).unwrap();
+        client
+            .send_to(&vec![b'x'; MAX_DATAGRAM + 1], &path)
+            .unwrap();
         client.send_to(b"READY=1", &path).unwrap();
         assert_eq!(l.recv().await.unwrap(), Received::Oversize);
-        assert_eq!(l.recv().await.unwrap(), Received::Assignments(vec![Assignment::Ready]));
+        assert_eq!(
+            l.recv().await.unwrap(),
+            Received::Assignments(vec![Assignment::Ready])
+        );
         // A second bind replaces a stale socket; a regular file is refused.
         drop(l);
         let file = dir.path().join("file");
         std::fs::write(&file, "x").unwrap();
         assert!(matches!(bind(&file), Err(NotifyError::NotASocket { .. })));
         let missing = dir.path().join("no/such/dir/n.sock");
-        assert!(bind(&missing).unwrap_err().to_string().contains("cannot bind"));
+        assert!(
+            bind(&missing)
+                .unwrap_err()
+                .to_string()
+                .contains("cannot bind")
+        );
     }
 }

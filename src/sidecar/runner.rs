@@ -165,9 +165,12 @@ impl Checks {
                 continue;
             }
             let generation = shared.generation.fetch_add(1, Ordering::Relaxed) + 1;
-            s.checks.push(CheckState::new(spec.clone(), generation, now));
-            self.tasks
-                .insert(generation, spawn_check(shared.clone(), spec.clone(), generation));
+            s.checks
+                .push(CheckState::new(spec.clone(), generation, now));
+            self.tasks.insert(
+                generation,
+                spawn_check(shared.clone(), spec.clone(), generation),
+            );
             summary.started += 1;
         }
         for gone in old {
@@ -235,11 +238,7 @@ pub async fn run_check(spec: &CheckSpec, target: &ProbeTarget, cfg: &ProbeConfig
 }
 
 /// Reads the notify socket until it fails; asks `drain` when the app sends `STOPPING=1`.
-pub async fn read_notify(
-    shared: Arc<Shared>,
-    listener: Listener,
-    drain: Arc<tokio::sync::Notify>,
-) {
+pub async fn read_notify(shared: Arc<Shared>, listener: Listener, drain: Arc<tokio::sync::Notify>) {
     loop {
         let got = match listener.recv().await {
             Ok(got) => got,

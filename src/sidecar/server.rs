@@ -205,7 +205,8 @@ fn parse_health_request(frame: &[u8]) -> Result<String, &'static str> {
                 let n = usize::try_from(n).map_err(|_| "bad length")?;
                 let value = rest.get(..n).ok_or("truncated field")?;
                 if key >> 3 == 1 {
-                    service = String::from_utf8(value.to_vec()).map_err(|_| "service is not UTF-8")?;
+                    service =
+                        String::from_utf8(value.to_vec()).map_err(|_| "service is not UTF-8")?;
                 }
                 msg = &rest[n..];
             }
