@@ -3,7 +3,7 @@
 //!
 //! PostgreSQL and Redis come from the Debian packages `.ci/run` installs (`postgresql`,
 //! `redis-server`). PostgreSQL refuses to run as root, so as root it runs as the `postgres`
-//! user through `runuser`, in a temporary directory given to that user.
+//! user (the uid set in the child), in a temporary directory given to that user.
 
 mod common;
 
@@ -179,15 +179,28 @@ fn pg_bin(name: &str) -> PathBuf {
     versions.pop().expect("a PostgreSQL version").join(name)
 }
 
-/// `cmd` as the `postgres` user when we are root (PostgreSQL refuses root).
+/// The `postgres` user's uid and gid, from /etc/passwd.
+fn postgres_ids() -> (u32, u32) {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let line = passwd
+        .lines()
+        .find(|l| l.starts_with("postgres:"))
+        .expect("the postgresql package creates the postgres user");
+    let f: Vec<&str> = line.split(':').collect();
+    (f[2].parse().unwrap(), f[3].parse().unwrap())
+}
+
+/// `cmd` as the `postgres` user when we are root (PostgreSQL refuses root). The uid is set
+/// in the child itself rather than through `runuser`, so that the spawned process is the
+/// postmaster: `runuser` stops itself when its child is stopped, which the hiccup test does.
 fn as_pg(cmd: &Path) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(cmd);
     if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(cmd);
-        c
-    } else {
-        Command::new(cmd)
+        let (uid, gid) = postgres_ids();
+        c.uid(uid).gid(gid);
     }
+    c
 }
 
 impl Postgres {
@@ -279,10 +292,9 @@ impl Postgres {
         pg
     }
 
-    /// The postmaster's PID, from `postmaster.pid` (the spawned process may be `runuser`).
+    /// The postmaster's PID.
     fn postmaster(&self) -> i32 {
-        let text = std::fs::read_to_string(self.dir.path().join("data/postmaster.pid")).unwrap();
-        text.lines().next().unwrap().trim().parse().unwrap()
+        self.server.id() as i32
     }
 }
 
@@ -523,7 +535,7 @@ fn redis_ping_with_auth_and_a_paused_redis_as_a_weak_dependency() {
     let (_, metrics) = s.get("/metrics");
     assert!(!metrics.contains("redis-pw"));
     assert!(
-        metrics.contains("probelet_sidecar_check_transitions_total{check=\"cache-strict\",for=\"readiness\",required=\"true\"} 2"),
+        metrics.contains("probelet_sidecar_check_transitions_total{check=\"cache-strict\",for=\"readiness\",required=\"true\"} 3"),
         "{metrics}"
     );
 }
@@ -566,7 +578,18 @@ overload: {recover: 1s}
         body.contains("[-]watchdog failed: no WATCHDOG=1 for"),
         "{body}"
     );
-    send(b"WATCHDOG=1");
+    // From here on a heartbeat every 200 ms, like an app's worker loop.
+    let beating = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let heart = {
+        let (beating, sock) = (beating.clone(), sock.clone());
+        std::thread::spawn(move || {
+            let c = std::os::unix::net::UnixDatagram::unbound().unwrap();
+            while beating.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = c.send_to(b"WATCHDOG=1", &sock);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
     s.wait_status("/livez", 200, Duration::from_secs(5));
     // Overload: readiness only, back after the recover time.
     send(b"X-PROBELET-OVERLOADED=1");
@@ -575,7 +598,7 @@ overload: {recover: 1s}
         body.contains("[-]overload failed: the app reports overload"),
         "{body}"
     );
-    send(b"WATCHDOG=1\nX-PROBELET-OVERLOADED=0");
+    send(b"X-PROBELET-OVERLOADED=0");
     assert_eq!(s.get("/livez").0, 200);
     s.wait_status("/readyz", 200, Duration::from_secs(5));
     send(&vec![b'A'; 5000]);
@@ -588,7 +611,7 @@ overload: {recover: 1s}
         assert!(Instant::now() < deadline, "oversize datagram not counted");
         std::thread::sleep(Duration::from_millis(50));
     }
-    send(b"WATCHDOG=1\nSTOPPING=1");
+    send(b"STOPPING=1");
     let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(5));
     assert!(
         body.contains("[-]shutdown failed: draining after STOPPING=1"),
@@ -596,6 +619,8 @@ overload: {recover: 1s}
     );
     assert_eq!(s.get("/livez").0, 200, "liveness holds while draining");
     assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+    beating.store(false, std::sync::atomic::Ordering::Relaxed);
+    heart.join().unwrap();
     assert!(!sock.exists(), "the socket file is removed on exit");
 }
 
