@@ -40,7 +40,8 @@ pub struct Args {
     /// The exit code for `--exit-after`.
     #[arg(long, default_value_t = 1)]
     pub exit_code: u8,
-    /// On SIGTERM, take this long to shut down (past the grace period the kubelet sends SIGKILL).
+    /// On SIGTERM, take this long to shut down, still serving (past the grace period the
+    /// kubelet sends SIGKILL).
     #[arg(long, value_parser = parse_duration, default_value = "0s")]
     pub stop_delay: Duration,
     /// Ignore SIGTERM entirely (only SIGKILL ends it).
@@ -78,7 +79,9 @@ async fn heartbeat(args: Arc<Args>, interval: Duration, start: Instant) {
             eprintln!("demo-app: worker loop deadlocked; heartbeats stop");
             return;
         }
-        sd_notify("WATCHDOG=1");
+        // READY=1 again with every beat (systemd accepts repeats): a pod's containers start
+        // together, so the sidecar's socket may not exist yet when the app first says it.
+        sd_notify("READY=1\nWATCHDOG=1");
         tokio::time::sleep(interval).await;
     }
 }
@@ -252,6 +255,7 @@ async fn serve(args: Args) -> ExitCode {
     };
     tokio::pin!(listen);
     let mut listener: Option<TcpListener> = None;
+    let mut stop_at: Option<tokio::time::Instant> = None;
     eprintln!(
         "demo-app: starting, will listen on {} in {:?}",
         args.listen, args.startup_delay
@@ -302,7 +306,10 @@ async fn serve(args: Args) -> ExitCode {
                 if args.notify_watchdog.is_some() {
                     sd_notify("STOPPING=1");
                 }
-                tokio::time::sleep(args.stop_delay).await;
+                // Keep serving until then, like an app finishing its in-flight work.
+                stop_at.get_or_insert(tokio::time::Instant::now() + args.stop_delay);
+            }
+            _ = async { tokio::time::sleep_until(stop_at.expect("guarded")).await }, if stop_at.is_some() => {
                 return ExitCode::SUCCESS;
             }
         }
