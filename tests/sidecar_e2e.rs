@@ -191,8 +191,9 @@ fn sigterm_takes_the_pod_out_of_traffic_before_anything_exits() {
     loop {
         let (code, body) = common::http(&sidecar, "GET", "/readyz?verbose", "");
         if code == 503 {
+            // The sidecar's SIGTERM or the app's STOPPING=1, whichever came first.
             assert!(
-                body.contains("[-]shutdown failed: draining after SIGTERM"),
+                body.contains("[-]shutdown failed: draining after "),
                 "{body}"
             );
             break;

@@ -1,6 +1,6 @@
 //! `probelet sidecar CONFIG.yaml`: the application-side health proxy (see `probelet::sidecar`).
 //!
-//! Exit codes: 0 after draining (SIGTERM, SIGINT or the app's `STOPPING=1`), 1 when the config
+//! Exit codes: 0 after draining (SIGTERM or SIGINT), 1 when the config
 //! cannot be used at start, 2 when the listener or the notify socket cannot be created.
 
 use std::net::SocketAddr;
@@ -22,7 +22,8 @@ use tokio::signal::unix::{SignalKind, signal};
 /// postgres or redis). The app may send sd_notify datagrams to notifySocket: READY=1,
 /// WATCHDOG=1, STOPPING=1, STATUS=..., X-PROBELET-OVERLOADED=1/0. SIGHUP reloads the checks,
 /// keeping the results of unchanged ones; SIGTERM drains: readiness fails at once, liveness
-/// holds, and the sidecar exits 0 after drain.delay.
+/// holds, and the sidecar exits 0 after drain.delay. STOPPING=1 drains the same way without
+/// exiting (the app may be restarting): a READY=1 after drain.delay ends it.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The config file.
@@ -67,7 +68,6 @@ pub fn run(args: Args) -> ExitCode {
 
 async fn serve(path: PathBuf, cfg: SidecarConfig) -> ExitCode {
     let shared = Shared::new(&cfg);
-    let drain = Arc::new(tokio::sync::Notify::new());
     // Created before the listener, so that the app (started alongside) finds it as soon as
     // the sidecar answers; an unusable path is an error now, not a silent lack of heartbeats.
     let notify = match &cfg.notify_socket {
@@ -99,8 +99,7 @@ async fn serve(path: PathBuf, cfg: SidecarConfig) -> ExitCode {
             .unwrap_or_default()
     );
     let server = tokio::spawn(server::serve(listener, shared.clone()));
-    let reader =
-        notify.map(|l| tokio::spawn(runner::read_notify(shared.clone(), l, drain.clone())));
+    let reader = notify.map(|l| tokio::spawn(runner::read_notify(shared.clone(), l)));
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -113,7 +112,6 @@ async fn serve(path: PathBuf, cfg: SidecarConfig) -> ExitCode {
         tokio::select! {
             _ = term.recv() => break "SIGTERM",
             _ = int.recv() => break "SIGINT",
-            _ = drain.notified() => break "STOPPING=1",
             _ = hup.recv() => reload(&path, &cfg, &shared, &mut checks),
         }
     };

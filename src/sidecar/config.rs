@@ -42,9 +42,6 @@ use crate::spec::load::{error_message, render_invalid};
 use crate::spec::locate::SourceIndex;
 use crate::spec::{ProbeType, defaults, validate};
 
-/// The largest config file accepted (1 MiB: far beyond any real sidecar's).
-pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
-
 /// The address served when neither the file nor `--listen` names one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8086";
 
@@ -62,21 +59,10 @@ pub const DEFAULT_OVERLOAD_RECOVER: Duration = Duration::from_secs(10);
 /// Why a config file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
-    #[error("{path}: cannot read")]
-    Io {
-        /// The path as given.
-        path: String,
-        /// The operating system's reason.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file is larger than [`MAX_FILE_BYTES`].
-    #[error("{path}: larger than the limit of {MAX_FILE_BYTES} bytes")]
-    TooLarge {
-        /// The path as given.
-        path: String,
-    },
+    /// The file could not be read, is larger than the manifest limit (16 MiB) or is not
+    /// UTF-8: the manifest loader's own checks.
+    #[error(transparent)]
+    Read(#[from] crate::spec::load::LoadError),
     /// The YAML is malformed or a field is wrong: one `FILE:LINE:COL: FIELD: MESSAGE` per
     /// problem.
     #[error("{}", .errors.join("\n"))]
@@ -151,7 +137,8 @@ pub struct SidecarConfig {
     pub notify_socket: Option<PathBuf>,
     /// Liveness fails when the last `WATCHDOG=1` is older than this (once one came).
     pub watchdog_timeout: Option<Duration>,
-    /// On SIGTERM or `STOPPING=1`: how long readiness fails before the sidecar exits.
+    /// On SIGTERM: how long readiness fails before the sidecar exits; on `STOPPING=1`, how
+    /// long at least before a `READY=1` ends the drain.
     pub drain_delay: Duration,
     /// Hysteresis of `X-PROBELET-OVERLOADED`: readiness returns only this long after `=0`.
     pub overload_recover: Duration,
@@ -259,18 +246,9 @@ struct SecretSource {
     file: Option<String>,
 }
 
-/// Reads and validates the config at `path`.
+/// Reads and validates the config at `path` (`-` for standard input).
 pub fn load_file(path: &Path) -> Result<Loaded, ConfigError> {
-    let name = path.display().to_string();
-    let io = |source| ConfigError::Io {
-        path: name.clone(),
-        source,
-    };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(ConfigError::TooLarge { path: name });
-    }
-    let text = std::fs::read_to_string(path).map_err(io)?;
+    let (name, text) = crate::spec::load::read_manifest(path)?;
     load_str(&name, &text)
 }
 

@@ -214,11 +214,23 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// Applies one notify assignment received at `now`; answers whether it asks to drain
+    /// Applies one notify assignment received at `now`; answers whether it started a drain
     /// (the first `STOPPING=1`).
-    pub fn apply(&mut self, a: &Assignment, now: Instant) -> bool {
+    ///
+    /// A drain the app asked for with `STOPPING=1` ends when the app says `READY=1` once the
+    /// drain has lasted `policy.drain_delay`: the kubelet restarting the app (after a liveness
+    /// failure) stops it the same way a pod shutdown does, and the new app must get traffic
+    /// again. A drain after SIGTERM never ends: the sidecar exits.
+    pub fn apply(&mut self, a: &Assignment, now: Instant, policy: &Policy) -> bool {
         match a {
-            Assignment::Ready => self.ready = true,
+            Assignment::Ready => {
+                self.ready = true;
+                if let Some((since, "STOPPING=1")) = self.stopping
+                    && now.saturating_duration_since(since) >= policy.drain_delay
+                {
+                    self.stopping = None;
+                }
+            }
             Assignment::Watchdog => self.last_watchdog = Some(now),
             Assignment::Stopping => return self.begin_drain(now, "STOPPING=1"),
             Assignment::Status(s) => self.status = Some(clip(s)),
@@ -255,6 +267,8 @@ pub struct Policy {
     pub overload_recover: Duration,
     /// The app talks sd_notify, so it is started only after `READY=1`.
     pub wants_ready: bool,
+    /// How long a drain lasts at least.
+    pub drain_delay: Duration,
 }
 
 /// One line of an endpoint's answer.
@@ -448,20 +462,15 @@ impl Report {
 /// Text that reaches a client or a terminal: control characters (escape sequences included)
 /// shown as `\u{..}`, so a check's output cannot rewrite a terminal.
 pub fn escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| -> Box<dyn Iterator<Item = char>> {
-            if c.is_control() {
-                Box::new(
-                    format!("\\u{{{:x}}}", c as u32)
-                        .chars()
-                        .collect::<Vec<_>>()
-                        .into_iter(),
-                )
-            } else {
-                Box::new(std::iter::once(c))
-            }
-        })
-        .collect()
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// At most [`MAX_TEXT`] characters, on one line.
@@ -507,6 +516,7 @@ checks:
             watchdog_timeout: c.watchdog_timeout,
             overload_recover: c.overload_recover,
             wants_ready: c.notify_socket.is_some(),
+            drain_delay: c.drain_delay,
         };
         let checks = c
             .checks
@@ -627,7 +637,7 @@ checks:
         let live =
             |app: &AppState, t| evaluate(ProbeType::Liveness, &checks, app, &policy, at(t), &ex);
         assert!(live(&app, 100).ok, "no heartbeat yet: not watched");
-        app.apply(&Assignment::Watchdog, at(100));
+        app.apply(&Assignment::Watchdog, at(100), &policy);
         assert!(live(&app, 110).ok);
         let r = live(&app, 111);
         assert_eq!(failing(&r), ["watchdog"]);
@@ -642,7 +652,7 @@ checks:
         let (mut checks, policy) = setup();
         checks[0].record(ok(""), at(1));
         let mut app = ready_app();
-        assert!(app.apply(&Assignment::Stopping, at(2)));
+        assert!(app.apply(&Assignment::Stopping, at(2), &policy));
         assert!(!app.begin_drain(at(3), "SIGTERM"), "already draining");
         let r = evaluate(ProbeType::Readiness, &checks, &app, &policy, at(2), &[]);
         assert_eq!(failing(&r), ["shutdown"]);
@@ -651,6 +661,15 @@ checks:
                 .contains("[-]shutdown failed: draining after STOPPING=1")
         );
         assert!(evaluate(ProbeType::Liveness, &checks, &app, &policy, at(2), &[]).ok);
+        // A restarted app's READY=1 ends the drain it asked for, once it lasted the delay (5 s).
+        app.apply(&Assignment::Ready, at(6), &policy);
+        assert!(app.stopping.is_some());
+        app.apply(&Assignment::Ready, at(7), &policy);
+        assert_eq!(app.stopping, None);
+        // After SIGTERM nothing ends it.
+        app.begin_drain(at(8), "SIGTERM");
+        app.apply(&Assignment::Ready, at(100), &policy);
+        assert!(app.stopping.is_some());
     }
 
     #[test]
@@ -663,13 +682,13 @@ checks:
         let ready = |app: &AppState, t| {
             evaluate(ProbeType::Readiness, &checks, app, &policy, at(t), &db).ok
         };
-        app.apply(&Assignment::Overloaded(true), at(2));
+        app.apply(&Assignment::Overloaded(true), at(2), &policy);
         assert!(!ready(&app, 2));
-        app.apply(&Assignment::Overloaded(false), at(3));
+        app.apply(&Assignment::Overloaded(false), at(3), &policy);
         assert!(!ready(&app, 7), "4 s after clearing: still recovering");
         // A new overload during recovery restarts the hysteresis.
-        app.apply(&Assignment::Overloaded(true), at(4));
-        app.apply(&Assignment::Overloaded(false), at(5));
+        app.apply(&Assignment::Overloaded(true), at(4), &policy);
+        app.apply(&Assignment::Overloaded(false), at(5), &policy);
         assert!(!ready(&app, 9));
         assert!(ready(&app, 10));
         assert!(evaluate(ProbeType::Liveness, &checks, &app, &policy, at(4), &[]).ok);
@@ -685,8 +704,12 @@ checks:
             r.render(false),
             "[-]app-ready failed: reason withheld\nstartupz check failed\n"
         );
-        app.apply(&Assignment::Ready, at(2));
-        app.apply(&Assignment::Status("warming \x1b[31mcaches".into()), at(2));
+        app.apply(&Assignment::Ready, at(2), &policy);
+        app.apply(
+            &Assignment::Status("warming \x1b[31mcaches".into()),
+            at(2),
+            &policy,
+        );
         let r = evaluate(ProbeType::Startup, &checks, &app, &policy, at(2), &[]);
         assert_eq!(r.render(false), "ok");
         assert_eq!(

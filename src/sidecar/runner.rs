@@ -129,6 +129,7 @@ fn policy_of(c: &SidecarConfig) -> Policy {
         watchdog_timeout: c.watchdog_timeout,
         overload_recover: c.overload_recover,
         wants_ready: c.notify_socket.is_some(),
+        drain_delay: c.drain_delay,
     }
 }
 
@@ -237,8 +238,8 @@ pub async fn run_check(spec: &CheckSpec, target: &ProbeTarget, cfg: &ProbeConfig
     Completion::Errored { error: last }
 }
 
-/// Reads the notify socket until it fails; asks `drain` when the app sends `STOPPING=1`.
-pub async fn read_notify(shared: Arc<Shared>, listener: Listener, drain: Arc<tokio::sync::Notify>) {
+/// Reads the notify socket for ever (a failing read is logged and retried).
+pub async fn read_notify(shared: Arc<Shared>, listener: Listener) {
     loop {
         let got = match listener.recv().await {
             Ok(got) => got,
@@ -258,14 +259,64 @@ pub async fn read_notify(shared: Arc<Shared>, listener: Listener, drain: Arc<tok
         match got {
             Received::Oversize => s.oversize += 1,
             Received::Assignments(list) => {
+                let policy = s.policy;
                 for a in &list {
-                    if s.app.apply(a, now) {
-                        drain.notify_one();
+                    let was_draining = s.app.stopping.is_some();
+                    if s.app.apply(a, now, &policy) {
+                        eprintln!(
+                            "sidecar: STOPPING=1: draining, readiness fails until the app is READY=1 again (after {} at least)",
+                            crate::probe::go_duration(policy.drain_delay)
+                        );
+                    } else if was_draining && s.app.stopping.is_none() {
+                        eprintln!("sidecar: READY=1 after the drain: ready again");
                     }
                 }
             }
         }
         drop(s);
         shared.bump();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sidecar::config::load_str;
+
+    fn config(period_b: u32) -> SidecarConfig {
+        let text = format!(
+            "checks:\n- name: a\n  probe: {{exec: {{command: [\"true\"]}}, periodSeconds: 60}}\n\
+             - name: b\n  probe: {{exec: {{command: [\"true\"]}}, periodSeconds: {period_b}}}\n"
+        );
+        load_str("t.yaml", &text).unwrap().config
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reload_keeps_unchanged_checks_and_restarts_changed_ones() {
+        let first = config(60);
+        let shared = Shared::new(&first);
+        let mut checks = Checks::default();
+        let s = checks.apply(&shared, &first);
+        assert_eq!((s.kept, s.started, s.stopped), (0, 2, 0));
+        let before: Vec<u64> = shared.state().checks.iter().map(|c| c.generation).collect();
+        // Same config: nothing restarts.
+        let s = checks.apply(&shared, &first);
+        assert_eq!((s.kept, s.started, s.stopped), (2, 0, 0));
+        // `b` changes: it starts again under a new generation, `a` keeps its own.
+        let s = checks.apply(&shared, &config(30));
+        assert_eq!((s.kept, s.started, s.stopped), (1, 1, 1));
+        let after: Vec<u64> = shared.state().checks.iter().map(|c| c.generation).collect();
+        assert_eq!(after[0], before[0]);
+        assert_ne!(after[1], before[1]);
+        assert_eq!(checks.tasks.len(), 2);
+        // A late result of the stopped run is ignored.
+        shared.record(
+            before[1],
+            Completion::Errored {
+                error: "late".into(),
+            },
+        );
+        assert_eq!(shared.state().checks[1].errors, 0);
+        checks.stop();
     }
 }

@@ -270,13 +270,14 @@ async fn grpc_check(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
 }
 
 /// `Watch`: the current status at once, then every change (checked on each cache change and
-/// every second, since statuses also change with time alone: watchdog age, staleness).
+/// every second, since statuses also change with time alone: watchdog age, staleness). The
+/// task ends when the client goes away (the body, and with it the receiver, is dropped).
 async fn grpc_watch(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
     let service = match read_service(req).await {
         Ok(s) => s,
         Err(e) => return grpc_status_only(3, e),
     };
-    let (mut tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(2);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(2);
     let endpoint = grpc_endpoint(&service);
     tokio::spawn(async move {
         let mut changes = shared.changed.subscribe();
@@ -284,18 +285,36 @@ async fn grpc_watch(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
         loop {
             let status = endpoint.map_or(SERVICE_UNKNOWN, |e| serving(&shared, e));
             if last != Some(status) {
-                if tx.send_data(response_frame(status)).await.is_err() {
+                if tx.send(response_frame(status)).await.is_err() {
                     return;
                 }
                 last = Some(status);
             }
             tokio::select! {
                 r = changes.changed() => if r.is_err() { return },
+                _ = tx.closed() => return,
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
         }
     });
-    grpc_response(body.boxed())
+    grpc_response(WatchBody(rx).boxed())
+}
+
+/// A streaming body fed by a channel; dropping it closes the channel.
+struct WatchBody(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for WatchBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|b| b.map(|b| Ok(hyper::body::Frame::data(b))))
+    }
 }
 
 #[cfg(test)]
