@@ -382,7 +382,7 @@ pub fn evaluate(
     let lines: Vec<(Line, bool)> = lines
         .into_iter()
         .map(|l| {
-            let excluded = exclude.iter().any(|e| *e == l.name);
+            let excluded = exclude.contains(&l.name);
             (l, excluded)
         })
         .collect();
