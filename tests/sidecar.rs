@@ -542,7 +542,7 @@ fn redis_ping_with_auth_and_a_paused_redis_as_a_weak_dependency() {
 
 /// sd_notify over a real datagram socket: READY=1 starts, WATCHDOG=1 heartbeats (and their
 /// absence fails liveness), STATUS in verbose output, overload flips readiness only, an
-/// oversize datagram is counted and ignored, STOPPING=1 drains and the sidecar exits 0.
+/// oversize datagram is counted and ignored, STOPPING=1 drains until a later READY=1.
 #[test]
 fn sd_notify_ready_watchdog_overload_and_stopping() {
     let config = "notifySocket: DIR/notify.sock
@@ -618,6 +618,20 @@ overload: {recover: 1s}
         "{body}"
     );
     assert_eq!(s.get("/livez").0, 200, "liveness holds while draining");
+    // The app restarting: a READY=1 before the drain delay (1 s) keeps the drain; one after
+    // it ends the drain. The sidecar stays up throughout.
+    send(b"READY=1");
+    assert_eq!(s.get("/readyz").0, 503);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while s.get("/readyz").0 != 200 {
+        assert!(Instant::now() < deadline, "the drain never ended");
+        send(b"READY=1");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    s.wait_line("the end of the drain", |l| {
+        l.contains("READY=1 after the drain: ready again")
+    });
+    s.signal(rustix::process::Signal::TERM);
     assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
     beating.store(false, std::sync::atomic::Ordering::Relaxed);
     heart.join().unwrap();
