@@ -7,14 +7,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::http;
+use common::{free_port, http};
 
 // === a running sidecar ===
 
@@ -42,7 +41,7 @@ impl Sidecar {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = lines(child.stderr.take().unwrap());
+        let stderr = common::stream_lines(child.stderr.take().unwrap());
         let mut s = Sidecar {
             child,
             addr: String::new(),
@@ -131,24 +130,6 @@ impl Drop for Sidecar {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(r).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    rx
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn kill(pid: i32, sig: rustix::process::Signal) {

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::free_port;
 use serde_json::Value;
 
 struct Pod {
@@ -82,14 +83,6 @@ fn app_ready(v: &Value) -> bool {
         && v["container"] == "app"
         && m.contains("ready")
         && !m.contains("not ready")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The Pod of examples/sidecar, on free ports and a private notify socket.
