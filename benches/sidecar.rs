@@ -139,7 +139,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn sidecar(dir: &std::path::Path, config: &str) -> (Child, u16) {
     let path = dir.join(format!("sidecar-{}.yaml", config.len()));
     std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+    // PROBELET_BIN picks another build of the sidecar (a release binary when this harness
+    // runs from a debug build).
+    let bin =
+        std::env::var("PROBELET_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_probelet").into());
+    let mut child = Command::new(bin)
         .args(["sidecar", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .spawn()
