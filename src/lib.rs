@@ -15,6 +15,8 @@
 //! * [`alerts`]: the alert lifecycle (pure) and the Alertmanager client (an edge task).
 //! * [`calibrate`]: `probelet calibrate`: probe settings from measured start-up and latency,
 //!   proved by simulation.
+//! * [`sidecar`]: `probelet sidecar`, the application-side health proxy (cached checks,
+//!   sd_notify watchdog, drain).
 //! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual
 //!   driver.
 
@@ -30,5 +32,6 @@ pub mod monitor;
 pub mod outcome;
 pub mod probe;
 pub mod runtime;
+pub mod sidecar;
 pub mod sim;
 pub mod spec;

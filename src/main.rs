@@ -52,6 +52,9 @@ enum Command {
     /// Measure a pod's start-up and probe latency from real runs, propose probe settings with
     /// a reason for each number, and prove them by simulation (current vs proposed).
     Calibrate(cli::calibrate::Args),
+    /// The application-side health proxy: checks dependencies in the background and answers
+    /// /livez, /readyz, /startupz and gRPC health from cache; sd_notify watchdog; drain.
+    Sidecar(cli::sidecar::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,5 +77,6 @@ fn main() -> ExitCode {
         Command::Bench(args) => cli::bench::run(args),
         Command::Targets(args) => cli::targets::run(args),
         Command::Calibrate(args) => cli::calibrate::run(args),
+        Command::Sidecar(args) => cli::sidecar::run(args),
     }
 }

@@ -40,7 +40,8 @@ pub struct Args {
     /// The exit code for `--exit-after`.
     #[arg(long, default_value_t = 1)]
     pub exit_code: u8,
-    /// On SIGTERM, take this long to shut down (past the grace period the kubelet sends SIGKILL).
+    /// On SIGTERM, take this long to shut down, still serving (past the grace period the
+    /// kubelet sends SIGKILL).
     #[arg(long, value_parser = parse_duration, default_value = "0s")]
     pub stop_delay: Duration,
     /// Ignore SIGTERM entirely (only SIGKILL ends it).
@@ -51,6 +52,38 @@ pub struct Args {
     /// and `demo` are known, others get NOT_FOUND. Opens after `--startup-delay` too.
     #[arg(long)]
     pub grpc_listen: Option<SocketAddr>,
+    /// Talk sd_notify to `$NOTIFY_SOCKET` (`probelet sidecar`, systemd): `READY=1` once
+    /// listening, `WATCHDOG=1` every this long from a worker loop, `STOPPING=1` on SIGTERM.
+    #[arg(long, value_parser = parse_duration, value_name = "INTERVAL")]
+    pub notify_watchdog: Option<Duration>,
+    /// The worker loop deadlocks this long after start: heartbeats stop while HTTP keeps
+    /// answering 200 (a zombie that only a watchdog catches).
+    #[arg(long, value_parser = parse_duration)]
+    pub deadlock_after: Option<Duration>,
+}
+
+/// Sends one sd_notify datagram to `$NOTIFY_SOCKET`, if set; errors are ignored (the
+/// receiver may not be up yet, and the next heartbeat tries again).
+fn sd_notify(text: &str) {
+    if let Some(path) = std::env::var_os("NOTIFY_SOCKET")
+        && let Ok(s) = std::os::unix::net::UnixDatagram::unbound()
+    {
+        let _ = s.send_to(text.as_bytes(), path);
+    }
+}
+
+/// The worker loop's heartbeat: `WATCHDOG=1` every `interval` until `--deadlock-after`.
+async fn heartbeat(args: Arc<Args>, interval: Duration, start: Instant) {
+    loop {
+        if args.deadlock_after.is_some_and(|d| start.elapsed() >= d) {
+            eprintln!("demo-app: worker loop deadlocked; heartbeats stop");
+            return;
+        }
+        // READY=1 again with every beat (systemd accepts repeats): a pod's containers start
+        // together, so the sidecar's socket may not exist yet when the app first says it.
+        sd_notify("READY=1\nWATCHDOG=1");
+        tokio::time::sleep(interval).await;
+    }
 }
 
 use probelet::display::parse_duration;
@@ -222,6 +255,7 @@ async fn serve(args: Args) -> ExitCode {
     };
     tokio::pin!(listen);
     let mut listener: Option<TcpListener> = None;
+    let mut stop_at: Option<tokio::time::Instant> = None;
     eprintln!(
         "demo-app: starting, will listen on {} in {}",
         args.listen,
@@ -233,6 +267,10 @@ async fn serve(args: Args) -> ExitCode {
                 Ok(l) => {
                     eprintln!("demo-app: listening on {}", args.listen);
                     listener = Some(l);
+                    if let Some(interval) = args.notify_watchdog {
+                        sd_notify("READY=1\nSTATUS=serving");
+                        tokio::spawn(heartbeat(args.clone(), interval, start));
+                    }
                     if let Some(addr) = args.grpc_listen {
                         match TcpListener::bind(addr).await {
                             Ok(g) => {
@@ -269,7 +307,13 @@ async fn serve(args: Args) -> ExitCode {
                     "demo-app: SIGTERM, stopping in {}",
                     probelet::display::go_duration(args.stop_delay)
                 );
-                tokio::time::sleep(args.stop_delay).await;
+                if args.notify_watchdog.is_some() {
+                    sd_notify("STOPPING=1");
+                }
+                // Keep serving until then, like an app finishing its in-flight work.
+                stop_at.get_or_insert(tokio::time::Instant::now() + args.stop_delay);
+            }
+            _ = async { tokio::time::sleep_until(stop_at.expect("guarded")).await }, if stop_at.is_some() => {
                 return ExitCode::SUCCESS;
             }
         }

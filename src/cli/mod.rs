@@ -12,6 +12,7 @@ pub mod lint;
 pub mod logs;
 pub mod monitor;
 pub mod run;
+pub mod sidecar;
 pub mod simulate;
 pub mod tabwriter;
 pub mod targets;

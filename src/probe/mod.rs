@@ -14,6 +14,9 @@ pub mod grpc;
 pub mod http;
 mod http1;
 pub mod link_local;
+pub mod postgres;
+pub mod redis;
+pub mod secret;
 pub mod tcp;
 pub mod url;
 

@@ -783,7 +783,7 @@ fn saphyr_error(source: &str, e: &serde_saphyr::Error, field: Option<String>) ->
 
 /// The error's message without the location and source snippet serde-saphyr adds, since
 /// [`LoadError`] prints the location itself.
-fn error_message(e: &serde_saphyr::Error) -> String {
+pub(crate) fn error_message(e: &serde_saphyr::Error) -> String {
     let text = e.without_snippet().to_string();
     let mut msg = text.lines().next().unwrap_or_default().trim();
     // serde-saphyr ends its messages with " at line L, column C".

@@ -453,6 +453,12 @@ impl SourceIndex {
         }
     }
 
+    /// The root node of non-empty document `document`, for files that are not manifests (the
+    /// sidecar's config): field paths are then located from the document's top.
+    pub fn document(&self, document: usize) -> Option<ObjectRef> {
+        self.roots.get(document).map(|&id| ObjectRef(id))
+    }
+
     /// The `ordinal`-th workload object of non-empty document `document`.
     pub fn object(&self, document: usize, ordinal: usize) -> Option<ObjectRef> {
         self.objects

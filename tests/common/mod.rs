@@ -120,8 +120,10 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &str) -> (u16, String
     (code, body)
 }
 
-/// The lines a child writes to `stdout`, as they come.
-pub fn stream_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+/// The lines a child writes to `stdout` (or any pipe), as they come.
+pub fn stream_lines(
+    stdout: impl std::io::Read + Send + 'static,
+) -> std::sync::mpsc::Receiver<String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -156,4 +158,13 @@ pub fn wait_for_restart_row(
             return;
         }
     }
+}
+
+/// A port that was free a moment ago on 127.0.0.1 (for a server the test starts next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

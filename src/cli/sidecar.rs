@@ -1,0 +1,167 @@
+//! `probelet sidecar CONFIG.yaml`: the application-side health proxy (see `probelet::sidecar`).
+//!
+//! Exit codes: 0 after draining (SIGTERM or SIGINT), 1 when the config
+//! cannot be used at start, 2 when the listener or the notify socket cannot be created.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use probelet::probe::go_duration;
+use probelet::sidecar::config::{self, SidecarConfig};
+use probelet::sidecar::runner::{self, Checks, Shared};
+use probelet::sidecar::{notify, server};
+use tokio::signal::unix::{SignalKind, signal};
+
+/// The application-side health proxy: checks dependencies in the background and answers
+/// /livez, /readyz, /startupz (and gRPC health) from the cached results at once.
+///
+/// CONFIG.yaml has listen, notifySocket, watchdog, drain, overload and checks (each with
+/// name, for: liveness|readiness|startup, required, and one of probe (a Kubernetes Probe),
+/// postgres or redis). The app may send sd_notify datagrams to notifySocket: READY=1,
+/// WATCHDOG=1, STOPPING=1, STATUS=..., X-PROBELET-OVERLOADED=1/0. SIGHUP reloads the checks,
+/// keeping the results of unchanged ones; SIGTERM drains: readiness fails at once, liveness
+/// holds, and the sidecar exits 0 after drain.delay. STOPPING=1 drains the same way without
+/// exiting (the app may be restarting): a READY=1 after drain.delay ends it.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The config file.
+    #[arg(value_name = "CONFIG.yaml")]
+    pub config: PathBuf,
+
+    /// Where to serve, overriding the file's `listen` (default 127.0.0.1:8086). Port 0 picks
+    /// a free port, printed at start.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<SocketAddr>,
+}
+
+/// Runs the sidecar until it has drained.
+pub fn run(args: Args) -> ExitCode {
+    let loaded = match config::load_file(&args.config) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{}", probelet::probe::error_chain(&e));
+            return ExitCode::from(1);
+        }
+    };
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut cfg = loaded.config;
+    if let Some(l) = args.listen {
+        cfg.listen = l;
+    }
+    // One thread: the sidecar's work is a few timers and short answers, and a second core
+    // would cost memory and wake-ups for nothing (BENCHMARKS.md "sidecar").
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(serve(args.config, cfg)),
+        Err(e) => {
+            eprintln!("sidecar: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn serve(path: PathBuf, cfg: SidecarConfig) -> ExitCode {
+    let shared = Shared::new(&cfg);
+    // Created before the listener, so that the app (started alongside) finds it as soon as
+    // the sidecar answers; an unusable path is an error now, not a silent lack of heartbeats.
+    let notify = match &cfg.notify_socket {
+        None => None,
+        Some(p) => match notify::bind(p) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("sidecar: {}", probelet::probe::error_chain(&e));
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let listener = match tokio::net::TcpListener::bind(cfg.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("sidecar: cannot listen on {}: {e}", cfg.listen);
+            return ExitCode::from(2);
+        }
+    };
+    let addr = listener.local_addr().map_or(cfg.listen, |a| a);
+    let mut checks = Checks::default();
+    checks.apply(&shared, &cfg);
+    eprintln!(
+        "sidecar: listening on {addr} ({} checks{})",
+        cfg.checks.len(),
+        cfg.notify_socket
+            .as_ref()
+            .map(|p| format!(", notify socket {}", p.display()))
+            .unwrap_or_default()
+    );
+    let server = tokio::spawn(server::serve(listener, shared.clone()));
+    let reader = notify.map(|l| tokio::spawn(runner::read_notify(shared.clone(), l)));
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        eprintln!("sidecar: cannot handle signals");
+        return ExitCode::from(2);
+    };
+    let why = loop {
+        tokio::select! {
+            _ = term.recv() => break "SIGTERM",
+            _ = int.recv() => break "SIGINT",
+            _ = hup.recv() => reload(&path, &cfg, &shared, &mut checks),
+        }
+    };
+    shared.begin_drain(why);
+    eprintln!(
+        "sidecar: {why}: draining, readiness fails now; exiting in {}",
+        go_duration(cfg.drain_delay)
+    );
+    // Keep answering (readiness 503, liveness as before) until the delay is over, so the
+    // endpoints controller drops the pod before anything stops.
+    tokio::time::sleep(cfg.drain_delay).await;
+    checks.stop();
+    server.abort();
+    if let Some(r) = reader {
+        r.abort();
+        let _ = r.await; // drops the listener, which removes the socket file
+    }
+    eprintln!("sidecar: drained, exiting");
+    ExitCode::SUCCESS
+}
+
+fn reload(
+    path: &std::path::Path,
+    running: &SidecarConfig,
+    shared: &Arc<Shared>,
+    checks: &mut Checks,
+) {
+    match config::load_file(path) {
+        Err(e) => {
+            shared.state().reload_errors += 1;
+            eprintln!(
+                "sidecar: SIGHUP: config not reloaded, the running checks stay:\n{}",
+                probelet::probe::error_chain(&e)
+            );
+        }
+        Ok(loaded) => {
+            for w in &loaded.warnings {
+                eprintln!("warning: {w}");
+            }
+            let mut cfg = loaded.config;
+            if cfg.notify_socket != running.notify_socket {
+                eprintln!("sidecar: SIGHUP: notifySocket changes need a restart; kept");
+                cfg.notify_socket = running.notify_socket.clone();
+            }
+            let s = checks.apply(shared, &cfg);
+            shared.state().reloads += 1;
+            eprintln!(
+                "sidecar: SIGHUP: reloaded: {} kept, {} started, {} stopped",
+                s.kept, s.started, s.stopped
+            );
+        }
+    }
+}

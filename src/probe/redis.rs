@@ -1,0 +1,200 @@
+//! The Redis handler: a real `PING` that must answer `PONG`, after an optional `AUTH`.
+//!
+//! A TCP connect says only that the port is open; a Redis that is loading its dataset answers
+//! `-LOADING`, one that lost its password answers `-NOAUTH`, and a paused one accepts and never
+//! answers. All three are failures here. The whole exchange is bounded by the timeout, and a
+//! reply line is read only up to [`MAX_REPLY`] bytes, whatever the server sends.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
+use tokio::time::Instant;
+
+use super::secret::Secret;
+use super::{CloseStyle, tcp};
+use crate::outcome::{ProbeOutcome, RawResult};
+
+/// The longest reply line read (a `-ERR` text included); longer replies are failures.
+pub const MAX_REPLY: usize = 512;
+
+/// Where and how to reach one Redis server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisTarget {
+    /// Host name or IP address.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// ACL user for `AUTH user password` (Redis 6+); `AUTH password` when `None`.
+    pub username: Option<String>,
+    /// The password, when the server needs one.
+    pub password: Option<Secret>,
+}
+
+impl std::fmt::Display for RedisTarget {
+    /// `redis HOST:PORT` (never the password).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "redis {}",
+            super::url::join_host_port(&self.host, self.port)
+        )
+    }
+}
+
+/// Runs `AUTH` (when a password is set) and `PING` within `timeout`: `PONG` is a success,
+/// anything else (an error reply, a closed connection, silence) a failure with the reason.
+pub async fn probe(target: &RedisTarget, timeout: Duration) -> ProbeOutcome {
+    let deadline = Instant::now() + timeout;
+    match tokio::time::timeout_at(deadline, exchange(target, deadline)).await {
+        Ok(Ok(())) => ProbeOutcome::completed(RawResult::Success, "PONG"),
+        Ok(Err(reason)) => ProbeOutcome::completed(RawResult::Failure, reason),
+        Err(_) => ProbeOutcome::completed(
+            RawResult::Failure,
+            format!("no PONG within {}", super::go_duration(timeout)),
+        ),
+    }
+}
+
+async fn exchange(target: &RedisTarget, deadline: Instant) -> Result<(), String> {
+    let stream = tcp::dial(&target.host, target.port, deadline, CloseStyle::Reset).await?;
+    let mut conn = BufReader::new(stream);
+    if let Some(password) = &target.password {
+        let mut args = vec!["AUTH"];
+        args.extend(target.username.as_deref());
+        args.push(password.expose());
+        send(&mut conn, &args).await?;
+        let reply = read_line(&mut conn).await?;
+        if reply != "+OK" {
+            return Err(format!("AUTH refused: {}", error_text(&reply)));
+        }
+    }
+    send(&mut conn, &["PING"]).await?;
+    let reply = read_line(&mut conn).await?;
+    if reply == "+PONG" {
+        Ok(())
+    } else {
+        Err(format!("PING answered {}", error_text(&reply)))
+    }
+}
+
+/// Writes `args` as a RESP array of bulk strings (the form every Redis version accepts).
+async fn send(conn: &mut BufReader<tokio::net::TcpStream>, args: &[&str]) -> Result<(), String> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    conn.get_mut()
+        .write_all(&out)
+        .await
+        .map_err(|e| format!("write: {}", super::os_error_text(&e)))
+}
+
+/// One reply line without its CRLF, at most [`MAX_REPLY`] bytes.
+async fn read_line(conn: &mut BufReader<tokio::net::TcpStream>) -> Result<String, String> {
+    let mut line = Vec::new();
+    let mut limited = (&mut *conn).take(MAX_REPLY as u64 + 2);
+    let n = limited
+        .read_until(b'\n', &mut line)
+        .await
+        .map_err(|e| format!("read: {}", super::os_error_text(&e)))?;
+    if n == 0 {
+        return Err("connection closed before a reply".into());
+    }
+    if !line.ends_with(b"\n") {
+        return Err(format!("reply longer than {MAX_REPLY} bytes"));
+    }
+    let text = String::from_utf8_lossy(&line);
+    Ok(text.trim_end_matches(['\r', '\n']).to_string())
+}
+
+/// An error reply without its `-`, or the unexpected reply quoted.
+fn error_text(reply: &str) -> String {
+    match reply.strip_prefix('-') {
+        Some(err) => err.to_string(),
+        None => format!("{reply:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    /// A one-connection server that answers each command with the next of `replies`.
+    async fn server(replies: &'static [&'static str]) -> (u16, tokio::task::JoinHandle<Vec<u8>>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let h = tokio::spawn(async move {
+            let (mut c, _) = l.accept().await.unwrap();
+            let mut seen = Vec::new();
+            for r in replies {
+                let mut buf = [0u8; 256];
+                let n = c.read(&mut buf).await.unwrap();
+                seen.extend_from_slice(&buf[..n]);
+                c.write_all(r.as_bytes()).await.unwrap();
+            }
+            seen
+        });
+        (port, h)
+    }
+
+    fn target(port: u16, password: Option<&str>) -> RedisTarget {
+        RedisTarget {
+            host: "127.0.0.1".into(),
+            port,
+            username: None,
+            password: password.map(Secret::new),
+        }
+    }
+
+    #[tokio::test]
+    async fn auth_then_ping_is_sent_as_resp_and_pong_succeeds() {
+        let (port, h) = server(&["+OK\r\n", "+PONG\r\n"]).await;
+        let out = probe(&target(port, Some("s3cret")), Duration::from_secs(2)).await;
+        assert_eq!(out, ProbeOutcome::completed(RawResult::Success, "PONG"));
+        let seen = String::from_utf8(h.await.unwrap()).unwrap();
+        assert_eq!(
+            seen,
+            "*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n*1\r\n$4\r\nPING\r\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn loading_and_oversize_replies_are_failures_with_reasons() {
+        let (port, _h) = server(&["-LOADING Redis is loading the dataset in memory\r\n"]).await;
+        let out = probe(&target(port, None), Duration::from_secs(2)).await;
+        assert_eq!(
+            out,
+            ProbeOutcome::completed(
+                RawResult::Failure,
+                "PING answered LOADING Redis is loading the dataset in memory"
+            )
+        );
+        let long: &'static str = Box::leak(format!("+{}\r\n", "x".repeat(4000)).into_boxed_str());
+        let replies: &'static [&'static str] = Box::leak(vec![long].into_boxed_slice());
+        let (port, _h) = server(replies).await;
+        let out = probe(&target(port, None), Duration::from_secs(2)).await;
+        assert_eq!(
+            out,
+            ProbeOutcome::completed(RawResult::Failure, "reply longer than 512 bytes")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_server_fails_at_the_timeout() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let _keep = tokio::spawn(async move {
+            let (_c, _) = l.accept().await.unwrap();
+            std::future::pending::<()>().await;
+        });
+        let out = probe(&target(port, None), Duration::from_secs(1)).await;
+        assert_eq!(
+            out,
+            ProbeOutcome::completed(RawResult::Failure, "no PONG within 1s")
+        );
+    }
+}

@@ -1,0 +1,814 @@
+//! The sidecar's config file: loading, defaults and validation.
+//!
+//! ```yaml
+//! listen: 127.0.0.1:8086
+//! notifySocket: /run/app/notify.sock
+//! watchdog: {timeout: 10s}
+//! drain: {delay: 5s}
+//! overload: {recover: 10s}
+//! checks:
+//! - name: db
+//!   for: readiness
+//!   probe: {tcpSocket: {host: db, port: 5432}, periodSeconds: 5, failureThreshold: 2}
+//! - name: orders-db
+//!   for: readiness
+//!   postgres: {dsn: "postgres://app@db/orders", query: "SELECT 1", passwordFrom: {env: PGPASSWORD}}
+//! - name: cache
+//!   for: readiness
+//!   required: false
+//!   redis: {address: "cache:6379"}
+//! ```
+//!
+//! Read like `probelet monitor` reads its targets file (same YAML reader, same field-path
+//! errors), with two differences that suit a sidecar: every error is reported with the line
+//! and column of the field itself (through [`crate::spec::locate`]), and the file is refused as
+//! a whole when any check is invalid (a sidecar missing a check would answer "ready" for the
+//! wrong reason). Unknown fields are warnings, with their position, like `probelet validate`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Probe, TCPSocketAction};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::Deserialize;
+
+use crate::engine::ProbeTiming;
+use crate::probe::postgres::PostgresTarget;
+use crate::probe::redis::RedisTarget;
+use crate::probe::secret::Secret;
+use crate::spec::field::{BadValue, FieldError, FieldPath};
+use crate::spec::load::{error_message, render_invalid};
+use crate::spec::locate::SourceIndex;
+use crate::spec::{ProbeType, defaults, validate};
+
+/// The address served when neither the file nor `--listen` names one.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8086";
+
+/// The host a check's handler probes when it names none: the pod's own address, which a
+/// sidecar shares with the app.
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+
+/// Drain delay when `drain` is absent (long enough for endpoints to drop the pod).
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
+
+/// How long readiness stays failed after the app clears `X-PROBELET-OVERLOADED` when
+/// `overload.recover` is absent.
+pub const DEFAULT_OVERLOAD_RECOVER: Duration = Duration::from_secs(10);
+
+/// Why a config file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read, is larger than the manifest limit (16 MiB) or is not
+    /// UTF-8: the manifest loader's own checks.
+    #[error(transparent)]
+    Read(#[from] crate::spec::load::LoadError),
+    /// The YAML is malformed or a field is wrong: one `FILE:LINE:COL: FIELD: MESSAGE` per
+    /// problem.
+    #[error("{}", .errors.join("\n"))]
+    Invalid {
+        /// Every problem found, rendered.
+        errors: Vec<String>,
+    },
+}
+
+/// What a check feeds: the endpoint whose answer it decides.
+pub type CheckFor = ProbeType;
+
+/// What one check runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Handler {
+    /// A Kubernetes probe (httpGet, tcpSocket, grpc, exec), run by the kubelet's handlers.
+    Probe(Box<Probe>),
+    /// A login and a query.
+    Postgres(PostgresTarget),
+    /// `PING` → `PONG`.
+    Redis(RedisTarget),
+}
+
+/// One valid check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckSpec {
+    /// Unique name (`[+]NAME ok`, the `check` label).
+    pub name: String,
+    /// The endpoint it decides: `/livez`, `/readyz` or `/startupz`.
+    pub probe_type: CheckFor,
+    /// `false`: a weak dependency, reported but never failing its endpoint.
+    pub required: bool,
+    /// What it runs.
+    pub handler: Handler,
+    /// Period, timeout and thresholds, after the API server's defaults.
+    pub timing: ProbeTiming,
+}
+
+impl CheckSpec {
+    /// How long a result stays fresh: a result older than `period + timeout` means the check
+    /// stopped producing results (hung, or erroring), and a required check then fails.
+    pub fn freshness(&self) -> Duration {
+        secs(self.timing.period_seconds) + secs(self.timing.timeout_seconds)
+    }
+
+    /// The handler's timeout.
+    pub fn timeout(&self) -> Duration {
+        secs(self.timing.timeout_seconds)
+    }
+
+    /// Time between two runs.
+    pub fn period(&self) -> Duration {
+        secs(self.timing.period_seconds)
+    }
+
+    /// Time before the first run.
+    pub fn initial_delay(&self) -> Duration {
+        secs(self.timing.initial_delay_seconds)
+    }
+}
+
+fn secs(n: i32) -> Duration {
+    Duration::from_secs(u64::try_from(n).unwrap_or(0))
+}
+
+/// A valid config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SidecarConfig {
+    /// Where `/livez`, `/readyz`, `/startupz`, `/metrics` and gRPC health are served.
+    pub listen: SocketAddr,
+    /// The sd_notify datagram socket the app writes to, when the app talks sd_notify.
+    pub notify_socket: Option<PathBuf>,
+    /// Liveness fails when the last `WATCHDOG=1` is older than this (once one came).
+    pub watchdog_timeout: Option<Duration>,
+    /// On SIGTERM: how long readiness fails before the sidecar exits; on `STOPPING=1`, how
+    /// long at least before a `READY=1` ends the drain.
+    pub drain_delay: Duration,
+    /// Hysteresis of `X-PROBELET-OVERLOADED`: readiness returns only this long after `=0`.
+    pub overload_recover: Duration,
+    /// The checks, in file order.
+    pub checks: Vec<CheckSpec>,
+}
+
+/// A loaded config and the notes about it.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The config.
+    pub config: SidecarConfig,
+    /// Unknown fields and other notes: `FILE:LINE:COL: FIELD: unknown field, ignored`.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Doc {
+    listen: Option<String>,
+    notify_socket: Option<String>,
+    watchdog: Option<WatchdogDoc>,
+    drain: Option<DrainDoc>,
+    overload: Option<OverloadDoc>,
+    #[serde(default)]
+    checks: Vec<CheckDoc>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WatchdogDoc {
+    timeout: DurationDoc,
+}
+
+#[derive(Debug, Deserialize)]
+struct DrainDoc {
+    delay: DurationDoc,
+}
+
+#[derive(Debug, Deserialize)]
+struct OverloadDoc {
+    recover: DurationDoc,
+}
+
+/// `10s`, `1m30s`, `500ms`, or a number of seconds.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum DurationDoc {
+    Seconds(f64),
+    Text(String),
+}
+
+#[derive(Debug, Deserialize)]
+struct CheckDoc {
+    name: String,
+    #[serde(rename = "for")]
+    probe_type: Option<String>,
+    required: Option<bool>,
+    probe: Option<Probe>,
+    postgres: Option<PostgresDoc>,
+    redis: Option<RedisDoc>,
+}
+
+/// The timing fields of a Kubernetes `Probe`, for the protocol-native handlers.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TimingDoc {
+    initial_delay_seconds: Option<i32>,
+    timeout_seconds: Option<i32>,
+    period_seconds: Option<i32>,
+    success_threshold: Option<i32>,
+    failure_threshold: Option<i32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PostgresDoc {
+    dsn: String,
+    query: Option<String>,
+    password_from: Option<SecretSource>,
+    initial_delay_seconds: Option<i32>,
+    timeout_seconds: Option<i32>,
+    period_seconds: Option<i32>,
+    success_threshold: Option<i32>,
+    failure_threshold: Option<i32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RedisDoc {
+    address: String,
+    username: Option<String>,
+    password_from: Option<SecretSource>,
+    initial_delay_seconds: Option<i32>,
+    timeout_seconds: Option<i32>,
+    period_seconds: Option<i32>,
+    success_threshold: Option<i32>,
+    failure_threshold: Option<i32>,
+}
+
+/// Where a password comes from: an environment variable or a file (a mounted Secret), never
+/// the config itself.
+#[derive(Debug, Deserialize)]
+struct SecretSource {
+    env: Option<String>,
+    file: Option<String>,
+}
+
+/// Reads and validates the config at `path` (`-` for standard input).
+pub fn load_file(path: &Path) -> Result<Loaded, ConfigError> {
+    let (name, text) = crate::spec::load::read_manifest(path)?;
+    load_str(&name, &text)
+}
+
+/// Parses and validates a config's text; `file` names it in messages. Passwords named by
+/// `passwordFrom` are read now (a missing one is a config error, not a failing check).
+pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
+    let value: serde_json::Value =
+        serde_saphyr::from_str(text).map_err(|e| ConfigError::Invalid {
+            errors: vec![{
+                let (line, column) = e
+                    .location()
+                    .map(|l| (l.line(), l.column()))
+                    .unwrap_or((0, 0));
+                render_invalid(file, &line, &column, None, &error_message(&e))
+            }],
+        })?;
+    let index = SourceIndex::build(text);
+    let at = |field: &str| -> (u64, u64) {
+        index
+            .document(0)
+            .map(|root| index.locate(text, root, field).0)
+            .map_or((0, 0), |l| (l.line, l.column))
+    };
+    let render = |field: &str, message: &str| {
+        let (line, column) = at(field);
+        let field = (!field.is_empty()).then_some(field);
+        render_invalid(file, &line, &column, field, message)
+    };
+    let value = if value.is_null() {
+        serde_json::json!({})
+    } else {
+        value
+    };
+    let mut ignored = Vec::new();
+    let mut track = serde_path_to_error::Track::new();
+    let doc = {
+        let d = serde_path_to_error::Deserializer::new(&value, &mut track);
+        let mut on_ignored = |p: serde_ignored::Path<'_>| ignored.push(field_of(&p));
+        let d = serde_ignored::Deserializer::new(d, &mut on_ignored);
+        Doc::deserialize(d)
+    };
+    let doc = doc.map_err(|e| ConfigError::Invalid {
+        errors: vec![render(
+            &track.path().to_string().replace("?.", ""),
+            &e.to_string(),
+        )],
+    })?;
+    let mut notes: Vec<(String, &'static str)> = ignored
+        .into_iter()
+        .map(|f| (f, "unknown field, ignored"))
+        .collect();
+    let mut errors: Vec<FieldError> = Vec::new();
+    let config = resolve(doc, &mut errors, &mut notes);
+    if !errors.is_empty() {
+        let errors = errors
+            .iter()
+            .map(|e| {
+                let text = e.to_string();
+                let field = e.path.as_str();
+                let message = text
+                    .strip_prefix(field)
+                    .and_then(|m| m.strip_prefix(": "))
+                    .unwrap_or(&text);
+                render(field, message)
+            })
+            .collect();
+        return Err(ConfigError::Invalid { errors });
+    }
+    // In file order (the YAML value's maps are sorted by key).
+    notes.sort_by_key(|(f, _)| at(f));
+    let warnings = notes.iter().map(|(f, m)| render(f, m)).collect();
+    Ok(Loaded { config, warnings })
+}
+
+/// `checks[0].probe.httpGett` from a `serde_ignored` path (its `?` Option layers dropped).
+fn field_of(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path as P;
+    match path {
+        P::Root => String::new(),
+        P::Seq { parent, index } => format!("{}[{index}]", field_of(parent)),
+        P::Map { parent, key } => match field_of(parent) {
+            p if p.is_empty() => key.clone(),
+            p => format!("{p}.{key}"),
+        },
+        P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => {
+            field_of(parent)
+        }
+    }
+}
+
+/// Defaults and validation; every problem goes to `errors`.
+fn resolve(
+    doc: Doc,
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<(String, &'static str)>,
+) -> SidecarConfig {
+    let root = FieldPath::new("");
+    let listen_text = doc.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+    let listen = listen_text.parse().unwrap_or_else(|_| {
+        errors.push(FieldError::invalid(
+            &FieldPath::new("listen"),
+            BadValue::Str(listen_text.to_string()),
+            "must be IP:PORT (host names are not resolved)",
+        ));
+        DEFAULT_LISTEN.parse().expect("constant")
+    });
+    let mut duration = |d: Option<DurationDoc>, path: &str, default: Option<Duration>| match d {
+        None => default,
+        Some(d) => match to_duration(&d) {
+            Ok(v) => Some(v),
+            Err(msg) => {
+                errors.push(FieldError::invalid(
+                    &FieldPath::new(path),
+                    duration_value(&d),
+                    msg,
+                ));
+                default
+            }
+        },
+    };
+    let watchdog_timeout = duration(doc.watchdog.map(|w| w.timeout), "watchdog.timeout", None)
+        .filter(|d| !d.is_zero());
+    let drain_delay = duration(
+        doc.drain.map(|d| d.delay),
+        "drain.delay",
+        Some(DEFAULT_DRAIN),
+    )
+    .unwrap_or(DEFAULT_DRAIN);
+    let overload_recover = duration(
+        doc.overload.map(|o| o.recover),
+        "overload.recover",
+        Some(DEFAULT_OVERLOAD_RECOVER),
+    )
+    .unwrap_or(DEFAULT_OVERLOAD_RECOVER);
+    let notify_socket = doc
+        .notify_socket
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from);
+    if watchdog_timeout.is_some() && notify_socket.is_none() {
+        errors.push(FieldError::required(
+            &root.child("notifySocket"),
+            "a watchdog needs the socket the app sends WATCHDOG=1 to",
+        ));
+    }
+    let mut checks = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    for (i, c) in doc.checks.into_iter().enumerate() {
+        let path = FieldPath::new("checks").index(i);
+        let before = errors.len();
+        if let Some(msg) = name_error(&c.name) {
+            errors.push(FieldError::invalid(
+                &path.child("name"),
+                BadValue::Str(c.name.clone()),
+                msg,
+            ));
+        } else if !names.insert(c.name.clone()) {
+            errors.push(FieldError::duplicate(
+                &path.child("name"),
+                BadValue::Str(c.name.clone()),
+            ));
+        }
+        let probe_type = match c.probe_type.as_deref().unwrap_or("readiness") {
+            "liveness" => ProbeType::Liveness,
+            "readiness" => ProbeType::Readiness,
+            "startup" => ProbeType::Startup,
+            other => {
+                errors.push(FieldError::not_supported(
+                    &path.child("for"),
+                    BadValue::Str(other.to_string()),
+                    &["liveness", "readiness", "startup"],
+                ));
+                ProbeType::Readiness
+            }
+        };
+        let given = [
+            ("probe", c.probe.is_some()),
+            ("postgres", c.postgres.is_some()),
+            ("redis", c.redis.is_some()),
+        ];
+        let kinds: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
+        if kinds.len() != 1 {
+            let e = if kinds.is_empty() {
+                FieldError::required(&path, "must specify one of probe, postgres or redis")
+            } else {
+                FieldError::forbidden(
+                    &path.child(kinds[1]),
+                    "may not specify more than one of probe, postgres or redis",
+                )
+            };
+            errors.push(e);
+            continue;
+        }
+        let (handler, probe, handler_path) = if let Some(probe) = c.probe {
+            let mut probe = probe;
+            fill_host(&mut probe);
+            (None, probe, path.child("probe"))
+        } else if let Some(pg) = c.postgres {
+            let p = path.child("postgres");
+            let timing = TimingDoc {
+                initial_delay_seconds: pg.initial_delay_seconds,
+                timeout_seconds: pg.timeout_seconds,
+                period_seconds: pg.period_seconds,
+                success_threshold: pg.success_threshold,
+                failure_threshold: pg.failure_threshold,
+            };
+            let handler = match PostgresTarget::from_dsn(&pg.dsn) {
+                Ok(mut t) => {
+                    if let Some(q) = pg.query {
+                        t.query = q;
+                    }
+                    if t.password.is_some() {
+                        warnings.push((
+                            p.child("dsn").as_str().to_string(),
+                            "a password in the DSN; prefer passwordFrom (env or file)",
+                        ));
+                    }
+                    if let Some(src) = pg.password_from {
+                        t.password = read_secret(&src, &p.child("passwordFrom"), errors);
+                    }
+                    Some(Handler::Postgres(t))
+                }
+                Err(e) => {
+                    // The DSN may hold a password: the error never repeats it.
+                    errors.push(FieldError::invalid(
+                        &p.child("dsn"),
+                        BadValue::Str("<redacted>".into()),
+                        e.to_string(),
+                    ));
+                    None
+                }
+            };
+            (handler, timing_probe(timing), p)
+        } else if let Some(r) = c.redis {
+            let p = path.child("redis");
+            let timing = TimingDoc {
+                initial_delay_seconds: r.initial_delay_seconds,
+                timeout_seconds: r.timeout_seconds,
+                period_seconds: r.period_seconds,
+                success_threshold: r.success_threshold,
+                failure_threshold: r.failure_threshold,
+            };
+            let handler = match split_address(&r.address) {
+                Some((host, port)) => Some(Handler::Redis(RedisTarget {
+                    host,
+                    port,
+                    username: r.username,
+                    password: r
+                        .password_from
+                        .and_then(|s| read_secret(&s, &p.child("passwordFrom"), errors)),
+                })),
+                None => {
+                    errors.push(FieldError::invalid(
+                        &p.child("address"),
+                        BadValue::Str(r.address.clone()),
+                        "must be HOST:PORT",
+                    ));
+                    None
+                }
+            };
+            (handler, timing_probe(timing), p)
+        } else {
+            unreachable!("exactly one handler was checked above")
+        };
+        let mut probe = probe;
+        defaults::apply_probe(&mut probe);
+        // The API server's rules for this probe type (thresholds, timeouts, handler).
+        errors.extend(validate::validate_probe(&probe, probe_type, &handler_path));
+        let named = (probe.http_get.as_ref().map(|a| ("httpGet", &a.port)))
+            .or(probe.tcp_socket.as_ref().map(|a| ("tcpSocket", &a.port)));
+        if let Some((kind, IntOrString::String(name))) = named {
+            errors.push(FieldError::invalid(
+                &handler_path.child(kind).child("port"),
+                BadValue::Str(name.clone()),
+                "named ports need a container; a sidecar check must give a number",
+            ));
+        }
+        if errors.len() > before {
+            continue;
+        }
+        let timing = ProbeTiming::from_probe(&probe);
+        let handler = handler.unwrap_or_else(|| Handler::Probe(Box::new(probe)));
+        checks.push(CheckSpec {
+            name: c.name,
+            probe_type,
+            required: c.required.unwrap_or(true),
+            handler,
+            timing,
+        });
+    }
+    SidecarConfig {
+        listen,
+        notify_socket,
+        watchdog_timeout,
+        drain_delay,
+        overload_recover,
+        checks,
+    }
+}
+
+/// A `Probe` carrying only a protocol check's timing, so that the API server's own timing
+/// rules (and defaults) apply unchanged. The TCP handler in it is a placeholder that
+/// validation needs and nothing runs.
+fn timing_probe(t: TimingDoc) -> Probe {
+    Probe {
+        tcp_socket: Some(TCPSocketAction {
+            host: None,
+            port: IntOrString::Int(1),
+        }),
+        initial_delay_seconds: t.initial_delay_seconds,
+        timeout_seconds: t.timeout_seconds,
+        period_seconds: t.period_seconds,
+        success_threshold: t.success_threshold,
+        failure_threshold: t.failure_threshold,
+        ..Probe::default()
+    }
+}
+
+/// A sidecar shares the pod's network: a handler with no host probes 127.0.0.1.
+fn fill_host(probe: &mut Probe) {
+    let fill = |h: &mut Option<String>| {
+        if h.as_deref().is_none_or(str::is_empty) {
+            *h = Some(DEFAULT_HOST.to_string());
+        }
+    };
+    if let Some(a) = probe.http_get.as_mut() {
+        fill(&mut a.host);
+    }
+    if let Some(a) = probe.tcp_socket.as_mut() {
+        fill(&mut a.host);
+    }
+}
+
+fn read_secret(
+    src: &SecretSource,
+    path: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) -> Option<Secret> {
+    match (&src.env, &src.file) {
+        (Some(var), None) => match std::env::var(var) {
+            Ok(v) => Some(Secret::new(v)),
+            Err(_) => {
+                errors.push(FieldError::invalid(
+                    &path.child("env"),
+                    BadValue::Str(var.clone()),
+                    "environment variable is not set",
+                ));
+                None
+            }
+        },
+        (None, Some(file)) => match std::fs::read_to_string(file) {
+            // A mounted Secret file usually ends with a newline that is not part of it.
+            Ok(v) => Some(Secret::new(v.trim_end_matches(['\r', '\n']))),
+            Err(e) => {
+                errors.push(FieldError::invalid(
+                    &path.child("file"),
+                    BadValue::Str(file.clone()),
+                    format!("cannot read: {}", crate::probe::error_chain(&e)),
+                ));
+                None
+            }
+        },
+        _ => {
+            errors.push(FieldError::required(
+                path,
+                "must specify exactly one of env or file",
+            ));
+            None
+        }
+    }
+}
+
+/// `host:port` or `[v6]:port`.
+fn split_address(s: &str) -> Option<(String, u16)> {
+    let (host, port) = s.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
+    let host = if host.is_empty() { DEFAULT_HOST } else { host };
+    Some((host.to_string(), port))
+}
+
+fn to_duration(d: &DurationDoc) -> Result<Duration, String> {
+    match d {
+        DurationDoc::Seconds(s) if s.is_finite() && *s >= 0.0 => Ok(Duration::from_secs_f64(*s)),
+        DurationDoc::Seconds(_) => Err("must be a non-negative duration".into()),
+        DurationDoc::Text(t) => crate::display::parse_duration(t),
+    }
+}
+
+fn duration_value(d: &DurationDoc) -> BadValue {
+    match d {
+        DurationDoc::Seconds(s) => BadValue::Str(s.to_string()),
+        DurationDoc::Text(t) => BadValue::Str(t.clone()),
+    }
+}
+
+/// Names appear in verbose lines, label values and gRPC service names: 1–63 characters of
+/// `[a-z0-9._-]`, starting with a letter or digit (and not a name the sidecar uses itself).
+fn name_error(name: &str) -> Option<&'static str> {
+    let ok_char =
+        |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 63 {
+        Some("must be 1 to 63 characters")
+    } else if !name.chars().all(ok_char) || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        Some(
+            "must consist of lower-case letters, digits, '.', '_' or '-', and start with a letter or digit",
+        )
+    } else if super::health::RESERVED_NAMES.contains(&name) {
+        Some("is the name of a check the sidecar adds itself")
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ISSUE: &str = "\
+listen: 127.0.0.1:8086
+notifySocket: /run/app/notify.sock
+watchdog: {timeout: 10s}
+drain: {delay: 5s}
+checks:
+- name: db
+  for: readiness
+  required: true
+  probe: {tcpSocket: {host: db, port: 5432}, periodSeconds: 5, timeoutSeconds: 1, failureThreshold: 2}
+- name: orders-db
+  for: readiness
+  postgres: {dsn: \"postgres://app@db/orders\", query: \"SELECT 1\"}
+- name: cache
+  for: readiness
+  required: false
+  redis: {address: \"cache:6379\"}
+";
+
+    #[test]
+    fn the_issues_example_loads_with_defaults() {
+        let l = load_str("s.yaml", ISSUE).unwrap();
+        assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        let c = &l.config;
+        assert_eq!(c.listen, "127.0.0.1:8086".parse().unwrap());
+        assert_eq!(c.watchdog_timeout, Some(Duration::from_secs(10)));
+        assert_eq!(c.drain_delay, Duration::from_secs(5));
+        assert_eq!(c.checks.len(), 3);
+        assert_eq!(c.checks[0].timing.failure_threshold, 2);
+        assert_eq!(c.checks[0].freshness(), Duration::from_secs(6));
+        assert!(matches!(&c.checks[1].handler, Handler::Postgres(t) if t.database == "orders"));
+        assert_eq!(c.checks[1].timing.period_seconds, 10);
+        assert!(!c.checks[2].required);
+        assert!(matches!(&c.checks[2].handler, Handler::Redis(t) if t.port == 6379));
+    }
+
+    #[test]
+    fn errors_name_line_column_and_field_path() {
+        let text = "\
+checks:
+- name: db
+  probe:
+    tcpSocket: {port: 5432}
+    periodSeconds: -1
+- name: db
+  for: sometimes
+  redis: {address: nope}
+- name: both
+  redis: {address: \"a:1\"}
+  postgres: {dsn: \"postgres://a@b\"}
+";
+        let e = load_str("s.yaml", text).unwrap_err().to_string();
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "s.yaml:5:5: checks[0].probe.periodSeconds: Invalid value: -1: must be greater than or equal to 0",
+                "s.yaml:6:3: checks[1].name: Duplicate value: \"db\"",
+                "s.yaml:7:3: checks[1].for: Unsupported value: \"sometimes\": supported values: \"liveness\", \"readiness\", \"startup\"",
+                "s.yaml:8:11: checks[1].redis.address: Invalid value: \"nope\": must be HOST:PORT",
+                "s.yaml:10:3: checks[2].redis: Forbidden: may not specify more than one of probe, postgres or redis",
+            ]
+        );
+    }
+
+    #[test]
+    fn type_errors_point_at_the_field_and_unknown_fields_are_warnings() {
+        let e = load_str(
+            "s.yaml",
+            "checks:\n- name: a\n  probe: {periodSeconds: five}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("s.yaml:3:11: checks[0].probe.periodSeconds: "),
+            "{e}"
+        );
+        let l = load_str(
+            "s.yaml",
+            "listen: 127.0.0.1:1\ndrian: {delay: 1s}\nchecks:\n- name: a\n  probe: {tcpSocket: {port: 1}, periodSecond: 3}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            l.warnings,
+            [
+                "s.yaml:2:1: drian: unknown field, ignored",
+                "s.yaml:5:33: checks[0].probe.periodSecond: unknown field, ignored",
+            ]
+        );
+        let e = load_str("s.yaml", "checks: [\n").unwrap_err().to_string();
+        assert!(e.starts_with("s.yaml:"), "{e}");
+    }
+
+    #[test]
+    fn credentials_come_from_env_or_file_and_never_show_in_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw");
+        std::fs::write(&file, "from-file\n").unwrap();
+        let text = format!(
+            "checks:\n- name: c\n  redis: {{address: \"127.0.0.1:6379\", passwordFrom: {{file: {}}}}}\n",
+            file.display()
+        );
+        let l = load_str("s.yaml", &text).unwrap();
+        let Handler::Redis(r) = &l.config.checks[0].handler else {
+            panic!()
+        };
+        assert_eq!(r.password.as_ref().map(Secret::expose), Some("from-file"));
+        assert!(!format!("{:?}", l.config).contains("from-file"));
+        let e = load_str(
+            "s.yaml",
+            "checks:\n- name: c\n  postgres: {dsn: \"postgres://u:hunter2@h:99999/d\"}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("checks[0].postgres.dsn: Invalid value: \"<redacted>\""),
+            "{e}"
+        );
+        assert!(!e.contains("hunter2"), "{e}");
+        let e = load_str(
+            "s.yaml",
+            "checks:\n- name: c\n  redis: {address: \"h:1\", passwordFrom: {env: PROBELET_TEST_SURELY_UNSET}}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("passwordFrom.env: Invalid value: \"PROBELET_TEST_SURELY_UNSET\": environment variable is not set"), "{e}");
+    }
+
+    #[test]
+    fn liveness_checks_follow_the_api_servers_threshold_rule() {
+        let e = load_str(
+            "s.yaml",
+            "checks:\n- name: a\n  for: liveness\n  probe: {tcpSocket: {port: 1}, successThreshold: 2}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("checks[0].probe.successThreshold: Invalid value: 2: must be 1"),
+            "{e}"
+        );
+        let e = load_str("s.yaml", "watchdog: {timeout: 3s}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("notifySocket: Required value"), "{e}");
+    }
+}

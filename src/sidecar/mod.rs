@@ -1,0 +1,23 @@
+//! `probelet sidecar`: the application-side health proxy.
+//!
+//! The kubelet probes the sidecar; the sidecar checks the app's dependencies in the
+//! background on their own timers, keeps the results in a cache, and answers every probe from
+//! that cache at once. Liveness depends only on the app itself (its sd_notify heartbeat and
+//! its own liveness checks), so a database outage takes the pod out of traffic instead of
+//! restarting it; SIGTERM fails readiness first and exits after a delay.
+//!
+//! | module | job |
+//! | --- | --- |
+//! | [`config`] | the config file: loading, defaults, validation with positions |
+//! | [`health`] | pure decisions: thresholds, freshness, watchdog, drain, overload → answers |
+//! | [`notify`] | the sd_notify protocol and socket |
+//! | [`runner`] | check tasks on tokio, the cache, reloads |
+//! | [`server`] | HTTP `/livez` `/readyz` `/startupz` `/metrics` and gRPC health |
+//! | [`metrics`] | the Prometheus text |
+
+pub mod config;
+pub mod health;
+pub mod metrics;
+pub mod notify;
+pub mod runner;
+pub mod server;

@@ -1,0 +1,322 @@
+//! The sidecar's moving parts on tokio: one task per check on its own timer, the cache they
+//! write, the notify socket reader, and reloads.
+//!
+//! Endpoints read the cache under a mutex held only to copy or evaluate, never across an
+//! await, so an answer never waits on a dependency: a hung database makes its check's task
+//! wait (bounded by `timeoutSeconds`), not the probe that asks `/readyz`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::config::{CheckSpec, Handler, SidecarConfig};
+use super::health::{self, AppState, CheckState, Completion, Policy, Report};
+use super::notify::{Listener, Received};
+use crate::engine::Instant;
+use crate::outcome::ProbeOutcome;
+use crate::probe::{ProbeConfig, ProbeTarget};
+use crate::spec::ProbeType;
+
+/// Attempts per evaluation while the handler errors (R6.3).
+const MAX_ATTEMPTS: usize = 3;
+
+/// Everything the endpoints read.
+#[derive(Debug)]
+pub struct State {
+    /// One entry per configured check, in config order.
+    pub checks: Vec<CheckState>,
+    /// What the app said over sd_notify.
+    pub app: AppState,
+    /// The decisions' settings.
+    pub policy: Policy,
+    /// Datagrams received, and oversize ones dropped.
+    pub datagrams: u64,
+    /// Oversize datagrams dropped.
+    pub oversize: u64,
+    /// Reloads applied, and refused (invalid config).
+    pub reloads: u64,
+    /// Reloads refused.
+    pub reload_errors: u64,
+}
+
+/// The cache and the clock, shared by the check tasks, the notify reader and the servers.
+#[derive(Debug)]
+pub struct Shared {
+    state: Mutex<State>,
+    origin: tokio::time::Instant,
+    generation: AtomicU64,
+    /// Bumped on every change an endpoint could see (for gRPC `Watch`).
+    pub changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl Shared {
+    /// An empty cache for `config`'s policy (checks are added by [`Checks::apply`]).
+    pub fn new(config: &SidecarConfig) -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new(State {
+                checks: Vec::new(),
+                app: AppState::default(),
+                policy: policy_of(config),
+                datagrams: 0,
+                oversize: 0,
+                reloads: 0,
+                reload_errors: 0,
+            }),
+            origin: tokio::time::Instant::now(),
+            generation: AtomicU64::new(0),
+            changed: tokio::sync::watch::channel(0).0,
+        })
+    }
+
+    /// The cache (held briefly: never across an await).
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Now, on the engine's clock (tokio's, so paused-clock tests drive it).
+    pub fn now(&self) -> Instant {
+        let d = tokio::time::Instant::now().saturating_duration_since(self.origin);
+        Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// The answer of `endpoint` now.
+    pub fn report(&self, endpoint: ProbeType, exclude: &[String]) -> Report {
+        let now = self.now();
+        let s = self.state();
+        health::evaluate(endpoint, &s.checks, &s.app, &s.policy, now, exclude)
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Records a check's completion, if `generation` is still that check's.
+    fn record(&self, generation: u64, completion: Completion) {
+        let now = self.now();
+        let mut s = self.state();
+        if let Some(c) = s.checks.iter_mut().find(|c| c.generation == generation) {
+            let name = c.spec.name.clone();
+            if c.record(completion, now) {
+                eprintln!(
+                    "sidecar: check {name} is now {}{}",
+                    c.published.metric_label(),
+                    if c.published == crate::engine::ProbeResult::Success {
+                        String::new()
+                    } else {
+                        format!(": {}", health::escape(&c.reason))
+                    }
+                );
+            }
+            drop(s);
+            self.bump();
+        }
+    }
+
+    /// Starts draining now (SIGTERM); answers whether it started.
+    pub fn begin_drain(&self, why: &'static str) -> bool {
+        let now = self.now();
+        let started = self.state().app.begin_drain(now, why);
+        self.bump();
+        started
+    }
+}
+
+fn policy_of(c: &SidecarConfig) -> Policy {
+    Policy {
+        watchdog_timeout: c.watchdog_timeout,
+        overload_recover: c.overload_recover,
+        wants_ready: c.notify_socket.is_some(),
+        drain_delay: c.drain_delay,
+    }
+}
+
+/// The running check tasks, by generation.
+#[derive(Debug, Default)]
+pub struct Checks {
+    tasks: HashMap<u64, JoinHandle<()>>,
+}
+
+/// What a reload changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReloadSummary {
+    /// Checks kept with their results.
+    pub kept: usize,
+    /// Checks started (new or changed).
+    pub started: usize,
+    /// Checks stopped (removed or changed).
+    pub stopped: usize,
+}
+
+impl Checks {
+    /// Makes the running checks match `config`: an unchanged check (same name, same spec)
+    /// keeps its task and cached result; a changed one starts again from its initial value.
+    pub fn apply(&mut self, shared: &Arc<Shared>, config: &SidecarConfig) -> ReloadSummary {
+        let now = shared.now();
+        let mut summary = ReloadSummary::default();
+        let mut s = shared.state();
+        s.policy = policy_of(config);
+        let mut old: Vec<CheckState> = std::mem::take(&mut s.checks);
+        for spec in &config.checks {
+            if let Some(i) = old.iter().position(|c| c.spec == *spec) {
+                s.checks.push(old.swap_remove(i));
+                summary.kept += 1;
+                continue;
+            }
+            let generation = shared.generation.fetch_add(1, Ordering::Relaxed) + 1;
+            s.checks
+                .push(CheckState::new(spec.clone(), generation, now));
+            self.tasks.insert(
+                generation,
+                spawn_check(shared.clone(), spec.clone(), generation),
+            );
+            summary.started += 1;
+        }
+        for gone in old {
+            if let Some(t) = self.tasks.remove(&gone.generation) {
+                t.abort();
+            }
+            summary.stopped += 1;
+        }
+        drop(s);
+        shared.bump();
+        summary
+    }
+
+    /// Stops every check.
+    pub fn stop(&mut self) {
+        for (_, t) in self.tasks.drain() {
+            t.abort();
+        }
+    }
+}
+
+/// One check's loop: wait `initialDelaySeconds`, then run every `periodSeconds`; a run never
+/// overlaps the previous one (a run longer than the period delays the next, like the kubelet's
+/// worker).
+fn spawn_check(shared: Arc<Shared>, spec: CheckSpec, generation: u64) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        tokio::time::sleep(spec.initial_delay()).await;
+        let mut ticker = tokio::time::interval(spec.period().max(Duration::from_secs(1)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let cfg = ProbeConfig::default();
+        let target = ProbeTarget {
+            host: super::config::DEFAULT_HOST.to_string(),
+            ..ProbeTarget::default()
+        };
+        loop {
+            ticker.tick().await;
+            let completion = run_check(&spec, &target, &cfg).await;
+            shared.record(generation, completion);
+        }
+    })
+}
+
+/// Runs a check's handler once, retrying errors (R6.3).
+pub async fn run_check(spec: &CheckSpec, target: &ProbeTarget, cfg: &ProbeConfig) -> Completion {
+    let start = tokio::time::Instant::now();
+    let mut last = String::new();
+    for _ in 0..MAX_ATTEMPTS {
+        let outcome = match &spec.handler {
+            Handler::Probe(p) => crate::probe::run_probe(p, target, cfg).await,
+            Handler::Postgres(t) => crate::probe::postgres::probe(t, spec.timeout()).await,
+            Handler::Redis(t) => crate::probe::redis::probe(t, spec.timeout()).await,
+        };
+        match outcome {
+            ProbeOutcome::Completed { result, output } => {
+                return Completion::Completed {
+                    raw: result,
+                    output,
+                    duration: start.elapsed(),
+                };
+            }
+            ProbeOutcome::Errored { error, .. } => last = error,
+        }
+    }
+    Completion::Errored { error: last }
+}
+
+/// Reads the notify socket for ever (a failing read is logged and retried).
+pub async fn read_notify(shared: Arc<Shared>, listener: Listener) {
+    loop {
+        let got = match listener.recv().await {
+            Ok(got) => got,
+            Err(e) => {
+                eprintln!(
+                    "sidecar: notify socket {}: {}",
+                    listener.path().display(),
+                    crate::probe::error_chain(&e)
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let now = shared.now();
+        let mut s = shared.state();
+        s.datagrams += 1;
+        match got {
+            Received::Oversize => s.oversize += 1,
+            Received::Assignments(list) => {
+                let policy = s.policy;
+                for a in &list {
+                    let was_draining = s.app.stopping.is_some();
+                    if s.app.apply(a, now, &policy) {
+                        eprintln!(
+                            "sidecar: STOPPING=1: draining, readiness fails until the app is READY=1 again (after {} at least)",
+                            crate::probe::go_duration(policy.drain_delay)
+                        );
+                    } else if was_draining && s.app.stopping.is_none() {
+                        eprintln!("sidecar: READY=1 after the drain: ready again");
+                    }
+                }
+            }
+        }
+        drop(s);
+        shared.bump();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sidecar::config::load_str;
+
+    fn config(period_b: u32) -> SidecarConfig {
+        let text = format!(
+            "checks:\n- name: a\n  probe: {{exec: {{command: [\"true\"]}}, periodSeconds: 60}}\n\
+             - name: b\n  probe: {{exec: {{command: [\"true\"]}}, periodSeconds: {period_b}}}\n"
+        );
+        load_str("t.yaml", &text).unwrap().config
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reload_keeps_unchanged_checks_and_restarts_changed_ones() {
+        let first = config(60);
+        let shared = Shared::new(&first);
+        let mut checks = Checks::default();
+        let s = checks.apply(&shared, &first);
+        assert_eq!((s.kept, s.started, s.stopped), (0, 2, 0));
+        let before: Vec<u64> = shared.state().checks.iter().map(|c| c.generation).collect();
+        // Same config: nothing restarts.
+        let s = checks.apply(&shared, &first);
+        assert_eq!((s.kept, s.started, s.stopped), (2, 0, 0));
+        // `b` changes: it starts again under a new generation, `a` keeps its own.
+        let s = checks.apply(&shared, &config(30));
+        assert_eq!((s.kept, s.started, s.stopped), (1, 1, 1));
+        let after: Vec<u64> = shared.state().checks.iter().map(|c| c.generation).collect();
+        assert_eq!(after[0], before[0]);
+        assert_ne!(after[1], before[1]);
+        assert_eq!(checks.tasks.len(), 2);
+        // A late result of the stopped run is ignored.
+        shared.record(
+            before[1],
+            Completion::Errored {
+                error: "late".into(),
+            },
+        );
+        assert_eq!(shared.state().checks[1].errors, 0);
+        checks.stop();
+    }
+}

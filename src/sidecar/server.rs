@@ -1,0 +1,343 @@
+//! The sidecar's listener: HTTP/1.1 and gRPC (HTTP/2 with prior knowledge) on one port.
+//!
+//! | request | answer |
+//! | --- | --- |
+//! | `GET /livez`, `/readyz`, `/startupz` | 200 `ok` or 503 with the lines; `?verbose`, `?exclude=NAME` (kube-apiserver) |
+//! | `GET /metrics` | Prometheus text format 0.0.4 |
+//! | `grpc.health.v1.Health/Check` | `""` and `readiness` → `/readyz`, `liveness` → `/livez`, `startup` → `/startupz`; others `NOT_FOUND` |
+//! | `grpc.health.v1.Health/Watch` | the same status, streamed on every change |
+//!
+//! The gRPC side is written by hand on hyper's HTTP/2 server (already a dependency) rather
+//! than with tonic's server, whose `transport`/`router` features would add axum's router and
+//! tower layers to the release build for two methods with one-field messages.
+//!
+//! Limits: at most [`MAX_CONNECTIONS`] at once (more are closed at accept), request heads must
+//! arrive within [`HEAD_TIMEOUT`], gRPC request bodies are capped at [`MAX_GRPC_BODY`].
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::health::Report;
+use super::runner::Shared;
+use crate::spec::ProbeType;
+
+/// Connections served at once.
+pub const MAX_CONNECTIONS: usize = 512;
+
+/// Time allowed for a request head (and for the first bytes that pick HTTP/1 or HTTP/2).
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The largest gRPC request body read (a health request is a few bytes).
+pub const MAX_GRPC_BODY: usize = 4096;
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// Serves `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok((conn, _)) = listener.accept().await else {
+            // EMFILE and the like: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            drop(conn);
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            serve_conn(conn, shared).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn serve_conn(conn: TcpStream, shared: Arc<Shared>) {
+    let _ = conn.set_nodelay(true);
+    let mut peek = [0u8; 3];
+    let h2 = match tokio::time::timeout(HEAD_TIMEOUT, conn.peek(&mut peek)).await {
+        Ok(Ok(n)) if n > 0 => peek[..n] == b"PRI"[..n],
+        _ => return,
+    };
+    let service = hyper::service::service_fn(move |req| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(handle(req, shared).await) }
+    });
+    let io = TokioIo::new(conn);
+    if h2 {
+        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(64)
+            .serve_connection(io, service)
+            .await;
+    } else {
+        let _ = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEAD_TIMEOUT)
+            .serve_connection(io, service)
+            .await;
+    }
+}
+
+async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    let endpoint = match path.as_str() {
+        "/livez" => Some(ProbeType::Liveness),
+        "/readyz" => Some(ProbeType::Readiness),
+        "/startupz" => Some(ProbeType::Startup),
+        _ => None,
+    };
+    if let Some(endpoint) = endpoint {
+        let (verbose, exclude) = query(req.uri().query().unwrap_or(""));
+        let report = shared.report(endpoint, &exclude);
+        return http_answer(&report, verbose);
+    }
+    match path.as_str() {
+        "/metrics" => text(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            super::metrics::render(&shared),
+        ),
+        "/grpc.health.v1.Health/Check" => grpc_check(req, shared).await,
+        "/grpc.health.v1.Health/Watch" => grpc_watch(req, shared).await,
+        p if p.starts_with("/grpc.health.v1.Health/") => grpc_status_only(12, "unknown method"),
+        _ => text(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+    }
+}
+
+/// `verbose` (any value) and every `exclude=NAME`.
+fn query(q: &str) -> (bool, Vec<String>) {
+    let mut verbose = false;
+    let mut exclude = Vec::new();
+    for pair in q.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "verbose" => verbose = true,
+            "exclude" => exclude.push(v.to_string()),
+            _ => {}
+        }
+    }
+    (verbose, exclude)
+}
+
+fn http_answer(report: &Report, verbose: bool) -> Response<Body> {
+    let status = if report.ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    text(status, "text/plain; charset=utf-8", report.render(verbose))
+}
+
+fn text(status: StatusCode, content_type: &str, body: String) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .header("cache-control", "no-store")
+        .header("x-content-type-options", "nosniff")
+        .body(Full::new(Bytes::from(body)).boxed())
+        .expect("static response parts")
+}
+
+/// `grpc.health.v1.HealthCheckResponse.ServingStatus`.
+const SERVING: u8 = 1;
+const NOT_SERVING: u8 = 2;
+const SERVICE_UNKNOWN: u8 = 3;
+
+fn grpc_endpoint(service: &str) -> Option<ProbeType> {
+    match service {
+        "" | "readiness" => Some(ProbeType::Readiness),
+        "liveness" => Some(ProbeType::Liveness),
+        "startup" => Some(ProbeType::Startup),
+        _ => None,
+    }
+}
+
+fn serving(shared: &Shared, endpoint: ProbeType) -> u8 {
+    if shared.report(endpoint, &[]).ok {
+        SERVING
+    } else {
+        NOT_SERVING
+    }
+}
+
+/// One length-prefixed `HealthCheckResponse { status }`.
+fn response_frame(status: u8) -> Bytes {
+    Bytes::from(vec![0, 0, 0, 0, 2, 0x08, status])
+}
+
+async fn read_service(req: Request<Incoming>) -> Result<String, &'static str> {
+    let body = Limited::new(req.into_body(), MAX_GRPC_BODY)
+        .collect()
+        .await
+        .map_err(|_| "request too large or broken")?
+        .to_bytes();
+    parse_health_request(&body)
+}
+
+/// The `service` (field 1) of a length-prefixed, uncompressed `HealthCheckRequest`.
+fn parse_health_request(frame: &[u8]) -> Result<String, &'static str> {
+    let [compressed, a, b, c, d, msg @ ..] = frame else {
+        return Ok(String::new()); // an empty body is the empty request
+    };
+    if *compressed != 0 {
+        return Err("compressed requests are not supported");
+    }
+    let len = u32::from_be_bytes([*a, *b, *c, *d]) as usize;
+    let mut msg = msg.get(..len).ok_or("truncated message")?;
+    let mut service = String::new();
+    while !msg.is_empty() {
+        let (key, rest) = varint(msg).ok_or("bad field key")?;
+        msg = rest;
+        match key & 7 {
+            0 => msg = varint(msg).ok_or("bad varint")?.1,
+            2 => {
+                let (n, rest) = varint(msg).ok_or("bad length")?;
+                let n = usize::try_from(n).map_err(|_| "bad length")?;
+                let value = rest.get(..n).ok_or("truncated field")?;
+                if key >> 3 == 1 {
+                    service =
+                        String::from_utf8(value.to_vec()).map_err(|_| "service is not UTF-8")?;
+                }
+                msg = &rest[n..];
+            }
+            _ => return Err("unsupported wire type"),
+        }
+    }
+    Ok(service)
+}
+
+fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
+    let mut v = 0u64;
+    for (i, byte) in b.iter().enumerate().take(10) {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((v, &b[i + 1..]));
+        }
+    }
+    None
+}
+
+fn grpc_response(body: Body) -> Response<Body> {
+    Response::builder()
+        .header("content-type", "application/grpc")
+        .body(body)
+        .expect("static response parts")
+}
+
+fn trailers(code: u8, message: &str) -> hyper::HeaderMap {
+    let mut t = hyper::HeaderMap::new();
+    t.insert("grpc-status", u16::from(code).into());
+    if let Ok(v) = message.parse() {
+        t.insert("grpc-message", v);
+    }
+    t
+}
+
+/// A response with no message and only a status (errors).
+fn grpc_status_only(code: u8, message: &str) -> Response<Body> {
+    let t = trailers(code, message);
+    grpc_response(
+        Full::new(Bytes::new())
+            .with_trailers(async move { Some(Ok(t)) })
+            .boxed(),
+    )
+}
+
+async fn grpc_check(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
+    let service = match read_service(req).await {
+        Ok(s) => s,
+        Err(e) => return grpc_status_only(3, e), // INVALID_ARGUMENT
+    };
+    let Some(endpoint) = grpc_endpoint(&service) else {
+        return grpc_status_only(5, "unknown service"); // NOT_FOUND, as grpc-go's server does
+    };
+    let t = trailers(0, "");
+    grpc_response(
+        Full::new(response_frame(serving(&shared, endpoint)))
+            .with_trailers(async move { Some(Ok(t)) })
+            .boxed(),
+    )
+}
+
+/// `Watch`: the current status at once, then every change (checked on each cache change and
+/// every second, since statuses also change with time alone: watchdog age, staleness). The
+/// task ends when the client goes away (the body, and with it the receiver, is dropped).
+async fn grpc_watch(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
+    let service = match read_service(req).await {
+        Ok(s) => s,
+        Err(e) => return grpc_status_only(3, e),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(2);
+    let endpoint = grpc_endpoint(&service);
+    tokio::spawn(async move {
+        let mut changes = shared.changed.subscribe();
+        let mut last = None;
+        loop {
+            let status = endpoint.map_or(SERVICE_UNKNOWN, |e| serving(&shared, e));
+            if last != Some(status) {
+                if tx.send(response_frame(status)).await.is_err() {
+                    return;
+                }
+                last = Some(status);
+            }
+            tokio::select! {
+                r = changes.changed() => if r.is_err() { return },
+                _ = tx.closed() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    });
+    grpc_response(WatchBody(rx).boxed())
+}
+
+/// A streaming body fed by a channel; dropping it closes the channel.
+struct WatchBody(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for WatchBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|b| b.map(|b| Ok(hyper::body::Frame::data(b))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_requests_parse_with_and_without_service() {
+        assert_eq!(parse_health_request(b""), Ok(String::new()));
+        assert_eq!(parse_health_request(&[0, 0, 0, 0, 0]), Ok(String::new()));
+        let mut f = vec![0, 0, 0, 0, 11, 0x0a, 9];
+        f.extend_from_slice(b"readiness");
+        assert_eq!(parse_health_request(&f), Ok("readiness".into()));
+        assert!(parse_health_request(&[1, 0, 0, 0, 0]).is_err());
+        assert!(parse_health_request(&[0, 0, 0, 0, 9, 0x0a, 9]).is_err());
+    }
+
+    #[test]
+    fn query_reads_verbose_and_every_exclude() {
+        assert_eq!(
+            query("verbose&exclude=db&exclude=cache"),
+            (true, vec!["db".to_string(), "cache".to_string()])
+        );
+        assert_eq!(query(""), (false, vec![]));
+    }
+}

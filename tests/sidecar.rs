@@ -1,0 +1,823 @@
+//! `probelet sidecar` end to end: the built binary against real PostgreSQL and Redis servers
+//! started here on loopback, a real sd_notify datagram socket, HTTP and gRPC clients.
+//!
+//! PostgreSQL and Redis come from the Debian packages `.ci/run` installs (`postgresql`,
+//! `redis-server`). PostgreSQL refuses to run as root, so as root it runs as the `postgres`
+//! user (the uid set in the child), in a temporary directory given to that user.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{free_port, http};
+
+// === a running sidecar ===
+
+struct Sidecar {
+    child: Child,
+    addr: String,
+    stderr: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    config: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Sidecar {
+    /// Writes `config` (with `DIR` replaced by a fresh temporary directory) and starts the
+    /// sidecar on an ephemeral port; returns once it listens.
+    fn start(config: &str, env: &[(&str, &str)]) -> Sidecar {
+        let dir = tempfile::tempdir().unwrap();
+        let text = config.replace("DIR", dir.path().to_str().unwrap());
+        let path = dir.path().join("sidecar.yaml");
+        std::fs::write(&path, text).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .args(["sidecar", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = common::stream_lines(child.stderr.take().unwrap());
+        let mut s = Sidecar {
+            child,
+            addr: String::new(),
+            stderr,
+            seen: Vec::new(),
+            config: path,
+            _dir: dir,
+        };
+        let line = s.wait_line("the listening line", |l| l.contains("listening on"));
+        s.addr = line
+            .split("listening on ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap()
+            .to_string();
+        s
+    }
+
+    fn dir(&self) -> &Path {
+        self.config.parent().unwrap()
+    }
+
+    fn wait_line(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if pred(&l) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!("no {what}; stderr so far:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        http(&self.addr, "GET", path, "")
+    }
+
+    /// Polls `path` until its status is `code` (within `timeout`); the last body.
+    fn wait_status(&self, path: &str, code: u16, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (c, body) = self.get(path);
+            if c == code {
+                return body;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{path} still answers {c}, not {code}:\n{body}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn signal(&self, sig: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, sig).unwrap();
+    }
+
+    fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Every stderr line so far (after the process ended: all of them).
+    fn all_stderr(&mut self) -> String {
+        while let Ok(l) = self.stderr.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(l);
+        }
+        self.seen.join("\n")
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn kill(pid: i32, sig: rustix::process::Signal) {
+    rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), sig).unwrap();
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+// === a real PostgreSQL ===
+
+/// A PostgreSQL server on 127.0.0.1 in a temporary directory, with three roles: `app`
+/// (SCRAM-SHA-256, the default), `legacy` (MD5) and `trusty` (trust).
+struct Postgres {
+    dir: tempfile::TempDir,
+    port: u16,
+    server: Child,
+}
+
+fn pg_bin(name: &str) -> PathBuf {
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL is required (Debian package postgresql; .ci/run installs it)")
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|p| p.join("postgres").exists())
+        .collect();
+    versions.sort();
+    versions.pop().expect("a PostgreSQL version").join(name)
+}
+
+/// The `postgres` user's uid and gid, from /etc/passwd.
+fn postgres_ids() -> (u32, u32) {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let line = passwd
+        .lines()
+        .find(|l| l.starts_with("postgres:"))
+        .expect("the postgresql package creates the postgres user");
+    let f: Vec<&str> = line.split(':').collect();
+    (f[2].parse().unwrap(), f[3].parse().unwrap())
+}
+
+/// `cmd` as the `postgres` user when we are root (PostgreSQL refuses root). The uid is set
+/// in the child itself rather than through `runuser`, so that the spawned process is the
+/// postmaster: `runuser` stops itself when its child is stopped, which the hiccup test does.
+fn as_pg(cmd: &Path) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(cmd);
+    if is_root() {
+        let (uid, gid) = postgres_ids();
+        c.uid(uid).gid(gid);
+    }
+    c
+}
+
+impl Postgres {
+    fn start() -> Postgres {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let pwfile = dir.path().join("pw");
+        std::fs::write(&pwfile, "app-secret\n").unwrap();
+        if is_root() {
+            let st = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let out = as_pg(&pg_bin("initdb"))
+            .arg("-D")
+            .arg(&data)
+            .args([
+                "-U",
+                "app",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+            ])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\n\
+             host all legacy 127.0.0.1/32 md5\n\
+             host all trusty 127.0.0.1/32 trust\n\
+             host all all 127.0.0.1/32 scram-sha-256\n",
+        )
+        .unwrap();
+        let port = free_port();
+        let server = as_pg(&pg_bin("postgres"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
+            .arg("-k")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pg = Postgres { dir, port, server };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ok = Command::new(pg_bin("pg_isready"))
+                .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+                .stdout(Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            if ok {
+                break;
+            }
+            assert!(Instant::now() < deadline, "postgres did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let sql = "SET password_encryption = 'md5'; CREATE ROLE legacy LOGIN PASSWORD 'old-secret'; CREATE ROLE trusty LOGIN;";
+        let out = as_pg(&pg_bin("psql"))
+            .arg("-h")
+            .arg(pg.dir.path())
+            .args([
+                "-p",
+                &port.to_string(),
+                "-U",
+                "app",
+                "-d",
+                "postgres",
+                "-c",
+                sql,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "psql: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        pg
+    }
+
+    /// The postmaster's PID.
+    fn postmaster(&self) -> i32 {
+        self.server.id() as i32
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let pid = self.postmaster();
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).unwrap(),
+            rustix::process::Signal::CONT,
+        );
+        // SIGQUIT: immediate shutdown; the data directory is thrown away anyway.
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).unwrap(),
+            rustix::process::Signal::QUIT,
+        );
+        let _ = self.server.wait();
+    }
+}
+
+// === a real Redis ===
+
+struct Redis {
+    port: u16,
+    server: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Redis {
+    fn start(password: &str) -> Redis {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let server = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--requirepass",
+                password,
+            ])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is required (Debian package redis-server; .ci/run installs it)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Redis {
+            port,
+            server,
+            _dir: dir,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.server.id() as i32
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = kill_cont(self.pid());
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+fn kill_cont(pid: i32) -> rustix::io::Result<()> {
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::CONT,
+    )
+}
+
+// === the tests ===
+
+/// The seeds' cascading restart, averted: the database pauses (SIGSTOP on the postmaster),
+/// readiness fails after failureThreshold timeouts while liveness holds and every answer
+/// still comes at once from the cache; SIGCONT, and readiness returns.
+#[test]
+fn a_paused_postgres_fails_readiness_and_never_liveness() {
+    let pg = Postgres::start();
+    let config = format!(
+        "checks:
+- name: orders-db
+  for: readiness
+  postgres:
+    dsn: postgres://app@127.0.0.1:{}/postgres
+    query: SELECT count(*) FROM pg_stat_activity
+    passwordFrom: {{env: ORDERS_DB_PASSWORD}}
+    periodSeconds: 1
+    timeoutSeconds: 1
+    failureThreshold: 2
+- name: self
+  for: liveness
+  probe: {{exec: {{command: [\"true\"]}}, periodSeconds: 1}}
+",
+        pg.port
+    );
+    let mut s = Sidecar::start(&config, &[("ORDERS_DB_PASSWORD", "app-secret")]);
+    let body = s.wait_status("/readyz?verbose", 200, Duration::from_secs(10));
+    assert!(body.contains("[+]orders-db ok\n"), "{body}");
+
+    kill(pg.postmaster(), rustix::process::Signal::STOP);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let body = loop {
+        let started = Instant::now();
+        let (code, body) = s.get("/readyz?verbose");
+        // The cache answers; a dependency that hangs for its 1 s timeout never delays it.
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "an answer waited {:?}",
+            started.elapsed()
+        );
+        let (live, _) = s.get("/livez");
+        assert_eq!(live, 200, "liveness must hold while the database is paused");
+        if code == 503 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "readiness never failed:\n{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        body.contains("[-]orders-db failed: no answer within 1s from postgres app@127.0.0.1"),
+        "{body}"
+    );
+    assert_eq!(
+        s.get("/livez?verbose").1,
+        "[+]self ok\nlivez check passed\n"
+    );
+
+    kill(pg.postmaster(), rustix::process::Signal::CONT);
+    s.wait_status("/readyz", 200, Duration::from_secs(15));
+    let all = s.all_stderr();
+    assert!(all.contains("check orders-db is now failed"), "{all}");
+    assert!(all.contains("check orders-db is now successful"), "{all}");
+    assert!(!all.contains("app-secret"));
+}
+
+/// All three password methods over a real server, and a wrong password's reason.
+#[test]
+fn postgres_logs_in_with_scram_md5_and_trust() {
+    let pg = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let pw = dir.path().join("legacy-pw");
+    std::fs::write(&pw, "old-secret\n").unwrap();
+    let config = format!(
+        "checks:
+- name: scram
+  postgres: {{dsn: \"postgres://app@127.0.0.1:{p}/postgres\", passwordFrom: {{env: PGPW}}, periodSeconds: 1}}
+- name: md5
+  postgres: {{dsn: \"postgres://legacy@127.0.0.1:{p}/postgres\", passwordFrom: {{file: {pw}}}, periodSeconds: 1}}
+- name: trust
+  postgres: {{dsn: \"postgres://trusty@127.0.0.1:{p}/postgres\", periodSeconds: 1}}
+- name: wrong
+  required: false
+  postgres: {{dsn: \"postgres://app@127.0.0.1:{p}/postgres\", passwordFrom: {{env: WRONG}}, periodSeconds: 1}}
+- name: bad-query
+  required: false
+  postgres: {{dsn: \"postgres://trusty@127.0.0.1:{p}/postgres\", query: \"SELECT * FROM nope\", periodSeconds: 1}}
+",
+        p = pg.port,
+        pw = pw.display()
+    );
+    let s = Sidecar::start(&config, &[("PGPW", "app-secret"), ("WRONG", "not-it")]);
+    let body = s.wait_status("/readyz?verbose", 200, Duration::from_secs(10));
+    for line in ["[+]scram ok", "[+]md5 ok", "[+]trust ok"] {
+        assert!(body.contains(line), "{body}");
+    }
+    // The weak checks report their reasons once their first result is in.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let body = loop {
+        let (_, body) = s.get("/readyz?verbose");
+        if !body.contains("no result yet") {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        body.contains("[+]wrong failed: FATAL 28P01: password authentication failed for user \"app\" (not required)"),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "[+]bad-query failed: ERROR 42P01: relation \"nope\" does not exist (not required)"
+        ),
+        "{body}"
+    );
+    let (_, metrics) = s.get("/metrics");
+    for secret in ["app-secret", "old-secret", "not-it"] {
+        assert!(
+            !body.contains(secret) && !metrics.contains(secret),
+            "{secret} leaked"
+        );
+    }
+    common::promtool_check(&metrics);
+}
+
+/// Redis as a weak dependency: PING with AUTH over a real server; a paused Redis is reported
+/// (its timeout as the reason) but never fails readiness; the password shows nowhere.
+#[test]
+fn redis_ping_with_auth_and_a_paused_redis_as_a_weak_dependency() {
+    let redis = Redis::start("redis-pw");
+    let config = format!(
+        "checks:
+- name: cache
+  required: false
+  redis: {{address: \"127.0.0.1:{}\", passwordFrom: {{env: REDIS_PW}}, periodSeconds: 1, failureThreshold: 1}}
+- name: cache-strict
+  redis: {{address: \"127.0.0.1:{}\", passwordFrom: {{env: REDIS_PW}}, periodSeconds: 1, failureThreshold: 1}}
+",
+        redis.port, redis.port
+    );
+    let s = Sidecar::start(&config, &[("REDIS_PW", "redis-pw")]);
+    let body = s.wait_status("/readyz?verbose", 200, Duration::from_secs(10));
+    assert!(body.contains("[+]cache ok\n"), "{body}");
+    kill(redis.pid(), rustix::process::Signal::STOP);
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(10));
+    assert!(
+        body.contains("[-]cache-strict failed: no PONG within 1s\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("[+]cache failed: no PONG within 1s (not required)\n"),
+        "{body}"
+    );
+    // Excluding the required one leaves only the weak failure: ready.
+    let (code, _) = s.get("/readyz?exclude=cache-strict");
+    assert_eq!(code, 200);
+    kill_cont(redis.pid()).unwrap();
+    s.wait_status("/readyz", 200, Duration::from_secs(10));
+    let (_, metrics) = s.get("/metrics");
+    assert!(!metrics.contains("redis-pw"));
+    assert!(
+        metrics.contains("probelet_sidecar_check_transitions_total{check=\"cache-strict\",for=\"readiness\",required=\"true\"} 3"),
+        "{metrics}"
+    );
+}
+
+/// sd_notify over a real datagram socket: READY=1 starts, WATCHDOG=1 heartbeats (and their
+/// absence fails liveness), STATUS in verbose output, overload flips readiness only, an
+/// oversize datagram is counted and ignored, STOPPING=1 drains until a later READY=1.
+#[test]
+fn sd_notify_ready_watchdog_overload_and_stopping() {
+    let config = "notifySocket: DIR/notify.sock
+watchdog: {timeout: 1s}
+drain: {delay: 1s}
+overload: {recover: 1s}
+";
+    let mut s = Sidecar::start(config, &[]);
+    let sock = s.dir().join("notify.sock");
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o660);
+    let send = |text: &[u8]| {
+        let c = std::os::unix::net::UnixDatagram::unbound().unwrap();
+        c.send_to(text, &sock).unwrap();
+    };
+    let (code, body) = s.get("/startupz");
+    assert_eq!(
+        (code, body.as_str()),
+        (
+            503,
+            "[-]app-ready failed: reason withheld\nstartupz check failed\n"
+        )
+    );
+    send(b"READY=1\nSTATUS=warming caches");
+    s.wait_status("/startupz", 200, Duration::from_secs(5));
+    let body = s.wait_status("/readyz?verbose", 200, Duration::from_secs(5));
+    assert!(body.contains("status: warming caches\n"), "{body}");
+    // Not watched until the first heartbeat; then 1 s without one fails liveness.
+    assert_eq!(s.get("/livez").0, 200);
+    send(b"WATCHDOG=1");
+    let body = s.wait_status("/livez?verbose", 503, Duration::from_secs(5));
+    assert!(
+        body.contains("[-]watchdog failed: no WATCHDOG=1 for"),
+        "{body}"
+    );
+    // From here on a heartbeat every 200 ms, like an app's worker loop.
+    let beating = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let heart = {
+        let (beating, sock) = (beating.clone(), sock.clone());
+        std::thread::spawn(move || {
+            let c = std::os::unix::net::UnixDatagram::unbound().unwrap();
+            while beating.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = c.send_to(b"WATCHDOG=1", &sock);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    s.wait_status("/livez", 200, Duration::from_secs(5));
+    // Overload: readiness only, back after the recover time.
+    send(b"X-PROBELET-OVERLOADED=1");
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(5));
+    assert!(
+        body.contains("[-]overload failed: the app reports overload"),
+        "{body}"
+    );
+    send(b"X-PROBELET-OVERLOADED=0");
+    assert_eq!(s.get("/livez").0, 200);
+    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    send(&vec![b'A'; 5000]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !s
+        .get("/metrics")
+        .1
+        .contains("probelet_sidecar_notify_oversize_total 1\n")
+    {
+        assert!(Instant::now() < deadline, "oversize datagram not counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    send(b"STOPPING=1");
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(5));
+    assert!(
+        body.contains("[-]shutdown failed: draining after STOPPING=1"),
+        "{body}"
+    );
+    assert_eq!(s.get("/livez").0, 200, "liveness holds while draining");
+    // The app restarting: a READY=1 before the drain delay (1 s) keeps the drain; one after
+    // it ends the drain. The sidecar stays up throughout.
+    send(b"READY=1");
+    assert_eq!(s.get("/readyz").0, 503);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while s.get("/readyz").0 != 200 {
+        assert!(Instant::now() < deadline, "the drain never ended");
+        send(b"READY=1");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    s.wait_line("the end of the drain", |l| {
+        l.contains("READY=1 after the drain: ready again")
+    });
+    s.signal(rustix::process::Signal::TERM);
+    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+    beating.store(false, std::sync::atomic::Ordering::Relaxed);
+    heart.join().unwrap();
+    assert!(!sock.exists(), "the socket file is removed on exit");
+}
+
+/// SIGTERM: readiness fails at once, liveness holds, exit 0 after drain.delay.
+#[test]
+fn sigterm_drains_then_exits_zero() {
+    let mut s = Sidecar::start("drain: {delay: 2s}\n", &[]);
+    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    s.signal(rustix::process::Signal::TERM);
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(5));
+    assert!(
+        body.contains("[-]shutdown failed: draining after SIGTERM"),
+        "{body}"
+    );
+    assert_eq!(s.get("/livez").0, 200);
+    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+    let all = s.all_stderr();
+    assert!(
+        all.contains("SIGTERM: draining, readiness fails now; exiting in 2s"),
+        "{all}"
+    );
+}
+
+/// gRPC grpc.health.v1 with tonic's client: "" and "readiness" follow /readyz, "liveness"
+/// /livez; an unknown service is NOT_FOUND; Watch streams the change when draining starts.
+#[test]
+fn grpc_health_check_and_watch() {
+    let mut s = Sidecar::start("drain: {delay: 3s}\n", &[]);
+    let addr = format!("http://{}", s.addr);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let mut client = rt.block_on(async {
+        let ch = tonic::transport::Endpoint::from_shared(addr)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        HealthClient::new(ch)
+    });
+    let check = |client: &mut HealthClient<tonic::transport::Channel>, service: &str| {
+        rt.block_on(client.check(HealthCheckRequest {
+            service: service.into(),
+        }))
+        .map(|r| r.into_inner().status())
+    };
+    for svc in ["", "readiness", "liveness", "startup"] {
+        assert_eq!(
+            check(&mut client, svc).unwrap(),
+            ServingStatus::Serving,
+            "{svc:?}"
+        );
+    }
+    assert_eq!(
+        check(&mut client, "nope").unwrap_err().code(),
+        tonic::Code::NotFound
+    );
+    let mut stream = rt
+        .block_on(client.watch(HealthCheckRequest {
+            service: "readiness".into(),
+        }))
+        .unwrap()
+        .into_inner();
+    let first = rt.block_on(stream.message()).unwrap().unwrap();
+    assert_eq!(first.status(), ServingStatus::Serving);
+    s.signal(rustix::process::Signal::TERM);
+    let next = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), stream.message()).await })
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.status(), ServingStatus::NotServing);
+    assert_eq!(
+        check(&mut client, "liveness").unwrap(),
+        ServingStatus::Serving
+    );
+    assert_eq!(check(&mut client, "").unwrap(), ServingStatus::NotServing);
+    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+}
+
+/// SIGHUP reloads: an unchanged check keeps its counters, a changed one starts again, and an
+/// invalid file is refused with its position while the running checks stay.
+#[test]
+fn sighup_reload_keeps_unchanged_checks() {
+    let port = free_port();
+    let _l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let config = format!(
+        "checks:
+- name: kept
+  probe: {{tcpSocket: {{port: {port}}}, periodSeconds: 1}}
+- name: changed
+  probe: {{tcpSocket: {{port: {port}}}, periodSeconds: 1}}
+"
+    );
+    let mut s = Sidecar::start(&config, &[]);
+    let successes = |s: &Sidecar, name: &str| -> u64 {
+        let (_, m) = s.get("/metrics");
+        let prefix = format!(
+            "probelet_sidecar_check_results_total{{check=\"{name}\",for=\"readiness\",required=\"true\",result=\"success\"}} "
+        );
+        m.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while successes(&s, "kept") < 2 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let before = successes(&s, "kept");
+    let changed = format!(
+        "checks:
+- name: kept
+  probe: {{tcpSocket: {{port: {port}}}, periodSeconds: 1}}
+- name: changed
+  probe: {{tcpSocket: {{port: {port}}}, periodSeconds: 2}}
+"
+    );
+    std::fs::write(&s.config, changed).unwrap();
+    s.signal(rustix::process::Signal::HUP);
+    s.wait_line("the reload", |l| {
+        l.contains("reloaded: 1 kept, 1 started, 1 stopped")
+    });
+    assert!(
+        successes(&s, "kept") >= before,
+        "kept check lost its counters"
+    );
+    assert!(successes(&s, "changed") <= 1, "changed check starts again");
+    std::fs::write(
+        &s.config,
+        "checks:\n- name: x\n  probe: {tcpSocket: {port: 0}}\n",
+    )
+    .unwrap();
+    s.signal(rustix::process::Signal::HUP);
+    let line = s.wait_line("the refusal", |l| l.contains("sidecar.yaml:3:"));
+    assert!(
+        line.contains("checks[0].probe.tcpSocket.port: Invalid value: 0"),
+        "{line}"
+    );
+    assert_eq!(s.get("/readyz").0, 200, "the running checks stay");
+}
+
+/// Bad input at start: the config's errors with file:line:col and field path (exit 1),
+/// unknown fields as warnings, an unreachable notify socket path (exit 2).
+#[test]
+fn bad_config_and_unreachable_notify_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "checks:\n- name: db\n  for: sometimes\n  redis: {address: \"h:1\"}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["sidecar", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:3:3: checks[0].for: Unsupported value: \"sometimes\"",
+            bad.display()
+        )),
+        "{err}"
+    );
+    let cfg = dir.path().join("s.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen: 127.0.0.1:0\nnotifySocket: {}/no/such/dir/n.sock\nchekcs: []\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["sidecar", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("s.yaml:3:1: chekcs: unknown field, ignored"),
+        "{err}"
+    );
+    assert!(err.contains("no/such/dir/n.sock: cannot bind"), "{err}");
+}
+
+/// The example's files are valid: the Pod for `probelet validate`, the config for the sidecar.
+#[test]
+fn the_example_files_load() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sidecar");
+    let loaded = probelet::sidecar::config::load_file(&root.join("sidecar.yaml")).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .arg("validate")
+        .arg(root.join("pod.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
