@@ -178,7 +178,10 @@ pub fn run(args: Args) -> ExitCode {
     let (outcome, stats) = runtime.block_on(async {
         // Refused before anything connects, and reported as the probe's result (exit 1).
         if let Some(addr) = plan.link_local().filter(|_| !args.allow_link_local) {
-            return (ProbeOutcome::errored(link_local::refusal(addr)), Default::default());
+            return (
+                ProbeOutcome::errored(link_local::refusal(addr)),
+                Default::default(),
+            );
         }
         match plan {
             Plan::Http(target, timeout) => probe::http::probe(&target, timeout, &cfg).await,
