@@ -68,23 +68,6 @@ pub struct ContainerRun {
     pub exited: Option<(Duration, ExitStatus)>,
 }
 
-/// The link-local address a probe would reach, if any.
-fn link_local(probe: &Probe, pod_ip: &str) -> Option<IpAddr> {
-    let host = [
-        probe.http_get.as_ref().and_then(|h| h.host.as_deref()),
-        probe.tcp_socket.as_ref().and_then(|t| t.host.as_deref()),
-    ]
-    .into_iter()
-    .flatten()
-    .find(|h| !h.is_empty())
-    .unwrap_or(pod_ip);
-    match host.trim_matches(['[', ']']).parse::<IpAddr>().ok()? {
-        IpAddr::V4(v4) if v4.is_link_local() => Some(IpAddr::V4(v4)),
-        IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 => Some(IpAddr::V6(v6)),
-        _ => None,
-    }
-}
-
 /// Checks what can be checked before starting anything: commands and probe targets.
 pub fn preflight(containers: &[Container], cfg: &ObserveConfig) -> Result<(), ObserveError> {
     for c in containers {
@@ -95,7 +78,7 @@ pub fn preflight(containers: &[Container], cfg: &ObserveConfig) -> Result<(), Ob
         for t in ProbeType::ALL {
             if let Some(p) = super::propose::container_probe(c, t)
                 && !cfg.allow_link_local
-                && let Some(addr) = link_local(p, &cfg.pod_ip)
+                && let Some(addr) = crate::probe::link_local::probe_target(p, &cfg.pod_ip)
             {
                 return Err(ObserveError::LinkLocal {
                     container: c.name.clone(),
