@@ -2,18 +2,12 @@
 //! `probelet run` on a loopback port, real TCP connections that never send (or trickle) a
 //! request; everything bounded in count and time.
 
+mod common;
+use common::free_port;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Run {
     child: Child,

@@ -1,20 +1,14 @@
 //! `probelet calibrate` end to end: the built binary measures real processes (the demo app,
 //! `sleep`) on loopback, and the proposed manifest then runs under `probelet run`.
 
+mod common;
+use common::free_port;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The done-when pod: starts in 8 s, answers in 700 ms, liveness kills after 4 s.
 fn slow_pod(port: u16) -> String {

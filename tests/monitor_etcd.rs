@@ -3,6 +3,8 @@
 //! counts the requests each target receives. Members are lost with SIGKILL and quorum with
 //! SIGSTOP. Every wait is bounded; the tests run one at a time (each starts its own cluster).
 
+mod common;
+use common::free_port;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -30,14 +32,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn signal(child: &Child, sig: Signal) {

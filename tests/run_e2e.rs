@@ -1,6 +1,8 @@
 //! `probelet run` end to end: the built binary, real child processes (the demo app, shell
 //! scripts, `sleep`), observed through `--events json`.
 
+mod common;
+use common::free_port;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -133,14 +135,6 @@ fn status(container: &'static str, message: &'static str) -> impl Fn(&Value) -> 
             && v["container"] == container
             && v["message"].as_str().unwrap_or("").contains(message)
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// R3.10 / R8.1 / R8.3 / R8.4: a liveness probe kills after exactly failureThreshold failures,
