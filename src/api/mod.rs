@@ -12,6 +12,7 @@
 //! * [`log_options`]: the API server's validation of a log request's options (pure).
 //! * [`tls`]: the self-signed certificate and the listener that serves HTTPS and HTTP on one port.
 
+mod connections;
 pub mod kubeconfig;
 pub mod log_options;
 pub mod metrics;
