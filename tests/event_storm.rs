@@ -148,3 +148,32 @@ fn sigint_stops_a_storm_and_output_is_bounded() {
         sent.elapsed()
     );
 }
+
+/// R8.14 (a terminating pod starts nothing) and issue 13: a stop asked for from another
+/// thread (the signal thread sets the flag) while a step is about to start 300 containers
+/// starts none of them and stops at once, even though the `stop` future never resolves.
+#[tokio::test(start_paused = true)]
+async fn a_stop_flag_set_mid_step_leaves_queued_starts_unstarted() {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    let mut sup = Supervisor::new(SupervisorConfig::default(), move |l: Line| {
+        sink.lock().unwrap().push(l.reason);
+    });
+    sup.add_pod(failing_pod(CONTAINERS));
+    sup.stop_flag()
+        .store(true, std::sync::atomic::Ordering::Release);
+    let stopped = tokio::time::timeout(
+        Duration::from_secs(60),
+        sup.run(std::future::pending::<()>()),
+    )
+    .await
+    .expect("the flag alone stops the supervisor");
+    assert!(stopped, "ended by the stop, not by the pods finishing");
+    let lines = lines.lock().unwrap();
+    assert_eq!(
+        lines.iter().filter(|r| *r == "Failed").count(),
+        0,
+        "no start was attempted: {lines:?}"
+    );
+    assert!(sup.all_finished());
+}

@@ -236,13 +236,14 @@ pub fn run(args: Args) -> ExitCode {
         // The handlers are installed before any container starts, so a Ctrl-C at any moment
         // is a graceful stop, never the default "die at once". A second signal kills every
         // container and exits at once, from the signal thread.
-        let first_signal = match probelet::runtime::signals::spawn_stop_thread() {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: cannot handle signals: {e}");
-                return ExitCode::from(2);
-            }
-        };
+        let first_signal =
+            match probelet::runtime::signals::spawn_stop_thread(supervisor.stop_flag()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: cannot handle signals: {e}");
+                    return ExitCode::from(2);
+                }
+            };
         let stop = async {
             let _ = first_signal.await;
             if interactive {

@@ -162,6 +162,9 @@ pub struct Supervisor {
     last_probe: HashMap<(PodId, String, ProbeType), String>,
     /// The Kubernetes API, when enabled.
     api: Option<ApiLink>,
+    /// Set (from any thread) when a stop is asked for: checked between the actions of one
+    /// step, so that a step starting hundreds of containers does not delay the stop.
+    stop_requested: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// One row of the status view: what `kubectl get pods` shows per container, plus the last
@@ -206,8 +209,21 @@ impl Supervisor {
             probing: HashMap::new(),
             last_probe: HashMap::new(),
             api: None,
+            stop_requested: Arc::default(),
             config,
         }
+    }
+
+    /// The flag that asks this supervisor to stop every pod gracefully; whoever sets it must
+    /// also resolve the `stop` future given to [`Supervisor::run`]. Until then, containers
+    /// that were about to start are left unstarted.
+    pub fn stop_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.stop_requested.clone()
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop_requested
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Serves this supervisor's pods, events, logs and metrics through a Kubernetes-style API:
@@ -418,6 +434,11 @@ impl Supervisor {
         let mut tick = every.map(tokio::time::interval);
         loop {
             self.dispatch();
+            if self.stopping() && !stopping {
+                // Asked while this step ran: stop now, not after `stop` is next polled.
+                stopping = true;
+                self.terminate_all();
+            }
             observe(self);
             if self.all_finished() {
                 return stopping;
@@ -438,6 +459,7 @@ impl Supervisor {
                 },
                 _ = &mut stop, if !stopping => {
                     stopping = true;
+                    self.stop_requested.store(true, std::sync::atomic::Ordering::Release);
                     self.terminate_all();
                 }
                 _ = async { tick.as_mut().expect("guarded").tick().await }, if tick.is_some() => {}
@@ -498,6 +520,11 @@ impl Supervisor {
         while let Some(action) = self.manager.poll_action() {
             match action {
                 Action::Probe(req) => self.start_probe(req),
+                // Every pod is about to terminate (R8.14: a terminating pod starts
+                // nothing): starting what was queued would only delay the stop.
+                Action::Start { pod, container } if self.stopping() => {
+                    let _ = self.manager.start_abandoned(pod, &container);
+                }
                 Action::Start { pod, container } => self.start_container(pod, &container),
                 Action::Kill(kill) => self.kill_container(kill),
                 Action::Event(e) => {

@@ -568,6 +568,15 @@ impl Manager {
         self.set_running(now, pod, container, id, now, None)
     }
 
+    /// The runtime did not start `container` after all (the driver is stopping every pod):
+    /// it stays as it was, and no start is pending. Only termination follows, and a
+    /// terminating pod starts nothing (R8.14), so nothing asks for the start again.
+    pub fn start_abandoned(&mut self, pod: PodId, container: &str) -> Result<(), EngineError> {
+        let (_, rt) = self.container_mut(pod, container)?;
+        rt.start_pending = false;
+        Ok(())
+    }
+
     /// A container that was already running before the manager started (a probelet restart):
     /// it has run since `started_at`, and its previous status said `started`, and whether the
     /// pod was `Ready` (R3.17).

@@ -10,6 +10,8 @@
 //! Children do not inherit the mask: the standard library empties it between fork and exec.
 
 use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The set {SIGINT, SIGTERM}.
 fn stop_set() -> io::Result<libc::sigset_t> {
@@ -52,9 +54,12 @@ fn wait_for_stop_signal(set: &libc::sigset_t) -> io::Result<i32> {
 }
 
 /// Blocks the stop signals (if [`block_stop_signals`] was not called already) and starts the
-/// thread that takes them; returns what resolves at the first signal. A signal that arrives
-/// before the thread waits stays pending and is taken then: none is missed.
-pub fn spawn_stop_thread() -> io::Result<tokio::sync::oneshot::Receiver<()>> {
+/// thread that takes them; returns what resolves at the first signal, which also sets
+/// `requested` (at once, even while the supervisor is busy with a step). A signal that
+/// arrives before the thread waits stays pending and is taken then: none is missed.
+pub fn spawn_stop_thread(
+    requested: Arc<AtomicBool>,
+) -> io::Result<tokio::sync::oneshot::Receiver<()>> {
     block_stop_signals()?;
     let set = stop_set()?;
     let (first_tx, first_rx) = tokio::sync::oneshot::channel();
@@ -64,6 +69,7 @@ pub fn spawn_stop_thread() -> io::Result<tokio::sync::oneshot::Receiver<()>> {
             if wait_for_stop_signal(&set).is_err() {
                 return;
             }
+            requested.store(true, Ordering::Release);
             let _ = first_tx.send(());
             if wait_for_stop_signal(&set).is_ok() {
                 super::containment::kill_all_and_exit(130);
