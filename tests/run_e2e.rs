@@ -860,3 +860,65 @@ spec:
     let mut ok = Run::start(&pods[pods.find("---").unwrap() + 4..], &[]);
     assert_eq!(ok.wait_exit(Duration::from_secs(20)), Some(0));
 }
+
+/// Process hygiene (issue 13): a container starts with no signal blocked and SIGTERM at its
+/// default, whatever probelet does with SIGINT and SIGTERM itself, so the kubelet's SIGTERM
+/// (R8.6) reaches it: a plain `sleep` stops at once on Ctrl-C, long before its 60 s grace.
+#[test]
+fn containers_start_with_no_signal_blocked_and_stop_on_sigterm() {
+    let mut run = Run::start(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: masks}
+spec:
+  terminationGracePeriodSeconds: 60
+  containers:
+  - name: app
+    command: [sh, -c, "grep -E '^(SigBlk|SigIgn)' /proc/self/status; exec sleep 300"]
+"#,
+        &[],
+    );
+    let blocked = run.wait_for("SigBlk", Duration::from_secs(10), |v| {
+        v["kind"] == "stdout"
+            && v["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("SigBlk"))
+    });
+    let mask = blocked["message"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap();
+    assert_eq!(
+        u64::from_str_radix(mask, 16).unwrap(),
+        0,
+        "blocked in the container: {mask}"
+    );
+    let ignored = run.wait_for("SigIgn", Duration::from_secs(10), |v| {
+        v["kind"] == "stdout"
+            && v["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("SigIgn"))
+    });
+    let mask = ignored["message"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap();
+    let sigterm = 1u64 << (libc::SIGTERM - 1);
+    assert_eq!(
+        u64::from_str_radix(mask, 16).unwrap() & sigterm,
+        0,
+        "SIGTERM ignored: {mask}"
+    );
+    let start = Instant::now();
+    run.interrupt();
+    assert_eq!(run.wait_exit(Duration::from_secs(30)), Some(0));
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "the container waited for SIGKILL instead of stopping on SIGTERM"
+    );
+}

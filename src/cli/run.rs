@@ -172,13 +172,6 @@ pub fn run(args: Args) -> ExitCode {
     // Issue 13: every descriptor the hard limit allows (as Go does since 1.19), and the
     // containment watcher before any container starts.
     let _ = probelet::runtime::limits::raise_nofile();
-    // SIGINT and SIGTERM are blocked before any thread exists, so every thread inherits the
-    // mask and only the signal thread (started below) takes them: a signal during set-up
-    // stays pending and becomes a graceful stop, never the default "die at once".
-    if let Err(e) = probelet::runtime::signals::block_stop_signals() {
-        eprintln!("error: cannot handle signals: {e}");
-        return ExitCode::from(2);
-    }
     probelet::runtime::containment::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
