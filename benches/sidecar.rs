@@ -9,7 +9,11 @@
 //!    checks, one of them on the hanging dependency, and (b) the in-app synchronous `/readyz`
 //!    written below, which asks the same dependency with the same 1 s timeout;
 //! 2. the sidecar's resident memory after that load;
-//! 3. the sidecar's idle CPU with 10 checks every 5 s, over 30 s.
+//! 3. the sidecar's idle CPU with 10 checks every 5 s, over 30 s;
+//! 4. a stall: the same load while the sidecar is stopped (SIGSTOP) for `STALL` once, 2 s
+//!    in, as a page-fault storm or a starved core would stop it. Connections queue in the
+//!    kernel meanwhile; with a listen backlog shorter than `RATE` × `STALL` the queue
+//!    overflows, handshakes are dropped and those clients wait for a SYN retransmission (1 s).
 //!
 //! A third row checks the load generator: (c) a trivial server (this harness run as a child
 //! with `--static-server`, one thread, a fixed answer, no HTTP parser) under the same load. If
@@ -35,6 +39,7 @@ const RATE: u64 = 1_000;
 const SECONDS: u64 = 5;
 const RUNS: usize = 3;
 const IDLE_SECONDS: u64 = 30;
+const STALL: Duration = Duration::from_millis(300);
 
 /// A listener that accepts and then never answers.
 async fn hanging_dependency() -> u16 {
@@ -219,12 +224,25 @@ fn proc_status(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// utime + stime of `pid`, in clock ticks.
-fn cpu_ticks(pid: u32) -> u64 {
+/// The fields of /proc/`pid`/stat after the command name (state is field 0).
+fn stat_fields(pid: u32) -> Vec<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let after = &s[s.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    after
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect()
+}
+
+/// utime + stime of `pid`, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let f = stat_fields(pid);
+    f[11] + f[12]
+}
+
+/// Major page faults of `pid` (a page read back from disk: the thread stops meanwhile).
+fn major_faults(pid: u32) -> u64 {
+    stat_fields(pid)[9]
 }
 
 /// `--static-server`: accept, read the request head, answer a fixed 503, close; on one
@@ -297,29 +315,71 @@ fn main() {
     let (mut trivial, trivial_port) = static_server();
     let inapp_port = rt.block_on(synchronous_readyz(hang));
     std::thread::sleep(Duration::from_secs(3)); // first results in
-    let mut rows = Vec::new();
-    for (name, port) in [
+    let targets = [
         ("probelet sidecar (cached)", side_port),
         ("in-app synchronous /readyz", inapp_port),
         ("trivial static server (the floor)", trivial_port),
-    ] {
-        let (mut p50, mut p99, mut max, mut failed) = (vec![], vec![], vec![], 0);
-        let overflows = listen_overflows();
-        for _ in 0..RUNS {
-            let (lat, f) = rt.block_on(load(port));
-            p50.push(quantile(&lat, 0.5));
-            p99.push(quantile(&lat, 0.99));
-            max.push(*lat.last().unwrap_or(&Duration::ZERO));
-            failed += f;
-        }
-        rows.push(format!(
-            "| {name} | {:.3} ms | {:.3} ms | {:.3} ms | {failed} | {} |",
-            median(p50).as_secs_f64() * 1e3,
-            median(p99).as_secs_f64() * 1e3,
-            median(max).as_secs_f64() * 1e3,
-            listen_overflows() - overflows,
-        ));
+    ];
+    // Runs interleave the targets (sidecar, in-app, trivial, sidecar, ...) so that a noisy
+    // moment on the machine lands on all of them alike rather than on one row.
+    #[derive(Default)]
+    struct Row {
+        p50: Vec<Duration>,
+        p99: Vec<Duration>,
+        max: Vec<Duration>,
+        failed: usize,
+        overflows: u64,
     }
+    let mut acc: Vec<Row> = targets.iter().map(|_| Row::default()).collect();
+    let faults = major_faults(side.id());
+    for _ in 0..RUNS {
+        for ((_, port), row) in targets.iter().zip(&mut acc) {
+            let before = listen_overflows();
+            let (lat, f) = rt.block_on(load(*port));
+            row.overflows += listen_overflows() - before;
+            row.p50.push(quantile(&lat, 0.5));
+            row.p99.push(quantile(&lat, 0.99));
+            row.max.push(*lat.last().unwrap_or(&Duration::ZERO));
+            row.failed += f;
+        }
+    }
+    let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1e3);
+    let rows: Vec<String> = targets
+        .iter()
+        .zip(acc)
+        .map(|((name, _), r)| {
+            let each: Vec<String> = r.p99.iter().map(|d| ms(*d)).collect();
+            format!(
+                "| {name} | {} ms | {} ms | {} ms | {} | {} | {} |",
+                ms(median(r.p50)),
+                ms(median(r.p99.clone())),
+                ms(median(r.max)),
+                r.failed,
+                r.overflows,
+                each.join(", "),
+            )
+        })
+        .collect();
+    let faults = major_faults(side.id()) - faults;
+    // 4. The stall, on the sidecar only (the others would show the same queueing).
+    let stall_pid = rustix::process::Pid::from_raw(side.id() as i32).unwrap();
+    let before = listen_overflows();
+    let staller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        let _ = rustix::process::kill_process(stall_pid, rustix::process::Signal::STOP);
+        std::thread::sleep(STALL);
+        let _ = rustix::process::kill_process(stall_pid, rustix::process::Signal::CONT);
+    });
+    let (lat, stall_failed) = rt.block_on(load(side_port));
+    staller.join().unwrap();
+    let stall_row = format!(
+        "| sidecar stopped for {} ms once | {} ms | {} ms | {} ms | {stall_failed} | {} | |",
+        STALL.as_millis(),
+        ms(quantile(&lat, 0.5)),
+        ms(quantile(&lat, 0.99)),
+        ms(*lat.last().unwrap_or(&Duration::ZERO)),
+        listen_overflows() - before,
+    );
     let rss = proc_status(side.id(), "VmRSS:");
     let hwm = proc_status(side.id(), "VmHWM:");
     let anon = proc_status(side.id(), "RssAnon:");
@@ -347,13 +407,17 @@ fn main() {
     let _ = quiet.wait();
     let hz = 100.0; // USER_HZ on Linux
     println!(
-        "| answer at {RATE} req/s, 20 checks, 1 hanging | p50 | p99 | max | failed | listen overflows |"
+        "| answer at {RATE} req/s, 20 checks, 1 hanging | p50 | p99 | max | failed | listen overflows | p99 of each run (ms) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for r in rows {
         println!("{r}");
     }
+    println!("{stall_row}");
     println!();
+    println!(
+        "sidecar major page faults during the latency runs: {faults} (each stops its one thread for a disk read)"
+    );
     println!(
         "sidecar RSS after the load: {rss} KiB (peak {hwm} KiB): {anon} KiB anonymous, {file} KiB file-backed (the binary's mapped pages)"
     );
