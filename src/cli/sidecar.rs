@@ -71,6 +71,17 @@ pub fn run(args: Args) -> ExitCode {
 
 /// `pinned`: `--listen` was given, so a reload does not follow the file's `listen`.
 async fn serve(path: PathBuf, cfg: SidecarConfig, pinned: bool) -> ExitCode {
+    // Handlers first: the "listening" line below tells a supervisor it may signal us, and a
+    // SIGHUP or SIGTERM before the handlers exist would kill the process (the default action)
+    // instead of reloading or draining.
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        eprintln!("sidecar: cannot handle signals");
+        return ExitCode::from(2);
+    };
     let shared = Shared::new(&cfg);
     // Created before the listener, so that the app (started alongside) finds it as soon as
     // the sidecar answers; an unusable path is an error now, not a silent lack of heartbeats.
@@ -109,14 +120,6 @@ async fn serve(path: PathBuf, cfg: SidecarConfig, pinned: bool) -> ExitCode {
         task: Some(tokio::spawn(server::serve(listener, shared.clone()))),
     };
     let reader = notify.map(|l| tokio::spawn(runner::read_notify(shared.clone(), l)));
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        eprintln!("sidecar: cannot handle signals");
-        return ExitCode::from(2);
-    };
     let why = loop {
         tokio::select! {
             _ = term.recv() => break Some("SIGTERM"),
