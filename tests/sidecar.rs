@@ -30,12 +30,18 @@ impl Sidecar {
     /// Writes `config` (with `DIR` replaced by a fresh temporary directory) and starts the
     /// sidecar on an ephemeral port; returns once it listens.
     fn start(config: &str, env: &[(&str, &str)]) -> Sidecar {
+        Sidecar::start_with(config, env, &["--listen", "127.0.0.1:0"])
+    }
+
+    /// [`Sidecar::start`] with `args` after the config path instead of `--listen 127.0.0.1:0`.
+    fn start_with(config: &str, env: &[(&str, &str)], args: &[&str]) -> Sidecar {
         let dir = tempfile::tempdir().unwrap();
         let text = config.replace("DIR", dir.path().to_str().unwrap());
         let path = dir.path().join("sidecar.yaml");
         std::fs::write(&path, text).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
-            .args(["sidecar", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(["sidecar", path.to_str().unwrap()])
+            .args(args)
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -523,12 +529,12 @@ fn redis_ping_with_auth_and_a_paused_redis_as_a_weak_dependency() {
 
 /// sd_notify over a real datagram socket: READY=1 starts, WATCHDOG=1 heartbeats (and their
 /// absence fails liveness), STATUS in verbose output, overload flips readiness only, an
-/// oversize datagram is counted and ignored, STOPPING=1 drains until a later READY=1.
+/// oversize datagram is counted and ignored, STOPPING=1 drains and exits 0 after drain.delay.
 #[test]
 fn sd_notify_ready_watchdog_overload_and_stopping() {
     let config = "notifySocket: DIR/notify.sock
 watchdog: {timeout: 1s}
-drain: {delay: 1s}
+drain: {delay: 2s}
 overload: {recover: 1s}
 ";
     let mut s = Sidecar::start(config, &[]);
@@ -599,23 +605,19 @@ overload: {recover: 1s}
         "{body}"
     );
     assert_eq!(s.get("/livez").0, 200, "liveness holds while draining");
-    // The app restarting: a READY=1 before the drain delay (1 s) keeps the drain; one after
-    // it ends the drain. The sidecar stays up throughout.
+    // A READY=1 during the drain changes nothing; the sidecar exits 0 after drain.delay, as
+    // after SIGTERM.
     send(b"READY=1");
     assert_eq!(s.get("/readyz").0, 503);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while s.get("/readyz").0 != 200 {
-        assert!(Instant::now() < deadline, "the drain never ended");
-        send(b"READY=1");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    s.wait_line("the end of the drain", |l| {
-        l.contains("READY=1 after the drain: ready again")
-    });
-    s.signal(rustix::process::Signal::TERM);
     assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
     beating.store(false, std::sync::atomic::Ordering::Relaxed);
     heart.join().unwrap();
+    let all = s.all_stderr();
+    assert!(
+        all.contains("STOPPING=1: draining, readiness fails now; exiting in 2s"),
+        "{all}"
+    );
+    assert!(all.contains("drained, exiting"), "{all}");
     assert!(!sock.exists(), "the socket file is removed on exit");
 }
 
@@ -744,6 +746,10 @@ fn sighup_reload_keeps_unchanged_checks() {
         "kept check lost its counters"
     );
     assert!(successes(&s, "changed") <= 1, "changed check starts again");
+    // A changed check starts from the kubelet's initial value (readiness: failed, "no result
+    // yet") until its first run, which is due at once: wait for it, so that the refusal
+    // below is what is tested.
+    s.wait_status("/readyz", 200, Duration::from_secs(5));
     std::fs::write(
         &s.config,
         "checks:\n- name: x\n  probe: {tcpSocket: {port: 0}}\n",
@@ -755,7 +761,67 @@ fn sighup_reload_keeps_unchanged_checks() {
         line.contains("checks[0].probe.tcpSocket.port: Invalid value: 0"),
         "{line}"
     );
-    assert_eq!(s.get("/readyz").0, 200, "the running checks stay");
+    let (code, body) = s.get("/readyz?verbose");
+    assert_eq!(code, 200, "the running checks stay:\n{body}");
+}
+
+/// SIGHUP applies a new `listen` (the new address answers, the old one is closed, even when
+/// only the host changes on the same port) and refuses a new `notifySocket` with a warning:
+/// the app's `NOTIFY_SOCKET` cannot follow it.
+#[test]
+fn sighup_moves_the_listener_and_keeps_the_notify_socket() {
+    let (a, b) = (free_port(), free_port());
+    let mut s = Sidecar::start_with(
+        &format!("listen: 127.0.0.1:{a}\nnotifySocket: DIR/n.sock\n"),
+        &[],
+        &[],
+    );
+    assert_eq!(s.addr, format!("127.0.0.1:{a}"));
+    let sock = s.dir().join("n.sock");
+    let other = s.dir().join("other.sock");
+    std::fs::write(
+        &s.config,
+        format!("listen: 127.0.0.1:{b}\nnotifySocket: {}\n", other.display()),
+    )
+    .unwrap();
+    s.signal(rustix::process::Signal::HUP);
+    s.wait_line("the warning", |l| {
+        l.contains("notifySocket changes need a restart")
+    });
+    s.wait_line("the move", |l| {
+        l.contains(&format!(
+            "now listening on 127.0.0.1:{b} (was 127.0.0.1:{a})"
+        ))
+    });
+    assert_eq!(http(&format!("127.0.0.1:{b}"), "GET", "/livez", "").0, 200);
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", a)).is_err(),
+        "the old address is closed"
+    );
+    assert!(sock.exists() && !other.exists(), "the notify socket stays");
+    // Same port, another host: the old listener must go first (the ports conflict).
+    std::fs::write(
+        &s.config,
+        format!("listen: 0.0.0.0:{b}\nnotifySocket: {}\n", sock.display()),
+    )
+    .unwrap();
+    s.signal(rustix::process::Signal::HUP);
+    s.wait_line("the second move", |l| {
+        l.contains(&format!("now listening on 0.0.0.0:{b} (was 127.0.0.1:{b})"))
+    });
+    assert_eq!(http(&format!("127.0.0.1:{b}"), "GET", "/livez", "").0, 200);
+    // A port that cannot be had: refused, the old listener stays.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let t = taken.local_addr().unwrap().port();
+    std::fs::write(
+        &s.config,
+        format!("listen: 127.0.0.1:{t}\nnotifySocket: {}\n", sock.display()),
+    )
+    .unwrap();
+    s.signal(rustix::process::Signal::HUP);
+    let line = s.wait_line("the refusal", |l| l.contains("cannot listen on"));
+    assert!(line.contains(&format!("still on 0.0.0.0:{b}")), "{line}");
+    assert_eq!(http(&format!("127.0.0.1:{b}"), "GET", "/livez", "").0, 200);
 }
 
 /// Bad input at start: the config's errors with file:line:col and field path (exit 1),

@@ -3,7 +3,8 @@
 //!
 //! Story 2: the app's worker deadlocks (heartbeats stop, HTTP still 200): the sidecar's
 //! `/livez` fails and the kubelet restarts the app. Story 3: SIGTERM: the sidecar's `/readyz`
-//! fails at once while the app still serves, then everything exits 0.
+//! fails at once while the app still serves, then everything exits 0. And a finished app's
+//! `STOPPING=1` (a Job) makes the sidecar exit, so the pod completes.
 
 mod common;
 
@@ -184,9 +185,9 @@ fn sigterm_takes_the_pod_out_of_traffic_before_anything_exits() {
     loop {
         let (code, body) = common::http(&sidecar, "GET", "/readyz?verbose", "");
         if code == 503 {
-            // The sidecar's SIGTERM or the app's STOPPING=1, whichever came first.
+            // The sidecar's own SIGTERM: the app sends no STOPPING=1 here (see README).
             assert!(
-                body.contains("[-]shutdown failed: draining after "),
+                body.contains("[-]shutdown failed: draining after SIGTERM"),
                 "{body}"
             );
             break;
@@ -212,5 +213,45 @@ fn sigterm_takes_the_pod_out_of_traffic_before_anything_exits() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(status.code(), Some(0));
+    assert!(!dir.path().join("notify.sock").exists());
+}
+
+/// The app ends for good (a Job's app, `restartPolicy: Never`) and says `STOPPING=1`: the
+/// sidecar drains and exits 0 by itself, so the pod completes instead of running for ever on
+/// its sidecar. No one signals the sidecar: `probelet run` ends only because it exited.
+#[test]
+fn stopping_from_a_finished_app_lets_the_pod_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pod, _side, _app) = manifest(
+        dir.path(),
+        "--exit-after, 5s, --exit-code, 0, --notify-stopping",
+        "1s",
+    );
+    let pod = pod.replacen("spec:\n", "spec:\n  restartPolicy: Never\n", 1);
+    let mut p = Pod::start(dir.path(), &pod);
+    p.wait_for("the app ready", Duration::from_secs(20), app_ready);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = p.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pod did not complete: the sidecar kept running"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "the pod succeeded");
+    while let Ok(line) = p.events.recv_timeout(Duration::from_millis(200)) {
+        if let Ok(v) = serde_json::from_str::<Value>(&line) {
+            p.seen.push(v);
+        }
+    }
+    let kills = p
+        .seen
+        .iter()
+        .filter(|v| event("sidecar", "Killing", "")(v))
+        .count();
+    assert_eq!(kills, 0, "the sidecar exited by itself");
     assert!(!dir.path().join("notify.sock").exists());
 }

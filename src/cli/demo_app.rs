@@ -53,9 +53,15 @@ pub struct Args {
     #[arg(long)]
     pub grpc_listen: Option<SocketAddr>,
     /// Talk sd_notify to `$NOTIFY_SOCKET` (`probelet sidecar`, systemd): `READY=1` once
-    /// listening, `WATCHDOG=1` every this long from a worker loop, `STOPPING=1` on SIGTERM.
+    /// listening, `WATCHDOG=1` every this long from a worker loop.
     #[arg(long, value_parser = parse_duration, value_name = "INTERVAL")]
     pub notify_watchdog: Option<Duration>,
+    /// Send `STOPPING=1` to `$NOTIFY_SOCKET` when stopping (on SIGTERM and at `--exit-after`),
+    /// for an app whose end is the pod's end, like a Job's: `probelet sidecar` then drains and
+    /// exits too. Off by default: in a long-running Pod the sidecar gets its own SIGTERM at
+    /// shutdown, and a SIGTERM to the app alone is a restart that the sidecar must outlive.
+    #[arg(long)]
+    pub notify_stopping: bool,
     /// The worker loop deadlocks this long after start: heartbeats stop while HTTP keeps
     /// answering 200 (a zombie that only a watchdog catches).
     #[arg(long, value_parser = parse_duration)]
@@ -295,6 +301,9 @@ async fn serve(args: Args) -> ExitCode {
                 }
             }
             _ = &mut exit => {
+                if args.notify_stopping {
+                    sd_notify("STOPPING=1");
+                }
                 eprintln!("demo-app: exiting with code {} as asked", args.exit_code);
                 return ExitCode::from(args.exit_code);
             }
@@ -307,7 +316,7 @@ async fn serve(args: Args) -> ExitCode {
                     "demo-app: SIGTERM, stopping in {}",
                     probelet::display::go_duration(args.stop_delay)
                 );
-                if args.notify_watchdog.is_some() {
+                if args.notify_stopping {
                     sd_notify("STOPPING=1");
                 }
                 // Keep serving until then, like an app finishing its in-flight work.

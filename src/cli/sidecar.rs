@@ -1,6 +1,6 @@
 //! `probelet sidecar CONFIG.yaml`: the application-side health proxy (see `probelet::sidecar`).
 //!
-//! Exit codes: 0 after draining (SIGTERM or SIGINT), 1 when the config
+//! Exit codes: 0 after draining (SIGTERM, SIGINT or the app's `STOPPING=1`), 1 when the config
 //! cannot be used at start, 2 when the listener or the notify socket cannot be created.
 
 use std::net::SocketAddr;
@@ -21,9 +21,11 @@ use tokio::signal::unix::{SignalKind, signal};
 /// name, for: liveness|readiness|startup, required, and one of probe (a Kubernetes Probe),
 /// postgres or redis). The app may send sd_notify datagrams to notifySocket: READY=1,
 /// WATCHDOG=1, STOPPING=1, STATUS=..., X-PROBELET-OVERLOADED=1/0. SIGHUP reloads the checks,
-/// keeping the results of unchanged ones; SIGTERM drains: readiness fails at once, liveness
-/// holds, and the sidecar exits 0 after drain.delay. STOPPING=1 drains the same way without
-/// exiting (the app may be restarting): a READY=1 after drain.delay ends it.
+/// keeping the results of unchanged ones, the policy and `listen` (unless --listen was given);
+/// a changed notifySocket needs a restart. SIGTERM or STOPPING=1 drains: readiness fails at
+/// once, liveness holds, and the sidecar exits 0 after drain.delay. (In a Pod the sidecar gets
+/// its own SIGTERM at shutdown: an app there sends STOPPING=1 only when it ends for good, as a
+/// Job's does, never on a SIGTERM that may be a restart of the app alone.)
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The config file.
@@ -49,6 +51,7 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("warning: {w}");
     }
     let mut cfg = loaded.config;
+    let pinned = args.listen.is_some();
     if let Some(l) = args.listen {
         cfg.listen = l;
     }
@@ -58,7 +61,7 @@ pub fn run(args: Args) -> ExitCode {
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(serve(args.config, cfg)),
+        Ok(rt) => rt.block_on(serve(args.config, cfg, pinned)),
         Err(e) => {
             eprintln!("sidecar: {e}");
             ExitCode::from(2)
@@ -66,7 +69,19 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-async fn serve(path: PathBuf, cfg: SidecarConfig) -> ExitCode {
+/// `pinned`: `--listen` was given, so a reload does not follow the file's `listen`.
+async fn serve(path: PathBuf, cfg: SidecarConfig, pinned: bool) -> ExitCode {
+    // Handlers first: the "listening" line below tells a supervisor it may signal us, and a
+    // SIGHUP or SIGTERM before the handlers exist would kill the process (the default action)
+    // instead of reloading or draining.
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        eprintln!("sidecar: cannot handle signals");
+        return ExitCode::from(2);
+    };
     let shared = Shared::new(&cfg);
     // Created before the listener, so that the app (started alongside) finds it as soon as
     // the sidecar answers; an unusable path is an error now, not a silent lack of heartbeats.
@@ -80,7 +95,7 @@ async fn serve(path: PathBuf, cfg: SidecarConfig) -> ExitCode {
             }
         },
     };
-    let listener = match tokio::net::TcpListener::bind(cfg.listen).await {
+    let listener = match server::bind(cfg.listen) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("sidecar: cannot listen on {}: {e}", cfg.listen);
@@ -98,33 +113,36 @@ async fn serve(path: PathBuf, cfg: SidecarConfig) -> ExitCode {
             .map(|p| format!(", notify socket {}", p.display()))
             .unwrap_or_default()
     );
-    let server = tokio::spawn(server::serve(listener, shared.clone()));
-    let reader = notify.map(|l| tokio::spawn(runner::read_notify(shared.clone(), l)));
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        eprintln!("sidecar: cannot handle signals");
-        return ExitCode::from(2);
+    let mut listening = Listening {
+        wanted: cfg.listen,
+        bound: addr,
+        pinned,
+        task: Some(tokio::spawn(server::serve(listener, shared.clone()))),
     };
+    let reader = notify.map(|l| tokio::spawn(runner::read_notify(shared.clone(), l)));
     let why = loop {
         tokio::select! {
-            _ = term.recv() => break "SIGTERM",
-            _ = int.recv() => break "SIGINT",
-            _ = hup.recv() => reload(&path, &cfg, &shared, &mut checks),
+            _ = term.recv() => break Some("SIGTERM"),
+            _ = int.recv() => break Some("SIGINT"),
+            // The notify reader has started the drain and said so.
+            () = shared.stop_requested.notified() => break None,
+            _ = hup.recv() => reload(&path, &cfg, &shared, &mut checks, &mut listening).await,
         }
     };
-    shared.begin_drain(why);
-    eprintln!(
-        "sidecar: {why}: draining, readiness fails now; exiting in {}",
-        go_duration(cfg.drain_delay)
-    );
+    // The delay in force: a reload may have changed it.
+    let delay = shared.state().policy.drain_delay;
+    if let Some(why) = why {
+        shared.begin_drain(why);
+        eprintln!(
+            "sidecar: {why}: draining, readiness fails now; exiting in {}",
+            go_duration(delay)
+        );
+    }
     // Keep answering (readiness 503, liveness as before) until the delay is over, so the
     // endpoints controller drops the pod before anything stops.
-    tokio::time::sleep(cfg.drain_delay).await;
+    tokio::time::sleep(delay).await;
     checks.stop();
-    server.abort();
+    listening.stop().await;
     if let Some(r) = reader {
         r.abort();
         let _ = r.await; // drops the listener, which removes the socket file
@@ -133,11 +151,77 @@ async fn serve(path: PathBuf, cfg: SidecarConfig) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn reload(
+/// The HTTP/gRPC listener in use, which a reload may move.
+struct Listening {
+    /// The address asked for (port 0 included).
+    wanted: SocketAddr,
+    /// The address bound.
+    bound: SocketAddr,
+    /// `--listen` was given: it stays, whatever the file says.
+    pinned: bool,
+    /// The accept loop (connections already accepted run in their own tasks and finish).
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Listening {
+    /// Stops accepting; the listening socket is closed when this returns.
+    async fn stop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+
+    /// Moves to `to`. The new socket is bound before the old one closes, so no probe finds
+    /// the port shut; only when the port stays and the host changes (127.0.0.1 → 0.0.0.0,
+    /// which conflict) does the old one go first, and come back if `to` still cannot be had.
+    async fn move_to(&mut self, to: SocketAddr, shared: &Arc<Shared>) {
+        let (result, stopped) = match server::bind(to) {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse && to.port() == self.bound.port() =>
+            {
+                self.stop().await;
+                (server::bind(to), true)
+            }
+            r => (r, false),
+        };
+        match result {
+            Ok(l) => {
+                self.stop().await;
+                let new = l.local_addr().unwrap_or(to);
+                self.task = Some(tokio::spawn(server::serve(l, shared.clone())));
+                eprintln!(
+                    "sidecar: SIGHUP: now listening on {new} (was {})",
+                    self.bound
+                );
+                self.wanted = to;
+                self.bound = new;
+            }
+            Err(e) => {
+                if stopped {
+                    match server::bind(self.bound) {
+                        Ok(l) => self.task = Some(tokio::spawn(server::serve(l, shared.clone()))),
+                        Err(e) => eprintln!(
+                            "sidecar: SIGHUP: cannot listen on {} again: {e}; not listening",
+                            self.bound
+                        ),
+                    }
+                }
+                eprintln!(
+                    "sidecar: SIGHUP: cannot listen on {to}: {e}; still on {}",
+                    self.bound
+                );
+            }
+        }
+    }
+}
+
+async fn reload(
     path: &std::path::Path,
     running: &SidecarConfig,
     shared: &Arc<Shared>,
     checks: &mut Checks,
+    listening: &mut Listening,
 ) {
     match config::load_file(path) {
         Err(e) => {
@@ -153,8 +237,13 @@ fn reload(
             }
             let mut cfg = loaded.config;
             if cfg.notify_socket != running.notify_socket {
+                // The app's NOTIFY_SOCKET names the old path and cannot be changed from here:
+                // moving the socket would only cut the app off.
                 eprintln!("sidecar: SIGHUP: notifySocket changes need a restart; kept");
                 cfg.notify_socket = running.notify_socket.clone();
+            }
+            if !listening.pinned && cfg.listen != listening.wanted {
+                listening.move_to(cfg.listen, shared).await;
             }
             let s = checks.apply(shared, &cfg);
             shared.state().reloads += 1;

@@ -217,20 +217,11 @@ impl AppState {
     /// Applies one notify assignment received at `now`; answers whether it started a drain
     /// (the first `STOPPING=1`).
     ///
-    /// A drain the app asked for with `STOPPING=1` ends when the app says `READY=1` once the
-    /// drain has lasted `policy.drain_delay`: the kubelet restarting the app (after a liveness
-    /// failure) stops it the same way a pod shutdown does, and the new app must get traffic
-    /// again. A drain after SIGTERM never ends: the sidecar exits.
-    pub fn apply(&mut self, a: &Assignment, now: Instant, policy: &Policy) -> bool {
+    /// A drain never ends: the sidecar exits `drain_delay` after it began (SIGTERM or
+    /// `STOPPING=1`), so a `READY=1` during it changes nothing an endpoint shows.
+    pub fn apply(&mut self, a: &Assignment, now: Instant) -> bool {
         match a {
-            Assignment::Ready => {
-                self.ready = true;
-                if let Some((since, "STOPPING=1")) = self.stopping
-                    && now.saturating_duration_since(since) >= policy.drain_delay
-                {
-                    self.stopping = None;
-                }
-            }
+            Assignment::Ready => self.ready = true,
             Assignment::Watchdog => self.last_watchdog = Some(now),
             Assignment::Stopping => return self.begin_drain(now, "STOPPING=1"),
             Assignment::Status(s) => self.status = Some(clip(s)),
@@ -637,7 +628,7 @@ checks:
         let live =
             |app: &AppState, t| evaluate(ProbeType::Liveness, &checks, app, &policy, at(t), &ex);
         assert!(live(&app, 100).ok, "no heartbeat yet: not watched");
-        app.apply(&Assignment::Watchdog, at(100), &policy);
+        app.apply(&Assignment::Watchdog, at(100));
         assert!(live(&app, 110).ok);
         let r = live(&app, 111);
         assert_eq!(failing(&r), ["watchdog"]);
@@ -652,7 +643,7 @@ checks:
         let (mut checks, policy) = setup();
         checks[0].record(ok(""), at(1));
         let mut app = ready_app();
-        assert!(app.apply(&Assignment::Stopping, at(2), &policy));
+        assert!(app.apply(&Assignment::Stopping, at(2)));
         assert!(!app.begin_drain(at(3), "SIGTERM"), "already draining");
         let r = evaluate(ProbeType::Readiness, &checks, &app, &policy, at(2), &[]);
         assert_eq!(failing(&r), ["shutdown"]);
@@ -661,15 +652,12 @@ checks:
                 .contains("[-]shutdown failed: draining after STOPPING=1")
         );
         assert!(evaluate(ProbeType::Liveness, &checks, &app, &policy, at(2), &[]).ok);
-        // A restarted app's READY=1 ends the drain it asked for, once it lasted the delay (5 s).
-        app.apply(&Assignment::Ready, at(6), &policy);
-        assert!(app.stopping.is_some());
-        app.apply(&Assignment::Ready, at(7), &policy);
-        assert_eq!(app.stopping, None);
-        // After SIGTERM nothing ends it.
-        app.begin_drain(at(8), "SIGTERM");
-        app.apply(&Assignment::Ready, at(100), &policy);
-        assert!(app.stopping.is_some());
+        // Nothing ends a drain: the sidecar exits after it (a READY=1 from a restarting app
+        // does not bring readiness back).
+        app.apply(&Assignment::Ready, at(100));
+        assert_eq!(app.stopping, Some((at(2), "STOPPING=1")));
+        let r = evaluate(ProbeType::Readiness, &checks, &app, &policy, at(100), &[]);
+        assert!(failing(&r).contains(&"shutdown"), "{:?}", failing(&r));
     }
 
     #[test]
@@ -682,13 +670,13 @@ checks:
         let ready = |app: &AppState, t| {
             evaluate(ProbeType::Readiness, &checks, app, &policy, at(t), &db).ok
         };
-        app.apply(&Assignment::Overloaded(true), at(2), &policy);
+        app.apply(&Assignment::Overloaded(true), at(2));
         assert!(!ready(&app, 2));
-        app.apply(&Assignment::Overloaded(false), at(3), &policy);
+        app.apply(&Assignment::Overloaded(false), at(3));
         assert!(!ready(&app, 7), "4 s after clearing: still recovering");
         // A new overload during recovery restarts the hysteresis.
-        app.apply(&Assignment::Overloaded(true), at(4), &policy);
-        app.apply(&Assignment::Overloaded(false), at(5), &policy);
+        app.apply(&Assignment::Overloaded(true), at(4));
+        app.apply(&Assignment::Overloaded(false), at(5));
         assert!(!ready(&app, 9));
         assert!(ready(&app, 10));
         assert!(evaluate(ProbeType::Liveness, &checks, &app, &policy, at(4), &[]).ok);
@@ -704,12 +692,8 @@ checks:
             r.render(false),
             "[-]app-ready failed: reason withheld\nstartupz check failed\n"
         );
-        app.apply(&Assignment::Ready, at(2), &policy);
-        app.apply(
-            &Assignment::Status("warming \x1b[31mcaches".into()),
-            at(2),
-            &policy,
-        );
+        app.apply(&Assignment::Ready, at(2));
+        app.apply(&Assignment::Status("warming \x1b[31mcaches".into()), at(2));
         let r = evaluate(ProbeType::Startup, &checks, &app, &policy, at(2), &[]);
         assert_eq!(r.render(false), "ok");
         assert_eq!(

@@ -50,6 +50,9 @@ pub struct Shared {
     generation: AtomicU64,
     /// Bumped on every change an endpoint could see (for gRPC `Watch`).
     pub changed: tokio::sync::watch::Sender<u64>,
+    /// Woken when the app's `STOPPING=1` starts a drain, so that the main task exits after
+    /// `drain.delay` as it does after SIGTERM (a permit is kept if it is not waiting yet).
+    pub stop_requested: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -68,6 +71,7 @@ impl Shared {
             origin: tokio::time::Instant::now(),
             generation: AtomicU64::new(0),
             changed: tokio::sync::watch::channel(0).0,
+            stop_requested: tokio::sync::Notify::new(),
         })
     }
 
@@ -259,16 +263,13 @@ pub async fn read_notify(shared: Arc<Shared>, listener: Listener) {
         match got {
             Received::Oversize => s.oversize += 1,
             Received::Assignments(list) => {
-                let policy = s.policy;
                 for a in &list {
-                    let was_draining = s.app.stopping.is_some();
-                    if s.app.apply(a, now, &policy) {
+                    if s.app.apply(a, now) {
                         eprintln!(
-                            "sidecar: STOPPING=1: draining, readiness fails until the app is READY=1 again (after {} at least)",
-                            crate::probe::go_duration(policy.drain_delay)
+                            "sidecar: STOPPING=1: draining, readiness fails now; exiting in {}",
+                            crate::probe::go_duration(s.policy.drain_delay)
                         );
-                    } else if was_draining && s.app.stopping.is_none() {
-                        eprintln!("sidecar: READY=1 after the drain: ready again");
+                        shared.stop_requested.notify_one();
                     }
                 }
             }

@@ -38,6 +38,28 @@ pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest gRPC request body read (a health request is a few bytes).
 pub const MAX_GRPC_BODY: usize = 4096;
 
+/// The listen backlog asked for (the kernel caps it at `net.core.somaxconn`, 4096 by default
+/// since Linux 5.4). The standard library's and tokio's `bind` ask for 128: at 1,000 new
+/// connections a second that is 128 ms of slack, and one longer pause of the thread (a page
+/// fault, a busy core) overflows it, the kernel drops the handshake, and the client's SYN
+/// retransmission adds a whole second to the probe (BENCHMARKS.md "sidecar").
+pub const BACKLOG: i32 = 4096;
+
+/// A listener on `addr` with [`BACKLOG`] (and `SO_REUSEADDR`, as tokio sets it, so that a
+/// restarted sidecar can bind while old connections linger in TIME_WAIT). Must be called
+/// within the runtime.
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM.nonblocking().cloexec(),
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    TcpListener::from_std(socket.into())
+}
+
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 /// Serves `listener` until the task is dropped.
