@@ -43,7 +43,8 @@ pub struct ServerLimits {
     pub max_connections: usize,
     /// The first byte and, for HTTPS, the TLS handshake must arrive within this.
     pub handshake_timeout: Duration,
-    /// A request's headers must arrive within this (slowloris).
+    /// Once a request's first byte has arrived, its headers must be complete within this
+    /// (slowloris).
     pub header_timeout: Duration,
     /// A connection with no request in flight is closed after this.
     pub idle_timeout: Duration,

@@ -437,7 +437,8 @@ impl Supervisor {
         loop {
             self.dispatch();
             if self.stopping() && !stopping {
-                // Asked while this step ran: stop now, not after `stop` is next polled.
+                // Asked for by `stop` or by the flag (set from another thread, possibly while
+                // this step ran): one place starts the termination.
                 stopping = true;
                 self.terminate_all();
             }
@@ -460,9 +461,7 @@ impl Supervisor {
                     ApiWake::Flush => self.flush_api(),
                 },
                 _ = &mut stop, if !stopping => {
-                    stopping = true;
                     self.stop_requested.store(true, std::sync::atomic::Ordering::Release);
-                    self.terminate_all();
                 }
                 _ = async { tick.as_mut().expect("guarded").tick().await }, if tick.is_some() => {}
             }
