@@ -22,8 +22,8 @@ pub struct Args {
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// How to print events and container output: `text` (one timestamped line each) or `json`
-    /// (one JSON object per line, for machines).
-    #[arg(long, value_enum, default_value = "text")]
+    /// (one JSON object per line, for machines). `--events` is the older spelling, kept.
+    #[arg(short = 'o', long = "output", alias = "events", value_enum, default_value = "text")]
     pub events: EventFormat,
     /// The address probes use as the pod IP when a probe has no `host`.
     #[arg(long, default_value = "127.0.0.1")]
@@ -92,6 +92,9 @@ fn format_line(format: EventFormat, line: &Line) -> String {
         ),
         EventFormat::Text if line.kind == "status" => {
             format!("{} {who} is {}", line.time, line.message)
+        }
+        EventFormat::Text if line.kind == "note" => {
+            format!("{} {who} {}", line.time, line.message)
         }
         EventFormat::Text => format!("{} {who} | {}", line.time, line.message),
     }

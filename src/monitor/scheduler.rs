@@ -108,6 +108,8 @@ pub struct TargetState {
     pub errors: u32,
     /// Readiness transitions so far (`probelet_monitor_target_transitions_total`: flapping).
     pub transitions: u32,
+    /// Whether a threshold was reached once (the first settled state was reported).
+    pub settled: bool,
 }
 
 impl TargetState {
@@ -132,6 +134,7 @@ impl TargetState {
             failures: [0; REASONS.len()],
             errors: 0,
             transitions: 0,
+            settled: false,
         }
     }
 
@@ -199,9 +202,12 @@ pub enum Completion {
     Exhausted,
 }
 
-/// A published result that changed: a readiness transition.
+/// A published result that changed (a readiness transition), or the first one counted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
+    /// The target's first settled state (thresholds counted once): reported even when it is
+    /// the initial NotReady, so that a target down from the start is seen.
+    pub first: bool,
     /// Which target.
     pub id: TargetId,
     /// Its name.
@@ -522,11 +528,18 @@ impl<P> Scheduler<P> {
                     t.timing.success_threshold,
                     t.timing.failure_threshold,
                 );
-                if publish && s.published != result {
-                    s.published = result;
-                    s.last_transition = now;
-                    s.transitions = s.transitions.saturating_add(1);
+                // The first settled state is reported once even when it is the initial
+                // NotReady (R3.9): a target down from the start is otherwise never mentioned.
+                let first = publish && !s.settled;
+                if publish && (s.published != result || first) {
+                    s.settled = true;
+                    if s.published != result {
+                        s.published = result;
+                        s.last_transition = now;
+                        s.transitions = s.transitions.saturating_add(1);
+                    }
                     transition = Some(Transition {
+                        first,
                         id,
                         name: t.name.clone(),
                         labels: t
@@ -587,6 +600,8 @@ impl<P> Scheduler<P> {
         s.last_counted = result;
         s.run = u32::try_from(threshold.max(1)).unwrap_or(1);
         s.last_transition = since;
+        // Continued, not new: the previous owner reported its first state.
+        s.settled = true;
         true
     }
 
