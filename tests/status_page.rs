@@ -248,8 +248,14 @@ targets:
     assert_eq!(bars["up"], ["unknown", "ok"], "{dom}");
     assert_eq!(bars["down"], ["unknown", "down"], "{dom}");
     assert_eq!(bars["flapped"], ["unknown", "ok", "down", "ok"], "{dom}");
-    assert!(dom.contains(r#"<tr class="ok"><td class="name">up</td>"#), "{dom}");
-    assert!(dom.contains(r#"<tr class="down"><td class="name">down</td>"#), "{dom}");
+    assert!(
+        dom.contains(r#"<tr class="ok"><td class="name">up</td>"#),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(r#"<tr class="down"><td class="name">down</td>"#),
+        "{dom}"
+    );
     // The monitor evaluates alerts (its rules are on), but sends nowhere: no tag.
     assert!(!dom.contains(r#"class="alert""#), "{dom}");
     let status = get_json(&monitor.addr, "/status.json").unwrap();

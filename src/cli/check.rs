@@ -388,7 +388,11 @@ fn load_container(path: &Path, name: Option<&str>, kind: ProbeType) -> anyhow::R
             path.display(),
             with.len(),
             kind.field(),
-            if with.is_empty() { names.join(", ") } else { with.join(", ") }
+            if with.is_empty() {
+                names.join(", ")
+            } else {
+                with.join(", ")
+            }
         );
     };
     if !found.is_empty() {

@@ -190,7 +190,12 @@ async fn apply(file: PathBuf, etcd: EtcdArgs) -> ExitCode {
     }
 }
 
-/// One published change, as a line.
+/// When a line is printed (the text lines start with it, as `monitor`'s do).
+fn now() -> String {
+    probelet::driver::real::format_rfc3339(std::time::SystemTime::now())
+}
+
+/// One published change, as a line: text lines start with the time it was seen.
 fn line(format: super::monitor::Format, name: &str, record: Option<&TargetRecord>) -> String {
     use super::monitor::Format;
     match (format, record) {
@@ -206,12 +211,15 @@ fn line(format: super::monitor::Format, name: &str, record: Option<&TargetRecord
                 format!("NotReady ({})", r.reason.as_deref().unwrap_or("-"))
             };
             escape_control(&format!(
-                "{} {} {state} prober={}",
-                r.since, r.name, r.prober
+                "{} {} {state} since {} prober={}",
+                now(),
+                r.name,
+                r.since,
+                r.prober
             ))
         }
         // The owner's lease expired: the record goes until a new owner writes it.
-        (Format::Text, None) => escape_control(&format!("{name} Unowned")),
+        (Format::Text, None) => escape_control(&format!("{} {name} Unowned", now())),
     }
 }
 
@@ -316,6 +324,8 @@ pub async fn join(
     use probelet::driver::real::format_rfc3339;
     use probelet::monitor::cluster::node::{ClusterEvent, Node};
     let endpoints = settings.endpoints.clone();
+    // Said at once: an unreachable etcd takes its full timeout to fail.
+    eprintln!("probelet monitor: joining the monitor cluster through etcd at {endpoints}...");
     let (node, mut events) = match Node::join(settings, shared.clone(), wake.clone(), file).await {
         Ok(joined) => joined,
         Err(e) => {

@@ -76,12 +76,10 @@ pub fn run(args: Args) -> ExitCode {
         at
     };
     for warning in &loaded.warnings {
-        let owner = warning.object.as_ref().and_then(|o| {
-            loaded
-                .templates
-                .iter()
-                .position(|t| &t.object_ref() == o)
-        });
+        let owner = warning
+            .object
+            .as_ref()
+            .and_then(|o| loaded.templates.iter().position(|t| &t.object_ref() == o));
         match (&warning.field, owner) {
             // An unknown field, placed like an error: file:line:col, the object, the text.
             (Some(field), Some(i)) => eprintln!(

@@ -762,6 +762,47 @@ mod tests {
         }
     }
 
+    /// Issue 26 item 7: each target's first settled state is reported once, also the
+    /// initial NotReady of a target down from the start (when `failureThreshold` failures
+    /// are counted), which changes no state and counts no transition; later only changes.
+    #[test]
+    fn r26_7_the_first_settled_state_is_reported_once() {
+        let mut s: Scheduler<()> = Scheduler::new(16, 1);
+        s.add(
+            spec("down", ", periodSeconds: 1, failureThreshold: 3"),
+            (),
+            Instant::ZERO,
+        );
+        s.add(spec("up", ", periodSeconds: 1"), (), Instant::ZERO);
+        let (transitions, _) = drive(
+            &mut s,
+            Instant::from_secs(10),
+            Duration::from_millis(1),
+            |name, _| {
+                if name == "down" {
+                    fail(Reason::Refused)
+                } else {
+                    ok()
+                }
+            },
+        );
+        let seen: Vec<(&str, bool, bool)> = transitions
+            .iter()
+            .map(|t| (&*t.name, t.ready, t.first))
+            .collect();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(seen.contains(&("up", true, true)), "{seen:?}");
+        assert!(seen.contains(&("down", false, true)), "{seen:?}");
+        let down = s.get_by_name("down").unwrap();
+        assert_eq!(down.state.transitions, 0);
+        assert_eq!(down.state.last_transition, Instant::ZERO);
+        assert!(down.state.settled);
+        // The third failure settles it: not before (R3.11).
+        let at = transitions.iter().find(|t| &*t.name == "down").unwrap().at;
+        let first_probe = s.get_by_name("down").unwrap().state.added;
+        assert!(at >= first_probe + Duration::from_secs(2), "{at:?}");
+    }
+
     /// A taken-over target continues from the published state: restored ready, it stays
     /// ready through fewer than `failureThreshold` failures and needs all of them to flip,
     /// exactly as if it had counted its own successes (and its `since` is kept).

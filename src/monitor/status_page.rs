@@ -93,10 +93,7 @@ pub fn status(shared: &Shared) -> Status {
             };
             // Alert state only when alerts go somewhere (`--alertmanager`): without one a
             // `firing` tag would claim a notification that nobody receives.
-            let alert = shared
-                .watch
-                .sender()
-                .and_then(|_| alerts.view(&t.name));
+            let alert = shared.watch.sender().and_then(|_| alerts.view(&t.name));
             Row {
                 name: t.name.to_string(),
                 labels: t

@@ -223,7 +223,11 @@ mod tests {
         .unwrap();
         let out = s.apply(&one, 4).unwrap();
         assert_eq!(
-            out.containers[0].liveness_probe.as_ref().unwrap().failure_threshold,
+            out.containers[0]
+                .liveness_probe
+                .as_ref()
+                .unwrap()
+                .failure_threshold,
             Some(4)
         );
         let two: PodSpec = serde_json::from_value(serde_json::json!({"containers": [
