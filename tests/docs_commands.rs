@@ -267,9 +267,13 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A line without its trailing comment (`  # ...`) and surrounding blanks.
+/// A line without its trailing comment (`  # ...` or ` # ...`) and surrounding blanks.
 fn strip_comment(line: &str) -> String {
-    let cut = line.find("  #").map_or(line, |i| &line[..i]);
+    let cut = [line.find("  #"), line.find(" # ")]
+        .into_iter()
+        .flatten()
+        .min()
+        .map_or(line, |i| &line[..i]);
     cut.trim().to_string()
 }
 
@@ -334,7 +338,8 @@ fn extract(path: &Path) -> Vec<DocCommand> {
             "text" | "" | "console" => {
                 let mut j = 0;
                 while j < block.len() {
-                    let Some(first) = block[j].strip_prefix("$ ") else {
+                    // Blocks inside list items are indented.
+                    let Some(first) = block[j].trim_start().strip_prefix("$ ") else {
                         j += 1;
                         continue;
                     };
@@ -347,7 +352,7 @@ fn extract(path: &Path) -> Vec<DocCommand> {
                     }
                     j += 1;
                     let mut shown = Vec::new();
-                    while j < block.len() && !block[j].starts_with("$ ") {
+                    while j < block.len() && !block[j].trim_start().starts_with("$ ") {
                         shown.push(block[j].to_string());
                         j += 1;
                     }
@@ -523,6 +528,8 @@ fn standalone_docs_commands_run_as_shown() {
     let bin = bin_dir();
     let mut ran = 0;
     for c in all_commands() {
+        // `Exit` commands print what varies from run to run (measurements): only their
+        // exit code and one fixed text are checked.
         let (code, needle) = match how(&c.text) {
             Some(Output(code)) => (code, None),
             Some(Exit(code, needle)) => (code, Some(needle)),
@@ -543,7 +550,9 @@ fn standalone_docs_commands_run_as_shown() {
                 c.text
             );
         }
-        assert_shown(&c, &text);
+        if needle.is_none() {
+            assert_shown(&c, &text);
+        }
         ran += 1;
     }
     assert!(ran >= 10, "{ran} commands ran");
