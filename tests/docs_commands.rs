@@ -826,3 +826,116 @@ fn docs_check_and_monitor_against_the_demo_app() {
         "one line for a target down from the start:\n{text}"
     );
 }
+
+/// GitHub's anchor for a Markdown heading: lower case, punctuation dropped, blanks as `-`.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// Issue 23 item 7: README.md is a hub of at most 150 lines with the two commands first
+/// (the ones `.ci/run` and the demo session run), a table naming every subcommand of
+/// `probelet --help`, and links that lead somewhere: each relative link's file exists and
+/// each `#anchor` is a heading of that file.
+#[test]
+fn readme_is_a_hub_with_every_command_and_working_links() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(lines <= 150, "README.md has {lines} lines");
+    let first = all_commands();
+    let first: Vec<&str> = first
+        .iter()
+        .filter(|c| c.file == "README.md")
+        .take(2)
+        .map(|c| c.text.as_str())
+        .collect();
+    assert_eq!(
+        first,
+        [
+            "cargo run --release -- run examples/demo.yaml",
+            "cargo test --locked"
+        ]
+    );
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
+    assert!(ci.lines().any(|l| l.trim() == "cargo test --locked"));
+
+    let help = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let commands: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("Options:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 14, "{commands:?}");
+    let table: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `")).collect();
+    for command in &commands {
+        assert!(
+            table.iter().any(|row| {
+                let first = row.split(" | ").next().unwrap_or("");
+                first.contains(&format!("`probelet {command}"))
+                    || first.contains(&format!("`{command}`"))
+            }),
+            "the README's command table lacks `{command}`"
+        );
+    }
+
+    let mut pages = vec![(PathBuf::from("README.md"), readme.clone())];
+    for entry in std::fs::read_dir(repo().join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            pages.push((path.strip_prefix(repo()).unwrap().to_path_buf(), text));
+        }
+    }
+    for (page, text) in &pages {
+        for link in text.split("](").skip(1) {
+            let target = link.split(')').next().unwrap_or("");
+            // Links to pages and anchors (a regex in a code span can hold `](` too).
+            let page_link = target.starts_with('#')
+                || target.split('#').next().is_some_and(|f| f.ends_with(".md"));
+            if !page_link || target.contains(char::is_whitespace) {
+                continue;
+            }
+            let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let dir = page.parent().unwrap_or(Path::new(""));
+            let resolved = if file.is_empty() {
+                repo().join(page)
+            } else {
+                repo().join(dir).join(file)
+            };
+            assert!(
+                resolved.exists(),
+                "{}: link to {target} leads nowhere",
+                page.display()
+            );
+            if !anchor.is_empty() {
+                let headings = std::fs::read_to_string(&resolved).unwrap();
+                assert!(
+                    headings
+                        .lines()
+                        .filter_map(|l| l
+                            .trim_start_matches('#')
+                            .strip_prefix(' ')
+                            .filter(|_| l.starts_with('#')))
+                        .any(|h| slug(h) == anchor),
+                    "{}: link to {target}: no such heading",
+                    page.display()
+                );
+            }
+        }
+    }
+}
