@@ -401,3 +401,34 @@ pub async fn join(
     };
     Ok((summary, Some(node)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 26 item 10: `targets watch` text lines start with the time they were seen, as
+    /// `monitor`'s lines do (a record's `since` is when its state began, not now).
+    #[test]
+    fn r26_10_watch_text_lines_start_with_a_timestamp() {
+        let record = TargetRecord {
+            name: "web-1".into(),
+            ready: false,
+            since: "2026-01-01T00:00:00.000Z".into(),
+            reason: Some("status".into()),
+            prober: "host2-811".into(),
+        };
+        let text = super::super::monitor::Format::Text;
+        let l = line(text, "web-1", Some(&record));
+        let (time, rest) = l.split_once(' ').unwrap();
+        assert!(
+            time.starts_with("20") && time.ends_with('Z') && time.len() == 24,
+            "{l}"
+        );
+        assert_eq!(
+            rest,
+            "web-1 NotReady (status) since 2026-01-01T00:00:00.000Z prober=host2-811"
+        );
+        let l = line(text, "web-1", None);
+        assert!(l.ends_with(" web-1 Unowned") && l.starts_with("20"), "{l}");
+    }
+}
