@@ -211,6 +211,10 @@ fn usage_errors_exit_2() {
         (&[], "TARGET"),
         (&["-o", "yaml", "tcp://127.0.0.1:1"], "--output"),
         (&["--probe", "liveness", "tcp://127.0.0.1:1"], "--from"),
+        (
+            &["--from", "examples/shell-demo.yaml"],
+            "--from needs --probe",
+        ),
     ];
     for (args, needle) in cases {
         let (code, out, err) = stdout_of(check().args(*args));

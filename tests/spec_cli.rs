@@ -157,7 +157,8 @@ fn stdin_is_read_with_dash() {
 fn stdin_over_the_size_limit_is_refused() {
     let big = "#".repeat(17 * 1024 * 1024);
     let r = run(validate().arg("-").write_stdin(big));
-    assert_eq!(r.code, 1);
+    // Unreadable input: bad input, exit 2 (issue 26 item 9).
+    assert_eq!(r.code, 2);
     assert!(
         r.stderr.contains("<stdin>: input is larger than the limit"),
         "{}",

@@ -62,7 +62,8 @@ pub struct Args {
     /// Run a probe from a manifest (a Pod, or a workload with a pod template such as a
     /// Deployment) instead of TARGET. Needs --probe, and --container when the manifest has
     /// more than one container.
-    #[arg(long, value_name = "FILE", requires = "probe")]
+    // `--probe` (and the `--from` they need) are checked in `plan`, with one message.
+    #[arg(long, value_name = "FILE")]
     pub from: Option<PathBuf>,
 
     /// With --from: the container whose probe runs.
@@ -215,6 +216,9 @@ pub fn run(args: Args) -> ExitCode {
 
 /// Validates the arguments into a [`Plan`]; every error names the argument at fault.
 fn plan(args: &Args) -> anyhow::Result<Plan> {
+    if args.from.is_none() && (args.probe.is_some() || args.container.is_some()) {
+        bail!("--probe and --container need --from");
+    }
     if let Some(path) = &args.from {
         if !args.headers.is_empty() {
             bail!("--header cannot be used with --from (the manifest's httpHeaders apply)");

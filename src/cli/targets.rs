@@ -190,6 +190,29 @@ async fn apply(file: PathBuf, etcd: EtcdArgs) -> ExitCode {
     }
 }
 
+/// The text of a rebalance: a target deleted from the set was removed, not handed over
+/// (issue 26 item 10: "1 handed over" with one member).
+fn rebalanced_text(
+    members: usize,
+    owned: usize,
+    gained: usize,
+    lost: usize,
+    removed: usize,
+) -> String {
+    let handed = lost.saturating_sub(removed);
+    let mut parts = vec![format!("{gained} gained")];
+    if handed > 0 || removed == 0 {
+        parts.push(format!("{handed} handed over"));
+    }
+    if removed > 0 {
+        parts.push(format!("{removed} removed"));
+    }
+    format!(
+        "probelet monitor: {members} members: {owned} targets owned ({})",
+        parts.join(", ")
+    )
+}
+
 /// When a line is printed (the text lines start with it, as `monitor`'s do).
 fn now() -> String {
     probelet::driver::real::format_rfc3339(std::time::SystemTime::now())
@@ -356,13 +379,11 @@ pub async fn join(
                     owned,
                     gained,
                     lost,
+                    removed,
                 } => (
                     json!({"time": time, "event": "Rebalanced", "members": members,
-                        "owned": owned, "gained": gained, "lost": lost}),
-                    format!(
-                        "probelet monitor: {} members: {owned} targets owned ({gained} gained, {lost} handed over)",
-                        members.len()
-                    ),
+                        "owned": owned, "gained": gained, "lost": lost, "removed": removed}),
+                    rebalanced_text(members.len(), owned, gained, lost, removed),
                 ),
                 ClusterEvent::Degraded { error } => (
                     json!({"time": time, "event": "ClusterDegraded", "error": error}),
@@ -430,5 +451,23 @@ mod tests {
         );
         let l = line(text, "web-1", None);
         assert!(l.ends_with(" web-1 Unowned") && l.starts_with("20"), "{l}");
+    }
+
+    /// Issue 26 item 10: a target deleted from the set on a one-member cluster is removed,
+    /// not "handed over".
+    #[test]
+    fn r26_10_a_deleted_target_is_removed_not_handed_over() {
+        assert_eq!(
+            rebalanced_text(1, 2, 0, 1, 1),
+            "probelet monitor: 1 members: 2 targets owned (0 gained, 1 removed)"
+        );
+        assert_eq!(
+            rebalanced_text(2, 3, 0, 2, 1),
+            "probelet monitor: 2 members: 3 targets owned (0 gained, 1 handed over, 1 removed)"
+        );
+        assert_eq!(
+            rebalanced_text(2, 3, 1, 0, 0),
+            "probelet monitor: 2 members: 3 targets owned (1 gained, 0 handed over)"
+        );
     }
 }
