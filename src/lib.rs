@@ -1,7 +1,7 @@
 //! probelet: the kubelet's probe manager, standalone and exact.
 //!
 //! The crate is organised as a pure decision core with I/O at the edges
-//! (see `../shared/docs/architecture.md`):
+//! (see `docs/architecture.md`):
 //!
 //! * [`spec`]: Kubernetes manifests in, API-server defaults and validation, effective probes out.
 //! * [`outcome`]: the vocabulary a probe handler answers with (R6.1), shared by handlers and engine.

@@ -238,6 +238,10 @@ fn usage_errors_exit_2() {
             (&[], "TARGET"),
             (&["-o", "yaml", "tcp://127.0.0.1:1"], "--output"),
             (&["--probe", "liveness", "tcp://127.0.0.1:1"], "--from"),
+            (
+                &["--from", "examples/shell-demo.yaml"],
+                "--from needs --probe",
+            ),
         ];
         for (args, needle) in cases {
             let (code, out, err) = stdout_of(check(bin).args(*args));
@@ -466,4 +470,74 @@ fn small_binary_refuses_from_with_a_pointer_to_probelet() {
     ]));
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("full `probelet` binary"), "{err}");
+}
+
+/// Issue 26 item 10: `--from` on a pod where one container has the probe needs no
+/// `--container`; with several, the error names them and says how to choose.
+#[test]
+fn r26_10_from_without_container_takes_the_only_container_with_the_probe() {
+    let port = http_server();
+    let path = manifest(
+        "one",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: web}}
+spec:
+  initContainers:
+  - {{name: setup, image: x}}
+  containers:
+  - name: app
+    image: app
+    livenessProbe:
+      httpGet: {{path: /healthz, port: {port}}}
+  - name: helper
+    image: app
+    readinessProbe:
+      httpGet: {{path: /healthz, port: {port}}}
+    livenessProbe:
+      httpGet: {{path: /down, port: {port}}}
+"#
+        ),
+    );
+    let p = path.to_str().unwrap();
+    let (code, out, err) = stdout_of(check("probelet").args(["--from", p, "--probe", "readiness"]));
+    assert_eq!((code, out.as_str()), (0, "success: ok\n"), "{err}");
+    let (code, _, err) = stdout_of(check("probelet").args(["--from", p, "--probe", "liveness"]));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(
+            "2 containers have a livenessProbe (app, helper): choose one with --container"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(path);
+}
+
+/// Issue 26 item 10: `https://` against a port that answers plain HTTP says so, as Go's
+/// client does, instead of a TLS record-layer detail.
+#[test]
+fn r26_10_https_against_plain_http_says_the_server_answered_http() {
+    // A plain HTTP server answers the TLS ClientHello's bytes with a 400, as nginx does.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = [0u8; 512];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let (code, out, _) =
+        stdout_of(check("probelet").arg(format!("https://127.0.0.1:{port}/healthz")));
+    assert_eq!(code, 1);
+    assert_eq!(
+        out,
+        format!(
+            "failure: Get \"https://127.0.0.1:{port}/healthz\": http: server gave HTTP response to HTTPS client\n"
+        )
+    );
 }

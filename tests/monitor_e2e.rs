@@ -506,9 +506,10 @@ fn r1_6_invalid_target_is_reported_and_the_others_run() {
     assert_eq!(m.get("/targets/broken/ready").0, 404);
 }
 
-/// A file that cannot be used at all stops the command with exit 1 and the position.
+/// A file that cannot be used at all stops the command with exit 2 (bad input, as in every
+/// command: issue 26 item 9) and the position.
 #[test]
-fn unreadable_targets_file_exits_1_with_line_and_column() {
+fn r26_9_unreadable_targets_file_exits_2_with_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("t.yaml");
     std::fs::write(&file, "defaults: {periodSeconds: five}\n").unwrap();
@@ -516,7 +517,7 @@ fn unreadable_targets_file_exits_1_with_line_and_column() {
         .args(["monitor", file.to_str().unwrap(), "--listen", "127.0.0.1:0"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("t.yaml:1:11: defaults.periodSeconds: invalid type"),

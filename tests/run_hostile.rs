@@ -51,7 +51,7 @@ fn hostile_pod_names_are_refused_with_the_api_servers_errors() {
         ),
     ] {
         let (code, stderr) = run_refused(&pod(name, "default"));
-        assert_eq!(code, 1, "{name:?}: {stderr}");
+        assert_eq!(code, 2, "{name:?}: {stderr}");
         let want = format!("metadata.name: Invalid value: {quoted}: {SUBDOMAIN}");
         assert!(stderr.contains(&want), "{name:?}: want {want}\n{stderr}");
         assert!(stderr.contains("not started"), "{stderr}");
@@ -62,7 +62,7 @@ fn hostile_pod_names_are_refused_with_the_api_servers_errors() {
     }
     let long = "a".repeat(300);
     let (code, stderr) = run_refused(&pod(&long, "default"));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(
         stderr.contains("metadata.name: Invalid value: \"aaaa")
             && stderr.contains(": must be no more than 253 characters"),
@@ -77,7 +77,7 @@ fn hostile_pod_names_are_refused_with_the_api_servers_errors() {
 #[test]
 fn hostile_namespaces_are_refused_as_dns_labels() {
     let (code, stderr) = run_refused(&pod("web", "Bad_NS"));
-    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains("metadata.namespace: Invalid value: \"Bad_NS\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"),
         "{stderr}"

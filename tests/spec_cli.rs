@@ -106,8 +106,10 @@ fn broken_prints_every_error_and_exits_1() {
     );
 }
 
+/// Unreadable input is bad input: exit 2 in every command (issue 26 item 9); the message
+/// says what was expected in words, not as a Rust type (item 10).
 #[test]
-fn load_error_exits_1_with_file_line_column() {
+fn r26_9_load_error_exits_2_with_file_line_column() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.yaml");
     std::fs::write(
@@ -116,18 +118,18 @@ fn load_error_exits_1_with_file_line_column() {
     )
     .unwrap();
     let r = run(validate().arg(&path));
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     let expected = format!(
-        "error: {}:8:22: spec.containers[0].livenessProbe.periodSeconds: ",
+        "error: {}:8:22: spec.containers[0].livenessProbe.periodSeconds: expected an integer\n",
         path.display()
     );
     assert!(r.stderr.starts_with(&expected), "{}", r.stderr);
 }
 
 #[test]
-fn missing_file_exits_1_with_cause() {
+fn r26_9_missing_file_exits_2_with_cause() {
     let r = run(validate().arg("/nonexistent/pod.yaml"));
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     assert!(
         r.stderr
             .starts_with("error: /nonexistent/pod.yaml: cannot read: "),
@@ -155,7 +157,8 @@ fn stdin_is_read_with_dash() {
 fn stdin_over_the_size_limit_is_refused() {
     let big = "#".repeat(17 * 1024 * 1024);
     let r = run(validate().arg("-").write_stdin(big));
-    assert_eq!(r.code, 1);
+    // Unreadable input: bad input, exit 2 (issue 26 item 9).
+    assert_eq!(r.code, 2);
     assert!(
         r.stderr.contains("<stdin>: input is larger than the limit"),
         "{}",
@@ -215,6 +218,59 @@ fn unknown_fields_warn_and_strict_fails() {
     );
     let r = run(validate().arg("--strict").arg(&path));
     assert_eq!(r.code, 1);
+}
+
+/// Issue 26 item 10: an unknown field's warning says where it is (file:line:col, like an
+/// error) and is printed once, with or without `--strict`.
+#[test]
+fn r26_10_unknown_field_warnings_have_line_and_column_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    livenessProbe:\n      tcpSocket: {port: 80}\n      httpGett: {port: 80}\n",
+    )
+    .unwrap();
+    let line = format!(
+        "warning: {}:9:7: Pod/p: unknown field \"spec.containers[0].livenessProbe.httpGett\"",
+        path.display()
+    );
+    for strict in [false, true] {
+        let mut cmd = validate();
+        if strict {
+            cmd.arg("--strict");
+        }
+        let r = run(cmd.arg(&path));
+        assert_eq!(r.stderr.matches(&line).count(), 1, "{}", r.stderr);
+        assert_eq!(r.stderr.matches("unknown field").count(), 1, "{}", r.stderr);
+    }
+}
+
+/// Issue 26 item 4: in a directory, files that are no Kubernetes objects (simulate
+/// scenarios, monitor targets) are skipped with one note, as `lint` does; the rest is
+/// validated (examples/broken.yaml is broken on purpose: exit 1, every error).
+#[test]
+fn r26_4_validate_skips_files_that_are_no_objects_like_lint() {
+    let r = run(validate().arg(example("")));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "note: skipped 6 file(s) without apiVersion or kind (not Kubernetes objects): "
+        ) && r.stderr.contains("examples/monitor/targets.yaml")
+            && r.stderr.contains("examples/scenarios/db-hiccups.yaml"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("error: 16 validation error(s)"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("kind not set"), "{}", r.stderr);
+    // Named on the command line, such a file is still an error (the user meant it).
+    let r = run(validate().arg(example("monitor/targets.yaml")));
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("kind not set"), "{}", r.stderr);
 }
 
 #[test]

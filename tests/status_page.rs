@@ -181,3 +181,90 @@ fn ten_thousand_targets_render() {
         wall.as_millis()
     );
 }
+
+/// The colour names of each row's 24-hour bar, in order (`ok`, `down`, `unknown`), by target.
+fn bar_colours(dom: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut rows = std::collections::BTreeMap::new();
+    for row in dom.split("<tr class=").skip(1) {
+        let Some(name) = row
+            .split(r#"<td class="name">"#)
+            .nth(1)
+            .and_then(|r| r.split('<').next())
+        else {
+            continue;
+        };
+        let bar = row.split(r#"class="bar""#).nth(1).unwrap_or("");
+        let bar = &bar[..bar.find("</div>").unwrap_or(bar.len())];
+        let mut colours: Vec<String> = bar
+            .split("var(--")
+            .skip(1)
+            .filter_map(|c| c.split(')').next())
+            .map(str::to_string)
+            .collect();
+        colours.dedup();
+        rows.insert(name.to_string(), colours);
+    }
+    rows
+}
+
+/// Issue 26 item 1: before the monitor knew a target, its 24-hour bar is unknown (grey),
+/// never the opposite of its first change. A target up from the start is grey then green
+/// (no red), one down from the start grey then red (no green), one that flapped grey then
+/// each state in turn; the state badge of the first two is Ready / NotReady. The firing tag
+/// needs an Alertmanager (item 7): without `--alertmanager` no alert state is shown.
+#[test]
+fn r26_1_the_24h_bar_is_unknown_before_the_monitor_knew_the_target() {
+    let up = TcpTarget::listening();
+    let down = TcpTarget::closed();
+    let mut flap = TcpTarget::listening();
+    let file = format!(
+        "defaults: {{periodSeconds: 1, failureThreshold: 1}}
+targets:
+- name: up
+  probe: {{tcpSocket: {{port: {}}}}}
+- name: down
+  probe: {{tcpSocket: {{port: {}}}}}
+- name: flapped
+  probe: {{tcpSocket: {{port: {}}}}}
+",
+        up.port, down.port, flap.port
+    );
+    let monitor = Monitor::start(&file, &[]);
+    wait_for(BUDGET, "flapped ready", || {
+        monitor.ready("flapped").then_some(())
+    });
+    flap.close();
+    wait_for(BUDGET, "flapped down", || {
+        (!monitor.ready("flapped")).then_some(())
+    });
+    flap.open();
+    wait_for(BUDGET, "flapped ready again, down settled", || {
+        let s = get_json(&monitor.addr, "/status.json")?;
+        let t = s["targets"].as_array()?;
+        (t[2]["ready"] == true && t[1]["settled"] == true && t[0]["ready"] == true).then_some(())
+    });
+    let dom = chromium(&format!("http://{}/", monitor.addr), &["--dump-dom"]);
+    let bars = bar_colours(&dom);
+    assert_eq!(bars["up"], ["unknown", "ok"], "{dom}");
+    assert_eq!(bars["down"], ["unknown", "down"], "{dom}");
+    assert_eq!(bars["flapped"], ["unknown", "ok", "down", "ok"], "{dom}");
+    assert!(
+        dom.contains(r#"<tr class="ok"><td class="name">up</td>"#),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(r#"<tr class="down"><td class="name">down</td>"#),
+        "{dom}"
+    );
+    // The monitor evaluates alerts (its rules are on), but sends nowhere: no tag.
+    assert!(!dom.contains(r#"class="alert""#), "{dom}");
+    let status = get_json(&monitor.addr, "/status.json").unwrap();
+    assert!(
+        status["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["alert"].is_null()),
+        "{status}"
+    );
+}

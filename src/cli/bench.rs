@@ -175,6 +175,7 @@ fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<ser
             move |event| {
                 if let MonitorEvent::Transition { transition, .. } = event
                     && !transition.ready
+                    && !transition.first
                     && transition.name.starts_with(CANARY)
                 {
                     went_down

@@ -60,8 +60,10 @@ pub struct Args {
     pub output: Format,
 
     /// Run a probe from a manifest (a Pod, or a workload with a pod template such as a
-    /// Deployment) instead of TARGET. Needs --container and --probe.
-    #[arg(long, value_name = "FILE", requires_all = ["container", "probe"])]
+    /// Deployment) instead of TARGET. Needs --probe, and --container when the manifest has
+    /// more than one container.
+    // `--probe` (and the `--from` they need) are checked in `plan`, with one message.
+    #[arg(long, value_name = "FILE")]
     pub from: Option<PathBuf>,
 
     /// With --from: the container whose probe runs.
@@ -147,7 +149,7 @@ impl Plan {
 /// Passed in by the binary: `probelet` passes [`load_container`]; `probelet-check` passes
 /// `None`, so the manifest loader (YAML, the Kubernetes types' deserializers: most of a
 /// binary's size) is not linked into it.
-pub type ManifestLoader = fn(&Path, &str) -> anyhow::Result<Container>;
+pub type ManifestLoader = fn(&Path, Option<&str>, ProbeType) -> anyhow::Result<Container>;
 
 /// Runs `probelet check`, with manifests (`--from`) read by `manifests`.
 pub fn run(args: Args, manifests: Option<ManifestLoader>) -> ExitCode {
@@ -221,18 +223,21 @@ pub fn run(args: Args, manifests: Option<ManifestLoader>) -> ExitCode {
 
 /// Validates the arguments into a [`Plan`]; every error names the argument at fault.
 fn plan(args: &Args, manifests: Option<ManifestLoader>) -> anyhow::Result<Plan> {
+    if args.from.is_none() && (args.probe.is_some() || args.container.is_some()) {
+        bail!("--probe and --container need --from");
+    }
     if let Some(path) = &args.from {
         if !args.headers.is_empty() {
             bail!("--header cannot be used with --from (the manifest's httpHeaders apply)");
         }
-        let (name, kind) = match (&args.container, args.probe) {
-            (Some(n), Some(k)) => (n, ProbeType::from(k)),
-            _ => bail!("--from needs --container and --probe"),
+        let Some(kind) = args.probe.map(ProbeType::from) else {
+            bail!("--from needs --probe");
         };
         let load = manifests.ok_or_else(|| {
             anyhow!("--from needs the full `probelet` binary: probelet-check leaves out the manifest loader")
         })?;
-        let container = load(path, name)?;
+        let container = load(path, args.container.as_deref(), kind)?;
+        let name = &container.name;
         let mut p = match kind {
             ProbeType::Liveness => container.liveness_probe,
             ProbeType::Readiness => container.readiness_probe,
@@ -354,11 +359,17 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Reads container `name` from the manifest at `path` (any workload kind, multi-document and
-/// `List` files, `-` for stdin) through `spec::load`, with the API server's defaults applied.
-/// The [`ManifestLoader`] of the full binary. Unused (so dead) in `probelet-check`.
+/// Reads container `name` (or, when `None`, the only container that has a `kind` probe) from
+/// the manifest at `path` (any workload kind, multi-document and `List` files, `-` for stdin)
+/// through `spec::load`, with the API server's defaults applied.
+///
+/// The [`ManifestLoader`] of the full binary; unused (so dead) in `probelet-check`.
 #[allow(dead_code)]
-pub fn load_container(path: &Path, name: &str) -> anyhow::Result<Container> {
+pub fn load_container(
+    path: &Path,
+    name: Option<&str>,
+    kind: ProbeType,
+) -> anyhow::Result<Container> {
     let loaded = probelet::spec::load::load_paths(&[path.to_path_buf()]).map_err(|e| {
         anyhow!(
             "--from {}: {}",
@@ -367,6 +378,7 @@ pub fn load_container(path: &Path, name: &str) -> anyhow::Result<Container> {
         )
     })?;
     let mut names = Vec::new();
+    let mut found = Vec::new();
     for template in loaded.templates {
         let spec = template.spec;
         for mut c in spec
@@ -375,12 +387,37 @@ pub fn load_container(path: &Path, name: &str) -> anyhow::Result<Container> {
             .flatten()
             .chain(spec.containers)
         {
-            if c.name == name {
+            names.push(c.name.clone());
+            let has_probe = match kind {
+                ProbeType::Liveness => c.liveness_probe.is_some(),
+                ProbeType::Readiness => c.readiness_probe.is_some(),
+                ProbeType::Startup => c.startup_probe.is_some(),
+            };
+            if name.map_or(has_probe, |n| c.name == n) {
                 probelet::spec::defaults::apply_container(&mut c);
-                return Ok(c);
+                found.push(c);
             }
-            names.push(c.name);
         }
+    }
+    let Some(name) = name else {
+        if found.len() == 1 {
+            return Ok(found.remove(0));
+        }
+        let with: Vec<&str> = found.iter().map(|c| c.name.as_str()).collect();
+        bail!(
+            "--from {}: {} containers have a {} ({}): choose one with --container",
+            path.display(),
+            with.len(),
+            kind.field(),
+            if with.is_empty() {
+                names.join(", ")
+            } else {
+                with.join(", ")
+            }
+        );
+    };
+    if !found.is_empty() {
+        return Ok(found.remove(0));
     }
     bail!(
         "--container {name:?} not found in {} (containers: {})",

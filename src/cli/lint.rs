@@ -186,14 +186,7 @@ pub fn run(args: Args) -> ExitCode {
             }
         }
     }
-    if !skipped.is_empty() {
-        let names: Vec<String> = skipped.iter().map(|p| p.display().to_string()).collect();
-        eprintln!(
-            "note: skipped {} file(s) without apiVersion or kind (not Kubernetes objects): {}",
-            names.len(),
-            probelet::display::terminal(&names.join(", "))
-        );
-    }
+    note_skipped(&skipped);
     let files = files.len() - skipped.len();
 
     let rendered = match args.output {
@@ -221,9 +214,21 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
+/// One note for the files of a directory that are no Kubernetes objects (lint and validate).
+pub(crate) fn note_skipped(skipped: &[&PathBuf]) {
+    if !skipped.is_empty() {
+        let names: Vec<String> = skipped.iter().map(|p| p.display().to_string()).collect();
+        eprintln!(
+            "note: skipped {} file(s) without apiVersion or kind (not Kubernetes objects): {}",
+            names.len(),
+            probelet::display::terminal(&names.join(", "))
+        );
+    }
+}
+
 /// Whether a file names `apiVersion` or `kind` as a top-level key of any document (block YAML
 /// at column 0, or anywhere in flow/JSON text): a file that does not is no Kubernetes object.
-fn declares_kind(path: &std::path::Path) -> bool {
+pub(crate) fn declares_kind(path: &std::path::Path) -> bool {
     let Ok((_, text)) = load::read_manifest(path) else {
         return true;
     };

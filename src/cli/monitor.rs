@@ -163,6 +163,7 @@ impl Out {
                         "target": &*t.name,
                         "labels": t.labels.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
                         "ready": t.ready,
+                        "first": t.first,
                         "reason": t.reason.map(|r| r.as_str()),
                         "output": t.output,
                     })
@@ -223,7 +224,8 @@ pub fn run(args: Args) -> ExitCode {
         Some(Ok(f)) => f,
         Some(Err(e)) => {
             eprintln!("error: {}", probelet::display::error_chain(&e));
-            return ExitCode::from(1);
+            // Bad input, as in every command (README "Exit codes").
+            return ExitCode::from(2);
         }
     };
     let nofile = raise_nofile_limit();

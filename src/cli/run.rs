@@ -22,8 +22,14 @@ pub struct Args {
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// How to print events and container output: `text` (one timestamped line each) or `json`
-    /// (one JSON object per line, for machines).
-    #[arg(long, value_enum, default_value = "text")]
+    /// (one JSON object per line, for machines). `--events` is the older spelling, kept.
+    #[arg(
+        short = 'o',
+        long = "output",
+        alias = "events",
+        value_enum,
+        default_value = "text"
+    )]
     pub events: EventFormat,
     /// The address probes use as the pod IP when a probe has no `host`.
     #[arg(long, default_value = "127.0.0.1")]
@@ -93,6 +99,9 @@ fn format_line(format: EventFormat, line: &Line) -> String {
         EventFormat::Text if line.kind == "status" => {
             format!("{} {who} is {}", line.time, line.message)
         }
+        EventFormat::Text if line.kind == "note" => {
+            format!("{} {who} {}", line.time, line.message)
+        }
         EventFormat::Text => format!("{} {who} | {}", line.time, line.message),
     }
 }
@@ -151,7 +160,8 @@ pub fn run(args: Args) -> ExitCode {
     }
     if templates.is_empty() {
         eprintln!("error: no pod to run");
-        return ExitCode::from(1);
+        // Every manifest was invalid: bad input (README "Exit codes").
+        return ExitCode::from(2);
     }
     let mut config = SupervisorConfig {
         pod_ip: args.pod_ip.clone(),

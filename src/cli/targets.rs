@@ -190,7 +190,35 @@ async fn apply(file: PathBuf, etcd: EtcdArgs) -> ExitCode {
     }
 }
 
-/// One published change, as a line.
+/// The text of a rebalance: a target deleted from the set was removed, not handed over
+/// (issue 26 item 10: "1 handed over" with one member).
+fn rebalanced_text(
+    members: usize,
+    owned: usize,
+    gained: usize,
+    lost: usize,
+    removed: usize,
+) -> String {
+    let handed = lost.saturating_sub(removed);
+    let mut parts = vec![format!("{gained} gained")];
+    if handed > 0 || removed == 0 {
+        parts.push(format!("{handed} handed over"));
+    }
+    if removed > 0 {
+        parts.push(format!("{removed} removed"));
+    }
+    format!(
+        "probelet monitor: {members} members: {owned} targets owned ({})",
+        parts.join(", ")
+    )
+}
+
+/// When a line is printed (the text lines start with it, as `monitor`'s do).
+fn now() -> String {
+    probelet::driver::real::format_rfc3339(std::time::SystemTime::now())
+}
+
+/// One published change, as a line: text lines start with the time it was seen.
 fn line(format: super::monitor::Format, name: &str, record: Option<&TargetRecord>) -> String {
     use super::monitor::Format;
     match (format, record) {
@@ -206,12 +234,15 @@ fn line(format: super::monitor::Format, name: &str, record: Option<&TargetRecord
                 format!("NotReady ({})", r.reason.as_deref().unwrap_or("-"))
             };
             escape_control(&format!(
-                "{} {} {state} prober={}",
-                r.since, r.name, r.prober
+                "{} {} {state} since {} prober={}",
+                now(),
+                r.name,
+                r.since,
+                r.prober
             ))
         }
         // The owner's lease expired: the record goes until a new owner writes it.
-        (Format::Text, None) => escape_control(&format!("{name} Unowned")),
+        (Format::Text, None) => escape_control(&format!("{} {name} Unowned", now())),
     }
 }
 
@@ -316,6 +347,8 @@ pub async fn join(
     use probelet::driver::real::format_rfc3339;
     use probelet::monitor::cluster::node::{ClusterEvent, Node};
     let endpoints = settings.endpoints.clone();
+    // Said at once: an unreachable etcd takes its full timeout to fail.
+    eprintln!("probelet monitor: joining the monitor cluster through etcd at {endpoints}...");
     let (node, mut events) = match Node::join(settings, shared.clone(), wake.clone(), file).await {
         Ok(joined) => joined,
         Err(e) => {
@@ -346,13 +379,11 @@ pub async fn join(
                     owned,
                     gained,
                     lost,
+                    removed,
                 } => (
                     json!({"time": time, "event": "Rebalanced", "members": members,
-                        "owned": owned, "gained": gained, "lost": lost}),
-                    format!(
-                        "probelet monitor: {} members: {owned} targets owned ({gained} gained, {lost} handed over)",
-                        members.len()
-                    ),
+                        "owned": owned, "gained": gained, "lost": lost, "removed": removed}),
+                    rebalanced_text(members.len(), owned, gained, lost, removed),
                 ),
                 ClusterEvent::Degraded { error } => (
                     json!({"time": time, "event": "ClusterDegraded", "error": error}),
@@ -390,4 +421,53 @@ pub async fn join(
         ..Default::default()
     };
     Ok((summary, Some(node)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 26 item 10: `targets watch` text lines start with the time they were seen, as
+    /// `monitor`'s lines do (a record's `since` is when its state began, not now).
+    #[test]
+    fn r26_10_watch_text_lines_start_with_a_timestamp() {
+        let record = TargetRecord {
+            name: "web-1".into(),
+            ready: false,
+            since: "2026-01-01T00:00:00.000Z".into(),
+            reason: Some("status".into()),
+            prober: "host2-811".into(),
+        };
+        let text = super::super::monitor::Format::Text;
+        let l = line(text, "web-1", Some(&record));
+        let (time, rest) = l.split_once(' ').unwrap();
+        assert!(
+            time.starts_with("20") && time.ends_with('Z') && time.len() == 24,
+            "{l}"
+        );
+        assert_eq!(
+            rest,
+            "web-1 NotReady (status) since 2026-01-01T00:00:00.000Z prober=host2-811"
+        );
+        let l = line(text, "web-1", None);
+        assert!(l.ends_with(" web-1 Unowned") && l.starts_with("20"), "{l}");
+    }
+
+    /// Issue 26 item 10: a target deleted from the set on a one-member cluster is removed,
+    /// not "handed over".
+    #[test]
+    fn r26_10_a_deleted_target_is_removed_not_handed_over() {
+        assert_eq!(
+            rebalanced_text(1, 2, 0, 1, 1),
+            "probelet monitor: 1 members: 2 targets owned (0 gained, 1 removed)"
+        );
+        assert_eq!(
+            rebalanced_text(2, 3, 0, 2, 1),
+            "probelet monitor: 2 members: 3 targets owned (0 gained, 1 handed over, 1 removed)"
+        );
+        assert_eq!(
+            rebalanced_text(2, 3, 1, 0, 0),
+            "probelet monitor: 2 members: 3 targets owned (1 gained, 0 handed over)"
+        );
+    }
 }

@@ -1,9 +1,9 @@
 //! `probelet validate FILE...`: load manifests, apply the API server's defaults, validate, and
 //! print the effective probes.
 //!
-//! Exit codes: 0 when every pod template is valid; 1 when a manifest cannot be loaded or any
-//! template fails validation (every error is printed, not only the first); 2 for usage errors
-//! (clap's default).
+//! Exit codes: 0 when every pod template is valid; 1 when any template fails validation (every
+//! error is printed, not only the first); 2 for usage errors and input that cannot be read or
+//! parsed.
 
 use probelet::spec::effective::{self, EffectiveTemplate};
 use probelet::spec::load;
@@ -53,11 +53,43 @@ pub fn run(args: Args) -> ExitCode {
         Ok(loaded) => loaded,
         Err(e) => {
             eprintln!("error: {}", probelet::display::error_chain(&e));
-            return ExitCode::FAILURE;
+            // Unreadable input is bad input (2), as in every command; an invalid manifest is
+            // validate's finding (1).
+            return ExitCode::from(2);
         }
     };
+    let ordinals = probelet::lint::ordinals(&loaded.templates);
+    let mut indexes: HashMap<String, SourceIndex> = HashMap::new();
+    // `file:line:col` of a field of a template, or the file alone when it cannot be placed.
+    let mut at = |i: usize, field: &str| {
+        let template = &loaded.templates[i];
+        let mut at = template.source.clone();
+        if let Some(text) = texts.get(&template.source) {
+            let index = indexes
+                .entry(template.source.clone())
+                .or_insert_with(|| SourceIndex::build(text));
+            let (l, _) = probelet::lint::locate_field(index, text, template, ordinals[i], field);
+            if l.line > 0 {
+                at = format!("{at}:{}:{}", l.line, l.column);
+            }
+        }
+        at
+    };
     for warning in &loaded.warnings {
-        eprintln!("warning: {warning}");
+        let owner = warning
+            .object
+            .as_ref()
+            .and_then(|o| loaded.templates.iter().position(|t| &t.object_ref() == o));
+        match (&warning.field, owner) {
+            // An unknown field, placed like an error: file:line:col, the object, the text.
+            (Some(field), Some(i)) => eprintln!(
+                "warning: {}: {}: {}",
+                at(i, field),
+                loaded.templates[i].object_ref(),
+                warning.message
+            ),
+            _ => eprintln!("warning: {warning}"),
+        }
     }
     if loaded.templates.is_empty() {
         // Exit 0 is right (nothing is invalid), but an empty table alone would be puzzling.
@@ -65,23 +97,10 @@ pub fn run(args: Args) -> ExitCode {
     }
 
     let mut invalid = 0usize;
-    let ordinals = probelet::lint::ordinals(&loaded.templates);
-    let mut indexes: HashMap<&str, SourceIndex> = HashMap::new();
-    for (template, &ordinal) in loaded.templates.iter().zip(&ordinals) {
+    for (i, template) in loaded.templates.iter().enumerate() {
         for err in validate_template(template) {
             // file:line:col, the object, then upstream's own text, as `kubectl apply` shows it.
-            let mut at = template.source.clone();
-            if let Some(text) = texts.get(&template.source) {
-                let index = indexes
-                    .entry(&template.source)
-                    .or_insert_with(|| SourceIndex::build(text));
-                let (l, _) =
-                    probelet::lint::locate_field(index, text, template, ordinal, &err.path);
-                if l.line > 0 {
-                    at = format!("{at}:{}:{}", l.line, l.column);
-                }
-            }
-            eprintln!("{at}: {}: {err}", template.object_ref());
+            eprintln!("{}: {}: {err}", at(i, &err.path), template.object_ref());
             invalid += 1;
         }
     }
@@ -125,6 +144,7 @@ fn load_files(
 ) -> Result<(load::Loaded, HashMap<String, String>), load::LoadError> {
     let mut loaded = load::Loaded::default();
     let mut texts = HashMap::new();
+    let mut skipped = Vec::new();
     for path in paths {
         let files = load::manifest_files(path)?;
         if files.is_empty() {
@@ -135,14 +155,25 @@ fn load_files(
                 message: "no *.yaml, *.yml or *.json files in this directory".into(),
             });
         }
+        let walked = path.is_dir();
         for file in files {
             let (name, text) = load::read_manifest(&file)?;
-            let (one, _) = load::load_str_indexed(&name, &text)?;
+            let one = match load::load_str_indexed(&name, &text) {
+                Ok((one, _)) => one,
+                // In a directory, files that are no Kubernetes objects (simulate scenarios,
+                // monitor targets) are skipped with one note, as `lint` does.
+                Err(_) if walked && !super::lint::declares_kind(&file) => {
+                    skipped.push(file);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             loaded.templates.extend(one.templates);
             loaded.warnings.extend(one.warnings);
             texts.insert(name, text);
         }
     }
+    super::lint::note_skipped(&skipped.iter().collect::<Vec<_>>());
     Ok((loaded, texts))
 }
 

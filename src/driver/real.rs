@@ -74,7 +74,7 @@ pub struct Line {
     /// Container name (empty for pod-level lines).
     pub container: String,
     /// `event` for an event, `status` for a started/ready change, `stdout`/`stderr` for
-    /// container output.
+    /// container output, `note` for probelet's own remark (the spam filter's note).
     pub kind: &'static str,
     /// Event reason, or empty.
     pub reason: String,
@@ -167,7 +167,14 @@ pub struct Supervisor {
     /// Set (from any thread) when a stop is asked for: checked between the actions of one
     /// step, so that a step starting hundreds of containers does not delay the stop.
     stop_requested: Arc<std::sync::atomic::AtomicBool>,
+    /// Pods whose filtered probe events were announced on the terminal ([`FILTERED_NOTE`]).
+    filter_noted: std::collections::HashSet<PodId>,
 }
+
+/// Printed once per pod when the spam filter first keeps one of its probe events from the
+/// terminal (decisions are always printed; see `Supervisor::record_event`).
+pub const FILTERED_NOTE: &str =
+    "(further events of this pod filtered like the kubelet's; see kubectl get events)";
 
 /// One row of the status view: what `kubectl get pods` shows per container, plus the last
 /// result of each probe.
@@ -212,6 +219,7 @@ impl Supervisor {
             last_probe: HashMap::new(),
             api: None,
             stop_requested: Arc::default(),
+            filter_noted: Default::default(),
             config,
         }
     }
@@ -529,15 +537,7 @@ impl Supervisor {
                 Action::Start { pod, container } => self.start_container(pod, &container),
                 Action::Kill(kill) => self.kill_container(kill),
                 Action::Event(e) => {
-                    let (pod, time) = (self.pod_name(e.pod), self.wall(e.at));
-                    let clock = self.clock();
-                    let Some(stored) = self.events.record(&e) else {
-                        continue;
-                    };
-                    if let Some(api) = &mut self.api {
-                        api.publisher.record_event(stored, clock);
-                    }
-                    (self.sink)(event_line(stored, pod, time));
+                    self.record_event(e.pod, &e.field_path, e.reason, e.kind, &e.message, e.at);
                 }
                 Action::ProbeCounted {
                     pod,
@@ -632,6 +632,7 @@ impl Supervisor {
         for id in done {
             let _ = self.manager.remove_pod(now, id);
             self.events.forget_pod(id);
+            self.filter_noted.remove(&id);
             self.reported.remove(&id);
             if let Some(run) = self.pods.remove(&id)
                 && let Some(api) = &mut self.api
@@ -788,18 +789,62 @@ impl Supervisor {
             .pod_info(pod)
             .and_then(|i| Some(i.field_path(i.container_index(container)?)))
             .unwrap_or_default();
+        self.record_event(pod, &field_path, reason, kind, &message, now);
+    }
+
+    /// Records an event for the API (merged, and rate-limited per pod by client-go's spam
+    /// filter, so `kubectl get events` shows exactly what a kubelet would) and prints it.
+    ///
+    /// The terminal is where a local user watches the kubelet decide, so every decision (a
+    /// kill, a start, a back-off: bounded by the restarts themselves) is printed even when the
+    /// spam filter kept it from the API. Only the per-probe lines (`Unhealthy`,
+    /// `ProbeWarning`), which repeat every period, are filtered like the API's, with a note
+    /// the first time a pod's are.
+    fn record_event(
+        &mut self,
+        pod: PodId,
+        field_path: &str,
+        reason: &str,
+        kind: EventType,
+        message: &str,
+        at: Instant,
+    ) {
         let clock = self.clock();
-        let (pod_name, time) = (self.pod_name(pod), self.wall(now));
-        let Some(stored) = self
+        let (pod_name, time) = (self.pod_name(pod), self.wall(at));
+        if let Some(stored) = self
             .events
-            .record_parts(pod, &field_path, reason, kind, &message, now)
-        else {
+            .record_parts(pod, field_path, reason, kind, message, at)
+        {
+            if let Some(api) = &mut self.api {
+                api.publisher.record_event(stored, clock);
+            }
+            (self.sink)(event_line(stored, pod_name, time));
+            return;
+        }
+        let line = if !matches!(reason, "Unhealthy" | "ProbeWarning") {
+            Line {
+                time,
+                pod: pod_name,
+                container: container_of(field_path),
+                kind: "event",
+                reason: reason.to_string(),
+                event_type: event_type(kind),
+                message: message.to_string(),
+            }
+        } else if self.filter_noted.insert(pod) {
+            Line {
+                time,
+                pod: pod_name,
+                container: String::new(),
+                kind: "note",
+                reason: String::new(),
+                event_type: "",
+                message: FILTERED_NOTE.to_string(),
+            }
+        } else {
             return;
         };
-        if let Some(api) = &mut self.api {
-            api.publisher.record_event(stored, clock);
-        }
-        (self.sink)(event_line(stored, pod_name, time));
+        (self.sink)(line);
     }
 
     fn start_probe(&mut self, req: ProbeRequest) {

@@ -108,6 +108,8 @@ pub struct TargetState {
     pub errors: u32,
     /// Readiness transitions so far (`probelet_monitor_target_transitions_total`: flapping).
     pub transitions: u32,
+    /// Whether a threshold was reached once (the first settled state was reported).
+    pub settled: bool,
 }
 
 impl TargetState {
@@ -132,6 +134,7 @@ impl TargetState {
             failures: [0; REASONS.len()],
             errors: 0,
             transitions: 0,
+            settled: false,
         }
     }
 
@@ -199,9 +202,12 @@ pub enum Completion {
     Exhausted,
 }
 
-/// A published result that changed: a readiness transition.
+/// A published result that changed (a readiness transition), or the first one counted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
+    /// The target's first settled state (thresholds counted once): reported even when it is
+    /// the initial NotReady, so that a target down from the start is seen.
+    pub first: bool,
     /// Which target.
     pub id: TargetId,
     /// Its name.
@@ -522,11 +528,18 @@ impl<P> Scheduler<P> {
                     t.timing.success_threshold,
                     t.timing.failure_threshold,
                 );
-                if publish && s.published != result {
-                    s.published = result;
-                    s.last_transition = now;
-                    s.transitions = s.transitions.saturating_add(1);
+                // The first settled state is reported once even when it is the initial
+                // NotReady (R3.9): a target down from the start is otherwise never mentioned.
+                let first = publish && !s.settled;
+                if publish && (s.published != result || first) {
+                    s.settled = true;
+                    if s.published != result {
+                        s.published = result;
+                        s.last_transition = now;
+                        s.transitions = s.transitions.saturating_add(1);
+                    }
                     transition = Some(Transition {
+                        first,
                         id,
                         name: t.name.clone(),
                         labels: t
@@ -587,6 +600,8 @@ impl<P> Scheduler<P> {
         s.last_counted = result;
         s.run = u32::try_from(threshold.max(1)).unwrap_or(1);
         s.last_transition = since;
+        // Continued, not new: the previous owner reported its first state.
+        s.settled = true;
         true
     }
 
@@ -745,6 +760,47 @@ mod tests {
                 _ => return (transitions, all),
             }
         }
+    }
+
+    /// Issue 26 item 7: each target's first settled state is reported once, also the
+    /// initial NotReady of a target down from the start (when `failureThreshold` failures
+    /// are counted), which changes no state and counts no transition; later only changes.
+    #[test]
+    fn r26_7_the_first_settled_state_is_reported_once() {
+        let mut s: Scheduler<()> = Scheduler::new(16, 1);
+        s.add(
+            spec("down", ", periodSeconds: 1, failureThreshold: 3"),
+            (),
+            Instant::ZERO,
+        );
+        s.add(spec("up", ", periodSeconds: 1"), (), Instant::ZERO);
+        let (transitions, _) = drive(
+            &mut s,
+            Instant::from_secs(10),
+            Duration::from_millis(1),
+            |name, _| {
+                if name == "down" {
+                    fail(Reason::Refused)
+                } else {
+                    ok()
+                }
+            },
+        );
+        let seen: Vec<(&str, bool, bool)> = transitions
+            .iter()
+            .map(|t| (&*t.name, t.ready, t.first))
+            .collect();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(seen.contains(&("up", true, true)), "{seen:?}");
+        assert!(seen.contains(&("down", false, true)), "{seen:?}");
+        let down = s.get_by_name("down").unwrap();
+        assert_eq!(down.state.transitions, 0);
+        assert_eq!(down.state.last_transition, Instant::ZERO);
+        assert!(down.state.settled);
+        // The third failure settles it: not before (R3.11).
+        let at = transitions.iter().find(|t| &*t.name == "down").unwrap().at;
+        let first_probe = s.get_by_name("down").unwrap().state.added;
+        assert!(at >= first_probe + Duration::from_secs(2), "{at:?}");
     }
 
     /// A taken-over target continues from the published state: restored ready, it stays

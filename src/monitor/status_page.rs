@@ -35,6 +35,9 @@ pub struct Row {
     pub ready: bool,
     /// Whether it has completed a probe yet.
     pub probed: bool,
+    /// Whether its thresholds were counted once: before that (and before the first change
+    /// in `history`) the page paints the time as unknown.
+    pub settled: bool,
     /// Since when (ms since the epoch).
     pub since: u64,
     /// The last failure: when (ms), class, message.
@@ -88,7 +91,9 @@ pub fn status(shared: &Shared) -> Status {
                     .and_then(|e| e.last_failure.as_ref())
                     .map(|f| (ms(f.at), f.reason.to_string(), f.message.to_string()))
             };
-            let alert = alerts.view(&t.name);
+            // Alert state only when alerts go somewhere (`--alertmanager`): without one a
+            // `firing` tag would claim a notification that nobody receives.
+            let alert = shared.watch.sender().and_then(|_| alerts.view(&t.name));
             Row {
                 name: t.name.to_string(),
                 labels: t
@@ -98,6 +103,7 @@ pub fn status(shared: &Shared) -> Status {
                     .collect(),
                 ready: st.ready(),
                 probed: st.last_probe.is_some(),
+                settled: st.settled,
                 since: ms(st.last_transition),
                 failure,
                 history: entry.map_or_else(Vec::new, |e: &Entry| {

@@ -477,7 +477,7 @@ async fn send(
         let tls = tokio_rustls::TlsConnector::from(config)
             .connect(name, io)
             .await
-            .map_err(|e| format!("Get \"{url}\": {}", error_chain(&e)))?;
+            .map_err(|e| format!("Get \"{url}\": {}", tls_handshake_error(&e)))?;
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
         exchange(tls, h2, url, host, headers).await
     };
@@ -591,6 +591,18 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// A failed TLS handshake as Go's client words it: a server that answered plain HTTP (its
+/// first bytes are no TLS record: rustls calls that `InvalidContentType`) gets net/http's
+/// `http: server gave HTTP response to HTTPS client` instead of a record-layer detail.
+fn tls_handshake_error(e: &std::io::Error) -> String {
+    let chain = error_chain(e);
+    if chain.contains("InvalidContentType") {
+        "http: server gave HTTP response to HTTPS client".to_string()
+    } else {
+        chain
     }
 }
 

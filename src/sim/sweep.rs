@@ -1,10 +1,11 @@
 //! `--sweep`: vary one probe field over a range and compare the summaries, so thresholds can be
 //! picked from evidence.
 //!
-//! A sweep is `[CONTAINER.]PROBE.FIELD=VALUES`, e.g. `livenessProbe.failureThreshold=1..10` or
-//! `app.readinessProbe.timeoutSeconds=1,2,5`. PROBE is `livenessProbe`, `readinessProbe` or
-//! `startupProbe`; FIELD one of the probe's timing fields; VALUES a range `A..B` (inclusive) or
-//! a comma-separated list. The container may be left out when the pod has one container.
+//! A sweep is `[CONTAINER.][PROBE.]FIELD=VALUES`, e.g. `failureThreshold=1..10`,
+//! `livenessProbe.failureThreshold=1..10` or `app.readinessProbe.timeoutSeconds=1,2,5`. PROBE is
+//! `livenessProbe`, `readinessProbe` or `startupProbe`; FIELD one of the probe's timing fields;
+//! VALUES a range `A..B` (inclusive) or a comma-separated list. The container may be left out
+//! when the pod has one container, the probe when that container has one probe.
 
 use k8s_openapi::api::core::v1::{PodSpec, Probe};
 
@@ -15,8 +16,8 @@ pub struct Sweep {
     pub text: String,
     /// Container name (`None`: the pod's only container).
     pub container: Option<String>,
-    /// `livenessProbe`, `readinessProbe` or `startupProbe`.
-    pub probe: String,
+    /// `livenessProbe`, `readinessProbe` or `startupProbe` (`None`: the container's only probe).
+    pub probe: Option<String>,
     /// The timing field.
     pub field: String,
     /// The values to try, in order.
@@ -51,22 +52,23 @@ impl std::str::FromStr for Sweep {
 }
 
 impl Sweep {
-    /// Parses `[CONTAINER.]PROBE.FIELD=VALUES`.
+    /// Parses `[CONTAINER.][PROBE.]FIELD=VALUES`.
     pub fn parse(text: &str) -> Result<Sweep, SweepError> {
         let err = |m: &str| SweepError {
             text: text.to_string(),
             message: m.to_string(),
         };
-        let (path, values) = text
-            .split_once('=')
-            .ok_or_else(|| err("expected [CONTAINER.]PROBE.FIELD=VALUES"))?;
+        const SHAPE: &str = "expected [CONTAINER.][PROBE.]FIELD=VALUES";
+        let (path, values) = text.split_once('=').ok_or_else(|| err(SHAPE))?;
         let parts: Vec<&str> = path.trim().split('.').collect();
         let (container, probe, field) = match parts.as_slice() {
-            [p, f] => (None, *p, *f),
-            [c, p, f] => (Some(c.to_string()), *p, *f),
-            _ => return Err(err("expected [CONTAINER.]PROBE.FIELD=VALUES")),
+            [f] => (None, None, *f),
+            [p, f] if PROBES.contains(p) => (None, Some(*p), *f),
+            [c, f] => (Some(c.to_string()), None, *f),
+            [c, p, f] => (Some(c.to_string()), Some(*p), *f),
+            _ => return Err(err(SHAPE)),
         };
-        if !PROBES.contains(&probe) {
+        if let Some(probe) = probe.filter(|p| !PROBES.contains(p)) {
             return Err(err(&format!(
                 "unknown probe {probe:?} (use {})",
                 PROBES.join(", ")
@@ -102,7 +104,7 @@ impl Sweep {
         Ok(Sweep {
             text: text.to_string(),
             container,
-            probe: probe.to_string(),
+            probe: probe.map(str::to_string),
             field: field.to_string(),
             values,
         })
@@ -133,14 +135,34 @@ impl Sweep {
                 ));
             }
         };
-        let probe: &mut Option<Probe> = match self.probe.as_str() {
-            "livenessProbe" => &mut c.liveness_probe,
-            "readinessProbe" => &mut c.readiness_probe,
-            _ => &mut c.startup_probe,
+        let name = c.name.clone();
+        let mut probes: Vec<(&str, &mut Option<Probe>)> = vec![
+            ("livenessProbe", &mut c.liveness_probe),
+            ("readinessProbe", &mut c.readiness_probe),
+            ("startupProbe", &mut c.startup_probe),
+        ];
+        let p = match &self.probe {
+            Some(wanted) => probes
+                .into_iter()
+                .find(|(field, _)| field == wanted)
+                .and_then(|(_, p)| p.as_mut())
+                .ok_or_else(|| err(format!("container {name:?} has no {wanted}")))?,
+            None => {
+                probes.retain(|(_, p)| p.is_some());
+                match probes.len() {
+                    1 => probes.remove(0).1.as_mut().expect("kept: it is set"),
+                    0 => return Err(err(format!("container {name:?} has no probe"))),
+                    _ => {
+                        let fields: Vec<&str> = probes.iter().map(|(f, _)| *f).collect();
+                        return Err(err(format!(
+                            "container {name:?} has several probes ({}): write PROBE.{}",
+                            fields.join(", "),
+                            self.field
+                        )));
+                    }
+                }
+            }
         };
-        let p = probe
-            .as_mut()
-            .ok_or_else(|| err(format!("container {:?} has no {}", c.name, self.probe)))?;
         let v32 = i32::try_from(value).map_err(|_| err(format!("{value} is out of range")))?;
         match self.field.as_str() {
             "initialDelaySeconds" => p.initial_delay_seconds = Some(v32),
@@ -186,6 +208,36 @@ mod tests {
                 .contains("has no readinessProbe")
         );
         assert!(Sweep::parse("livenessProbe.threshold=1..2").is_err());
+        assert!(Sweep::parse("a.b.c.d=1").is_err());
+    }
+
+    /// The README's shorthand: a bare FIELD names the only container's only probe; with
+    /// several probes the error says how to choose.
+    #[test]
+    fn a_bare_field_names_the_only_probe() {
+        let s = Sweep::parse("failureThreshold=1..10").unwrap();
+        assert_eq!((s.container.as_deref(), s.probe.as_deref()), (None, None));
+        assert_eq!(s.values.len(), 10);
+        let one: PodSpec = serde_json::from_value(serde_json::json!({"containers": [
+            {"name": "app", "livenessProbe": {"tcpSocket": {"port": 1}}}]}))
+        .unwrap();
+        let out = s.apply(&one, 4).unwrap();
+        assert_eq!(
+            out.containers[0]
+                .liveness_probe
+                .as_ref()
+                .unwrap()
+                .failure_threshold,
+            Some(4)
+        );
+        let two: PodSpec = serde_json::from_value(serde_json::json!({"containers": [
+            {"name": "app", "livenessProbe": {"tcpSocket": {"port": 1}},
+             "readinessProbe": {"tcpSocket": {"port": 1}}}]}))
+        .unwrap();
+        let e = s.apply(&two, 4).unwrap_err().to_string();
+        assert!(e.contains("write PROBE.failureThreshold"), "{e}");
+        let c = Sweep::parse("app.failureThreshold=2").unwrap();
+        assert_eq!((c.container.as_deref(), c.probe), (Some("app"), None));
         assert!(Sweep::parse("livenessProbe.failureThreshold=5..1").is_err());
     }
 }

@@ -790,8 +790,25 @@ pub(crate) fn error_message(e: &serde_saphyr::Error) -> String {
     if let Some(at) = msg.find(" at line ") {
         msg = &msg[..at];
     }
+    // A Rust type name ("invalid i32") means nothing to someone writing a manifest.
+    if let Some(ty) = msg.strip_prefix("invalid ")
+        && let Some(words) = plain_type_words(ty)
+    {
+        return words.to_string();
+    }
     // A hint about serde-saphyr's own API means nothing to someone writing a manifest.
     msg.replace(", set DuplicateKeyPolicy in Options if acceptable", "")
+}
+
+/// What a value of a Rust scalar type is called in a message for people.
+fn plain_type_words(ty: &str) -> Option<&'static str> {
+    match ty {
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => Some("expected an integer"),
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => Some("expected a non-negative integer"),
+        "f32" | "f64" => Some("expected a number"),
+        "bool" => Some("expected true or false"),
+        _ => None,
+    }
 }
 
 /// serde-saphyr's limits, sized for one file of up to [`MAX_FILE_BYTES`].

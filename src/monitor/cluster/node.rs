@@ -107,8 +107,10 @@ pub enum ClusterEvent {
         owned: usize,
         /// Targets gained.
         gained: usize,
-        /// Targets handed over.
+        /// Targets no longer owned: handed over, or removed from the target set.
         lost: usize,
+        /// Of those, the targets removed from the set (not handed to anyone).
+        removed: usize,
     },
     /// etcd is out of reach (or the lease was lost): probing goes on, ownership is frozen.
     Degraded {
@@ -441,6 +443,7 @@ impl Node {
         for name in &lost {
             st.mine.remove(name);
         }
+        let removed_count = removed.len();
         for name in removed {
             st.records.remove(&name);
             out.push((name, None));
@@ -477,6 +480,7 @@ impl Node {
                 owned: owned_now,
                 gained: gained.len(),
                 lost: lost.len(),
+                removed: removed_count,
             });
         }
         summary
