@@ -531,13 +531,14 @@ fn r26_10_https_against_plain_http_says_the_server_answered_http() {
             );
         }
     });
-    let (code, out, _) =
-        stdout_of(check("probelet").arg(format!("https://127.0.0.1:{port}/healthz")));
-    assert_eq!(code, 1);
-    assert_eq!(
-        out,
-        format!(
-            "failure: Get \"https://127.0.0.1:{port}/healthz\": http: server gave HTTP response to HTTPS client\n"
-        )
-    );
+    for bin in BINARIES {
+        let (code, out, _) = stdout_of(check(bin).arg(format!("https://127.0.0.1:{port}/healthz")));
+        assert_eq!(code, 1);
+        assert_eq!(
+            out,
+            format!(
+                "failure: Get \"https://127.0.0.1:{port}/healthz\": http: server gave HTTP response to HTTPS client\n"
+            )
+        );
+    }
 }
