@@ -67,7 +67,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cli::run::run(args),
         Command::Validate(args) => cli::validate::run(args),
         Command::DemoApp(args) => cli::demo_app::run(args),
-        Command::Check(args) => cli::check::run(args),
+        Command::Check(args) => cli::check::run(args, Some(cli::check::load_container)),
         Command::Lint(args) => cli::lint::run(args),
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Get(args) => cli::get::run(args),

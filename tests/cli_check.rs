@@ -40,9 +40,16 @@ fn http_server() -> u16 {
     port
 }
 
-fn check() -> Command {
-    let mut cmd = Command::cargo_bin("probelet").unwrap();
-    cmd.arg("check");
+/// The two binaries that run `check` from one source: the full `probelet` and the small
+/// `probelet-check` made for container images. Every target-mode test runs against both.
+const BINARIES: [&str; 2] = ["probelet", "probelet-check"];
+
+/// `probelet check` or `probelet-check`: the same flags, output and exit codes.
+fn check(bin: &str) -> Command {
+    let mut cmd = Command::cargo_bin(bin).unwrap();
+    if bin == "probelet" {
+        cmd.arg("check");
+    }
     cmd
 }
 
@@ -57,185 +64,208 @@ fn stdout_of(cmd: &mut Command) -> (i32, String, String) {
 
 #[test]
 fn http_success_prints_one_line_and_exits_0() {
-    let port = http_server();
-    let (code, out, _) = stdout_of(check().arg(format!("http://127.0.0.1:{port}/healthz")));
-    assert_eq!((code, out.as_str()), (0, "success: ok\n"));
+    for bin in BINARIES {
+        let port = http_server();
+        let (code, out, _) = stdout_of(check(bin).arg(format!("http://127.0.0.1:{port}/healthz")));
+        assert_eq!((code, out.as_str()), (0, "success: ok\n"));
+    }
 }
 
 #[test]
 fn http_failure_exits_1() {
-    let port = http_server();
-    let (code, out, _) = stdout_of(check().arg(format!("http://127.0.0.1:{port}/down")));
-    assert_eq!(
-        (code, out.as_str()),
-        (1, "failure: HTTP probe failed with statuscode: 503\n")
-    );
+    for bin in BINARIES {
+        let port = http_server();
+        let (code, out, _) = stdout_of(check(bin).arg(format!("http://127.0.0.1:{port}/down")));
+        assert_eq!(
+            (code, out.as_str()),
+            (1, "failure: HTTP probe failed with statuscode: 503\n")
+        );
+    }
 }
 
 #[test]
 fn http_warning_exits_0() {
-    let port = http_server();
-    let (code, out, _) = stdout_of(check().arg(format!("http://127.0.0.1:{port}/redirect")));
-    assert_eq!(
-        (code, out.as_str()),
-        (
-            0,
-            "warning: Probe terminated redirects, Response body: moved\n"
-        )
-    );
+    for bin in BINARIES {
+        let port = http_server();
+        let (code, out, _) = stdout_of(check(bin).arg(format!("http://127.0.0.1:{port}/redirect")));
+        assert_eq!(
+            (code, out.as_str()),
+            (
+                0,
+                "warning: Probe terminated redirects, Response body: moved\n"
+            )
+        );
+    }
 }
 
 #[test]
 fn json_output() {
-    let port = http_server();
-    let (code, out, _) =
-        stdout_of(check().args(["-o", "json", &format!("http://127.0.0.1:{port}/healthz")]));
-    assert_eq!(code, 0);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["result"], "success");
-    assert_eq!(v["output"], "ok\n");
-    assert!(v["durationSeconds"].as_f64().unwrap() > 0.0);
-    assert_eq!(out.lines().count(), 1);
-    assert!(out.starts_with("{\"result\": "), "{out}");
+    for bin in BINARIES {
+        let port = http_server();
+        let (code, out, _) =
+            stdout_of(check(bin).args(["-o", "json", &format!("http://127.0.0.1:{port}/healthz")]));
+        assert_eq!(code, 0);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["result"], "success");
+        assert_eq!(v["output"], "ok\n");
+        assert!(v["durationSeconds"].as_f64().unwrap() > 0.0);
+        assert_eq!(out.lines().count(), 1);
+        assert!(out.starts_with("{\"result\": "), "{out}");
+    }
 }
 
 #[test]
 fn headers_and_kubelet_version() {
-    let port = http_server();
-    let (code, ..) = stdout_of(check().args([
-        "--kubelet-version",
-        "1.35",
-        &format!("http://127.0.0.1:{port}/ua"),
-    ]));
-    assert_eq!(code, 0);
-    let (code, out, _) = stdout_of(check().args([
-        "-H",
-        "Authorization: Bearer t0ken",
-        &format!("http://127.0.0.1:{port}/auth"),
-    ]));
-    assert_eq!((code, out.as_str()), (0, "success: auth ok\n"));
+    for bin in BINARIES {
+        let port = http_server();
+        let (code, ..) = stdout_of(check(bin).args([
+            "--kubelet-version",
+            "1.35",
+            &format!("http://127.0.0.1:{port}/ua"),
+        ]));
+        assert_eq!(code, 0);
+        let (code, out, _) = stdout_of(check(bin).args([
+            "-H",
+            "Authorization: Bearer t0ken",
+            &format!("http://127.0.0.1:{port}/auth"),
+        ]));
+        assert_eq!((code, out.as_str()), (0, "success: auth ok\n"));
+    }
 }
 
 #[test]
 fn r7_5_proxy_environment_is_ignored() {
-    let port = http_server();
-    let (code, out, _) = stdout_of(
-        check()
-            .arg(format!("http://127.0.0.1:{port}/healthz"))
-            .env("HTTP_PROXY", "http://127.0.0.1:1")
-            .env("http_proxy", "http://127.0.0.1:1")
-            .env("NO_PROXY", ""),
-    );
-    assert_eq!((code, out.as_str()), (0, "success: ok\n"));
+    for bin in BINARIES {
+        let port = http_server();
+        let (code, out, _) = stdout_of(
+            check(bin)
+                .arg(format!("http://127.0.0.1:{port}/healthz"))
+                .env("HTTP_PROXY", "http://127.0.0.1:1")
+                .env("http_proxy", "http://127.0.0.1:1")
+                .env("NO_PROXY", ""),
+        );
+        assert_eq!((code, out.as_str()), (0, "success: ok\n"));
+    }
 }
 
 #[test]
 fn tcp_success_and_refused() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (code, out, _) = stdout_of(check().arg(format!("tcp://127.0.0.1:{port}")));
-    assert_eq!((code, out.as_str()), (0, "success\n"));
-    drop(listener);
-    let (code, out, _) = stdout_of(check().arg(format!("tcp://127.0.0.1:{port}")));
-    assert_eq!(code, 1);
-    assert!(out.starts_with("failure: dial tcp 127.0.0.1:"), "{out}");
+    for bin in BINARIES {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (code, out, _) = stdout_of(check(bin).arg(format!("tcp://127.0.0.1:{port}")));
+        assert_eq!((code, out.as_str()), (0, "success\n"));
+        drop(listener);
+        let (code, out, _) = stdout_of(check(bin).arg(format!("tcp://127.0.0.1:{port}")));
+        assert_eq!(code, 1);
+        assert!(out.starts_with("failure: dial tcp 127.0.0.1:"), "{out}");
+    }
 }
 
 #[test]
 fn grpc_refused_is_a_failure_within_the_timeout() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let start = std::time::Instant::now();
-    let (code, out, _) = stdout_of(check().args([
-        "--timeout",
-        "300ms",
-        &format!("grpc://127.0.0.1:{port}/svc"),
-    ]));
-    assert_eq!(code, 1);
-    assert!(
-        out.starts_with("failure: timeout: failed to connect service"),
-        "{out}"
-    );
-    assert!(start.elapsed().as_millis() < 2000);
+    for bin in BINARIES {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let start = std::time::Instant::now();
+        let (code, out, _) = stdout_of(check(bin).args([
+            "--timeout",
+            "300ms",
+            &format!("grpc://127.0.0.1:{port}/svc"),
+        ]));
+        assert_eq!(code, 1);
+        assert!(
+            out.starts_with("failure: timeout: failed to connect service"),
+            "{out}"
+        );
+        assert!(start.elapsed().as_millis() < 2000);
+    }
 }
 
 #[test]
 fn exec_exit_codes() {
-    let (code, out, _) = stdout_of(check().args(["exec", "--", "sh", "-c", "echo fine"]));
-    assert_eq!((code, out.as_str()), (0, "success: fine\n"));
-    let (code, out, _) = stdout_of(check().args(["exec", "--", "sh", "-c", "echo bad; exit 1"]));
-    assert_eq!(
-        (code, out.as_str()),
-        (
-            1,
-            "failure: command 'sh -c echo bad; exit 1' exited with 1: bad\n"
-        )
-    );
-    let (code, out, _) = stdout_of(check().args(["exec", "--", "false"]));
-    assert_eq!(
-        (code, out.as_str()),
-        (1, "failure: command 'false' exited with 1:\n")
-    );
-    let (code, out, _) =
-        stdout_of(check().args(["--timeout", "200ms", "exec", "--", "sleep", "5"]));
-    assert_eq!(
-        (code, out.as_str()),
-        (
-            1,
-            "failure: command timed out: \"sleep 5\" timed out after 200ms\n"
-        )
-    );
+    for bin in BINARIES {
+        let (code, out, _) = stdout_of(check(bin).args(["exec", "--", "sh", "-c", "echo fine"]));
+        assert_eq!((code, out.as_str()), (0, "success: fine\n"));
+        let (code, out, _) =
+            stdout_of(check(bin).args(["exec", "--", "sh", "-c", "echo bad; exit 1"]));
+        assert_eq!(
+            (code, out.as_str()),
+            (
+                1,
+                "failure: command 'sh -c echo bad; exit 1' exited with 1: bad\n"
+            )
+        );
+        let (code, out, _) = stdout_of(check(bin).args(["exec", "--", "false"]));
+        assert_eq!(
+            (code, out.as_str()),
+            (1, "failure: command 'false' exited with 1:\n")
+        );
+        let (code, out, _) =
+            stdout_of(check(bin).args(["--timeout", "200ms", "exec", "--", "sleep", "5"]));
+        assert_eq!(
+            (code, out.as_str()),
+            (
+                1,
+                "failure: command timed out: \"sleep 5\" timed out after 200ms\n"
+            )
+        );
+    }
 }
 
 /// Bad input: exit 2, an error naming the argument, never a panic.
 #[test]
 fn usage_errors_exit_2() {
-    let cases: &[(&[&str], &str)] = &[
-        (&["ftp://127.0.0.1:21/"], "unknown scheme"),
-        (&["not a url"], "TARGET"),
-        (&["http://127.0.0.1:70000/"], "invalid port"),
-        (&["http://127.0.0.1:0/"], "invalid port"),
-        (&["http://[::1/"], "TARGET"),
-        (&["tcp://127.0.0.1"], "port is required"),
-        (&["-H", "bad name: x", "http://127.0.0.1:1/"], "--header"),
-        (&["-H", "novalue", "http://127.0.0.1:1/"], "--header"),
-        (&["-H", "X: y", "tcp://127.0.0.1:1"], "--header"),
-        (&["exec"], "exec needs a command"),
-        (&["exec", "--", ""], "exec needs a command"),
-        (&["--timeout", "0", "tcp://127.0.0.1:1"], "--timeout"),
-        (&["--timeout", "soon", "tcp://127.0.0.1:1"], "--timeout"),
-        (&["tcp://127.0.0.1:1", "--", "ls"], "exec"),
-        (&[], "TARGET"),
-        (&["-o", "yaml", "tcp://127.0.0.1:1"], "--output"),
-        (&["--probe", "liveness", "tcp://127.0.0.1:1"], "--from"),
-        (
-            &["--from", "examples/shell-demo.yaml"],
-            "--from needs --probe",
-        ),
-    ];
-    for (args, needle) in cases {
-        let (code, out, err) = stdout_of(check().args(*args));
-        assert_eq!(code, 2, "{args:?}: {out}{err}");
-        assert!(
-            err.contains(needle),
-            "{args:?}: stderr {err:?} lacks {needle:?}"
-        );
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    for bin in BINARIES {
+        let cases: &[(&[&str], &str)] = &[
+            (&["ftp://127.0.0.1:21/"], "unknown scheme"),
+            (&["not a url"], "TARGET"),
+            (&["http://127.0.0.1:70000/"], "invalid port"),
+            (&["http://127.0.0.1:0/"], "invalid port"),
+            (&["http://[::1/"], "TARGET"),
+            (&["tcp://127.0.0.1"], "port is required"),
+            (&["-H", "bad name: x", "http://127.0.0.1:1/"], "--header"),
+            (&["-H", "novalue", "http://127.0.0.1:1/"], "--header"),
+            (&["-H", "X: y", "tcp://127.0.0.1:1"], "--header"),
+            (&["exec"], "exec needs a command"),
+            (&["exec", "--", ""], "exec needs a command"),
+            (&["--timeout", "0", "tcp://127.0.0.1:1"], "--timeout"),
+            (&["--timeout", "soon", "tcp://127.0.0.1:1"], "--timeout"),
+            (&["tcp://127.0.0.1:1", "--", "ls"], "exec"),
+            (&[], "TARGET"),
+            (&["-o", "yaml", "tcp://127.0.0.1:1"], "--output"),
+            (&["--probe", "liveness", "tcp://127.0.0.1:1"], "--from"),
+            (
+                &["--from", "examples/shell-demo.yaml"],
+                "--from needs --probe",
+            ),
+        ];
+        for (args, needle) in cases {
+            let (code, out, err) = stdout_of(check(bin).args(*args));
+            assert_eq!(code, 2, "{args:?}: {out}{err}");
+            assert!(
+                err.contains(needle),
+                "{args:?}: stderr {err:?} lacks {needle:?}"
+            );
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+        }
     }
 }
 
 #[test]
 fn secrets_in_rejected_headers_are_not_echoed() {
-    let (code, _, err) = stdout_of(check().args([
-        "-H",
-        "Authorization: Bearer s3cret\u{7f}",
-        "http://127.0.0.1:1/",
-    ]));
-    assert_eq!(code, 2);
-    assert!(!err.contains("s3cret"), "{err}");
+    for bin in BINARIES {
+        let (code, _, err) = stdout_of(check(bin).args([
+            "-H",
+            "Authorization: Bearer s3cret\u{7f}",
+            "http://127.0.0.1:1/",
+        ]));
+        assert_eq!(code, 2);
+        assert!(!err.contains("s3cret"), "{err}");
+    }
 }
 
 fn manifest(name: &str, text: &str) -> PathBuf {
@@ -266,22 +296,46 @@ spec:
         ),
     );
     let p = path.to_str().unwrap();
-    let (code, out, _) =
-        stdout_of(check().args(["--from", p, "--container", "app", "--probe", "liveness"]));
+    let (code, out, _) = stdout_of(check("probelet").args([
+        "--from",
+        p,
+        "--container",
+        "app",
+        "--probe",
+        "liveness",
+    ]));
     assert_eq!((code, out.as_str()), (0, "success: ok\n"));
     // R7.24: an error, shown with its raw result.
-    let (code, out, _) =
-        stdout_of(check().args(["--from", p, "--container", "app", "--probe", "readiness"]));
+    let (code, out, _) = stdout_of(check("probelet").args([
+        "--from",
+        p,
+        "--container",
+        "app",
+        "--probe",
+        "readiness",
+    ]));
     assert_eq!(
         (code, out.as_str()),
         (1, "error (unknown): port \"metrics\" not found\n")
     );
-    let (code, _, err) =
-        stdout_of(check().args(["--from", p, "--container", "app", "--probe", "startup"]));
+    let (code, _, err) = stdout_of(check("probelet").args([
+        "--from",
+        p,
+        "--container",
+        "app",
+        "--probe",
+        "startup",
+    ]));
     assert_eq!(code, 2);
     assert!(err.contains("has no startupProbe"), "{err}");
-    let (code, _, err) =
-        stdout_of(check().args(["--from", p, "--container", "db", "--probe", "liveness"]));
+    let (code, _, err) = stdout_of(check("probelet").args([
+        "--from",
+        p,
+        "--container",
+        "db",
+        "--probe",
+        "liveness",
+    ]));
     assert_eq!(code, 2);
     assert!(
         err.contains("--container \"db\" not found") && err.contains("containers: app"),
@@ -317,11 +371,23 @@ spec:
         ),
     );
     let p = path.to_str().unwrap();
-    let (code, out, _) =
-        stdout_of(check().args(["--from", p, "--container", "app", "--probe", "readiness"]));
+    let (code, out, _) = stdout_of(check("probelet").args([
+        "--from",
+        p,
+        "--container",
+        "app",
+        "--probe",
+        "readiness",
+    ]));
     assert_eq!((code, out.as_str()), (0, "success\n"));
-    let (code, out, _) =
-        stdout_of(check().args(["--from", p, "--container", "app", "--probe", "startup"]));
+    let (code, out, _) = stdout_of(check("probelet").args([
+        "--from",
+        p,
+        "--container",
+        "app",
+        "--probe",
+        "startup",
+    ]));
     assert_eq!((code, out.as_str()), (0, "success: hello\n"));
     let _ = std::fs::remove_file(path);
 }
@@ -329,7 +395,7 @@ spec:
 #[test]
 fn from_bad_manifest_exits_2() {
     let path = manifest("bad", "kind: Pod\nspec: [unclosed\n");
-    let (code, _, err) = stdout_of(check().args([
+    let (code, _, err) = stdout_of(check("probelet").args([
         "--from",
         path.to_str().unwrap(),
         "--container",
@@ -339,7 +405,7 @@ fn from_bad_manifest_exits_2() {
     ]));
     assert_eq!(code, 2);
     assert!(err.contains("--from") && !err.contains("panicked"), "{err}");
-    let (code, _, err) = stdout_of(check().args([
+    let (code, _, err) = stdout_of(check("probelet").args([
         "--from",
         "/nonexistent.yaml",
         "--container",
@@ -386,6 +452,26 @@ fn demo_app_prints_go_durations() {
     assert!(child.wait().unwrap().success());
 }
 
+/// `probelet-check` leaves out the manifest loader: `--from` is a usage error that says which
+/// binary has it, not a panic or a silent fallback.
+#[test]
+fn small_binary_refuses_from_with_a_pointer_to_probelet() {
+    let path = manifest(
+        "small-from.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: app\n    command: [x]\n    livenessProbe:\n      tcpSocket: {port: 1}\n",
+    );
+    let (code, out, err) = stdout_of(check("probelet-check").args([
+        "--from",
+        path.to_str().unwrap(),
+        "--container",
+        "app",
+        "--probe",
+        "liveness",
+    ]));
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("full `probelet` binary"), "{err}");
+}
+
 /// Issue 26 item 10: `--from` on a pod where one container has the probe needs no
 /// `--container`; with several, the error names them and says how to choose.
 #[test]
@@ -415,9 +501,9 @@ spec:
         ),
     );
     let p = path.to_str().unwrap();
-    let (code, out, err) = stdout_of(check().args(["--from", p, "--probe", "readiness"]));
+    let (code, out, err) = stdout_of(check("probelet").args(["--from", p, "--probe", "readiness"]));
     assert_eq!((code, out.as_str()), (0, "success: ok\n"), "{err}");
-    let (code, _, err) = stdout_of(check().args(["--from", p, "--probe", "liveness"]));
+    let (code, _, err) = stdout_of(check("probelet").args(["--from", p, "--probe", "liveness"]));
     assert_eq!(code, 2);
     assert!(
         err.contains(
@@ -445,12 +531,14 @@ fn r26_10_https_against_plain_http_says_the_server_answered_http() {
             );
         }
     });
-    let (code, out, _) = stdout_of(check().arg(format!("https://127.0.0.1:{port}/healthz")));
-    assert_eq!(code, 1);
-    assert_eq!(
-        out,
-        format!(
-            "failure: Get \"https://127.0.0.1:{port}/healthz\": http: server gave HTTP response to HTTPS client\n"
-        )
-    );
+    for bin in BINARIES {
+        let (code, out, _) = stdout_of(check(bin).arg(format!("https://127.0.0.1:{port}/healthz")));
+        assert_eq!(code, 1);
+        assert_eq!(
+            out,
+            format!(
+                "failure: Get \"https://127.0.0.1:{port}/healthz\": http: server gave HTTP response to HTTPS client\n"
+            )
+        );
+    }
 }

@@ -144,13 +144,20 @@ impl Plan {
     }
 }
 
-/// Runs `probelet check`.
-pub fn run(args: Args) -> ExitCode {
+/// Reads the container named by `--container` from the manifest of `--from`.
+///
+/// Passed in by the binary: `probelet` passes [`load_container`]; `probelet-check` passes
+/// `None`, so the manifest loader (YAML, the Kubernetes types' deserializers: most of a
+/// binary's size) is not linked into it.
+pub type ManifestLoader = fn(&Path, Option<&str>, ProbeType) -> anyhow::Result<Container>;
+
+/// Runs `probelet check`, with manifests (`--from`) read by `manifests`.
+pub fn run(args: Args, manifests: Option<ManifestLoader>) -> ExitCode {
     let cfg = ProbeConfig {
         kubelet_version: args.kubelet_version.clone(),
         ..ProbeConfig::default()
     };
-    let plan = match plan(&args) {
+    let plan = match plan(&args, manifests) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -215,7 +222,7 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 /// Validates the arguments into a [`Plan`]; every error names the argument at fault.
-fn plan(args: &Args) -> anyhow::Result<Plan> {
+fn plan(args: &Args, manifests: Option<ManifestLoader>) -> anyhow::Result<Plan> {
     if args.from.is_none() && (args.probe.is_some() || args.container.is_some()) {
         bail!("--probe and --container need --from");
     }
@@ -226,7 +233,10 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
         let Some(kind) = args.probe.map(ProbeType::from) else {
             bail!("--from needs --probe");
         };
-        let container = load_container(path, args.container.as_deref(), kind)?;
+        let load = manifests.ok_or_else(|| {
+            anyhow!("--from needs the full `probelet` binary: probelet-check leaves out the manifest loader")
+        })?;
+        let container = load(path, args.container.as_deref(), kind)?;
         let name = &container.name;
         let mut p = match kind {
             ProbeType::Liveness => container.liveness_probe,
@@ -352,7 +362,14 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 /// Reads container `name` (or, when `None`, the only container that has a `kind` probe) from
 /// the manifest at `path` (any workload kind, multi-document and `List` files, `-` for stdin)
 /// through `spec::load`, with the API server's defaults applied.
-fn load_container(path: &Path, name: Option<&str>, kind: ProbeType) -> anyhow::Result<Container> {
+///
+/// The [`ManifestLoader`] of the full binary; unused (so dead) in `probelet-check`.
+#[allow(dead_code)]
+pub fn load_container(
+    path: &Path,
+    name: Option<&str>,
+    kind: ProbeType,
+) -> anyhow::Result<Container> {
     let loaded = probelet::spec::load::load_paths(&[path.to_path_buf()]).map_err(|e| {
         anyhow!(
             "--from {}: {}",
