@@ -1168,9 +1168,12 @@ fn watch(req: &Request, filter: Filter, versions: Versions) -> Response {
     let kind = filter.kind;
     let (mut tx, body) = http_body_util::channel::Channel::<Bytes>::new(16);
     let mut versions_rx = store.subscribe();
-    let guard = store.watcher();
+    // Counted until the server has taken the stream's end: `run` waits for that.
+    let body = CountedBody {
+        inner: body,
+        _guard: store.watcher(),
+    };
     tokio::spawn(async move {
-        let _guard = guard;
         let mut first = true;
         let mut line = |event: &str, object: Value, rv: u64| -> Bytes {
             let object = if table && event != "BOOKMARK" {
@@ -1260,6 +1263,25 @@ fn watch(req: &Request, filter: Filter, versions: Versions) -> Response {
         Body::new(body),
     )
         .into_response()
+}
+
+/// A watch's body, counted as an open watch until the server drops it (after it took the
+/// stream's end), so that `run` ends only once what it published was handed over.
+struct CountedBody {
+    inner: http_body_util::channel::Channel<Bytes>,
+    _guard: super::store::WatchGuard,
+}
+
+impl hyper::body::Body for CountedBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
 }
 
 /// A log line as `kubectl logs` prints it: with `--timestamps`, the kubelet's RFC 3339 time

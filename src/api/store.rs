@@ -253,7 +253,13 @@ impl ApiStore {
             .store(true, std::sync::atomic::Ordering::Release);
         self.version.send_modify(|_| {});
         let mut watchers = self.watchers.subscribe();
+        let open = *watchers.borrow() > 0;
         let _ = tokio::time::timeout(limit, watchers.wait_for(|n| *n == 0)).await;
+        if open {
+            // The server drops a body when it took its end, just before it writes that end
+            // out: a moment for the write, so the process does not exit in between.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 }
 

@@ -169,9 +169,14 @@ pub fn object(owner: &Owner, pod: &core::Pod, resource_version: u64) -> Value {
     metadata.resource_version = Some(resource_version.to_string());
     metadata.generation = Some(1);
     let ready = i64::from(pod_ready(pod));
+    // The template as written (with the API defaults), not the pod's placement.
+    let mut spec = pod.spec.clone();
+    if let Some(spec) = &mut spec {
+        spec.node_name = None;
+    }
     let template = json!({
         "metadata": {"labels": pod.metadata.labels, "annotations": pod.metadata.annotations},
-        "spec": pod.spec,
+        "spec": spec,
     });
     let selector = json!({"matchLabels": pod.metadata.labels.clone().unwrap_or_default()});
     let uid = metadata.uid.clone().unwrap_or_default();
