@@ -804,7 +804,7 @@ struct Versions {
 }
 
 impl Versions {
-    fn parse(req: &Request, watch: bool) -> Result<Self, Response> {
+    fn parse(req: &Request, watch: bool) -> Result<Self, Box<Response>> {
         use crate::spec::field::{BadValue, FieldError, FieldPath};
         let p = &req.params;
         let rv_text = p.get("resourceVersion").filter(|v| !v.is_empty());
@@ -813,7 +813,11 @@ impl Versions {
             None | Some("") => None,
             Some("true" | "1") => Some(true),
             Some("false" | "0") => Some(false),
-            Some(v) => return Err(bad_request(&format!("invalid sendInitialEvents {v:?}"))),
+            Some(v) => {
+                return Err(Box::new(bad_request(&format!(
+                    "invalid sendInitialEvents {v:?}"
+                ))));
+            }
         };
         let path = FieldPath::new("resourceVersionMatch");
         let mut errs = Vec::new();
@@ -869,13 +873,17 @@ impl Versions {
             }
         }
         if !errs.is_empty() {
-            return Err(invalid("ListOptions.meta.k8s.io", "", &errs));
+            return Err(Box::new(invalid("ListOptions.meta.k8s.io", "", &errs)));
         }
         let resource_version = match rv_text {
             None | Some("0") => None,
             Some(v) => match v.parse::<u64>() {
                 Ok(v) => Some(v),
-                Err(_) => return Err(bad_request(&format!("invalid resourceVersion {v:?}"))),
+                Err(_) => {
+                    return Err(Box::new(bad_request(&format!(
+                        "invalid resourceVersion {v:?}"
+                    ))));
+                }
             },
         };
         Ok(Versions {
@@ -897,7 +905,7 @@ async fn list(req: &Request, kind: Kind, namespace: Option<&str>) -> Response {
     let watching = req.params.flag("watch");
     let versions = match Versions::parse(req, watching) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if watching {
         return watch(req, filter, versions);
@@ -986,22 +994,22 @@ struct DeleteOptions {
 }
 
 impl DeleteOptions {
-    fn parse(req: &Request) -> Result<Self, Response> {
+    fn parse(req: &Request) -> Result<Self, Box<Response>> {
         let body: Value = if req.body.is_empty() {
             Value::Null
         } else {
             serde_json::from_slice(&req.body)
-                .map_err(|e| bad_request(&format!("invalid DeleteOptions: {e}")))?
+                .map_err(|e| Box::new(bad_request(&format!("invalid DeleteOptions: {e}"))))?
         };
         let grace = match req.params.number::<i64>("gracePeriodSeconds") {
             Ok(Some(g)) => Some(g),
             Ok(None) => body.get("gracePeriodSeconds").and_then(Value::as_i64),
-            Err(e) => return Err(bad_request(&e)),
+            Err(e) => return Err(Box::new(bad_request(&e))),
         };
         if grace.is_some_and(|g| g < 0) {
-            return Err(bad_request(
+            return Err(Box::new(bad_request(
                 "gracePeriodSeconds: Invalid value: must be non-negative",
-            ));
+            )));
         }
         // `dryRun` is a list: `?dryRun=All` (repeatable) or the body's `"dryRun": ["All"]`.
         let mut dry_run: Vec<String> = req
@@ -1028,7 +1036,7 @@ impl DeleteOptions {
                 crate::spec::field::BadValue::Str(bad.clone()),
                 &["All"],
             );
-            return Err(invalid("DeleteOptions.meta.k8s.io", "", &[err]));
+            return Err(Box::new(invalid("DeleteOptions.meta.k8s.io", "", &[err])));
         }
         let pre = body.get("preconditions");
         let text = |key: &str| {
@@ -1067,7 +1075,7 @@ async fn delete_pod(req: &Request, ns: &str, name: &str) -> Response {
     }
     let options = match DeleteOptions::parse(req) {
         Ok(o) => o,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if options.dry_run {
         // Everything a deletion checks, nothing it does: the pod as it would be, marked for
