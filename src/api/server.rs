@@ -1486,3 +1486,82 @@ mod limit_tests {
         assert_eq!(ServerLimits::for_nofile(1 << 20).max_connections, 1024);
     }
 }
+
+#[cfg(test)]
+mod watch_tests {
+    use super::*;
+    use crate::engine::{EngineConfig, Instant, Manager, PodInfo};
+
+    fn entry(id: crate::engine::PodId, phase: &str, rv: u64) -> Object {
+        let pod: core::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "default", "resourceVersion": rv.to_string()},
+            "spec": {"containers": [{"name": "app"}]},
+            "status": {"phase": phase},
+        }))
+        .unwrap();
+        Object::Pod(Arc::new(PodEntry {
+            pod,
+            id,
+            ready: false,
+            logs: Vec::new(),
+            owner: None,
+        }))
+    }
+
+    /// The watch cache's `convertToWatchEvent`: entering a field selection is ADDED, staying
+    /// in it MODIFIED, leaving it DELETED with the last selected state at the change's
+    /// version; outside it before and after, nothing.
+    #[test]
+    fn r31_6_watch_events_follow_the_selection() {
+        let spec: core::PodSpec =
+            serde_json::from_value(json!({"containers": [{"name": "app", "command": ["x"]}]}))
+                .unwrap();
+        let mut m = Manager::new(EngineConfig::default(), Instant::ZERO);
+        let id = m
+            .add_pod(
+                Instant::ZERO,
+                PodInfo::from_pod_spec("u", "web", "default", &spec),
+            )
+            .unwrap();
+        let filter = Filter {
+            kind: Kind::Pods,
+            namespace: None,
+            labels: LabelSelector::default(),
+            fields: FieldSelector::parse("status.phase=Running", POD_FIELDS).unwrap(),
+        };
+        let change = |kind, before: Option<&str>, after: &str, rv| Change {
+            resource_version: rv,
+            kind,
+            object: entry(id, after, rv),
+            previous: before.map(|b| entry(id, b, rv - 1)),
+        };
+        let seen = |c: &Change| {
+            watch_event(&filter, c).map(|(t, v)| {
+                (
+                    t.as_str(),
+                    v["status"]["phase"].as_str().unwrap().to_string(),
+                    v["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                )
+            })
+        };
+        let added = change(ChangeType::Added, None, "Pending", 2);
+        assert_eq!(seen(&added), None);
+        let running = change(ChangeType::Modified, Some("Pending"), "Running", 3);
+        assert_eq!(
+            seen(&running),
+            Some(("ADDED", "Running".into(), "3".into()))
+        );
+        let still = change(ChangeType::Modified, Some("Running"), "Running", 4);
+        assert_eq!(
+            seen(&still),
+            Some(("MODIFIED", "Running".into(), "4".into()))
+        );
+        let done = change(ChangeType::Modified, Some("Running"), "Succeeded", 5);
+        assert_eq!(seen(&done), Some(("DELETED", "Running".into(), "5".into())));
+        let gone = change(ChangeType::Deleted, Some("Running"), "Running", 6);
+        assert_eq!(seen(&gone), Some(("DELETED", "Running".into(), "6".into())));
+    }
+}

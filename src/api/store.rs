@@ -513,3 +513,46 @@ impl Publisher {
         self.store.version.send_replace(self.resource_version);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    /// `storage.Preconditions.Check`: a UID or resource version other than the object's is a
+    /// conflict, in upstream's words; none given, or the object's own, passes.
+    #[test]
+    fn r31_2_preconditions_check_uid_then_resource_version() {
+        let meta = ObjectMeta {
+            uid: Some("u-1".into()),
+            resource_version: Some("7".into()),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(Preconditions::default().check(&meta), Ok(()));
+        let own = Preconditions {
+            uid: Some("u-1".into()),
+            resource_version: Some("7".into()),
+        };
+        assert_eq!(own.check(&meta), Ok(()));
+        let wrong_uid = Preconditions {
+            uid: Some("u-2".into()),
+            resource_version: Some("1".into()),
+        };
+        assert_eq!(
+            wrong_uid.check(&meta),
+            Err(DeleteRefused::Conflict(
+                "Precondition failed: UID in precondition: u-2, UID in object meta: u-1".into()
+            ))
+        );
+        let wrong_rv = Preconditions {
+            uid: None,
+            resource_version: Some("1".into()),
+        };
+        assert_eq!(
+            wrong_rv.check(&meta),
+            Err(DeleteRefused::Conflict(
+                "Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: 7".into()
+            ))
+        );
+    }
+}

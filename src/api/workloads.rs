@@ -472,3 +472,95 @@ fn age(created: &Value, now: SystemTime) -> Value {
         None => json!("<unknown>"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(phase: &str, ready: bool) -> core::Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"},
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "app"}], "nodeName": "here"},
+            "status": {"phase": phase, "startTime": "2026-01-01T00:00:00Z",
+                       "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]},
+        }))
+        .unwrap()
+    }
+
+    fn owner(kind: WorkloadKind) -> Owner {
+        Owner {
+            kind,
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("default".into()),
+                uid: Some("u-1".into()),
+                ..ObjectMeta::default()
+            },
+        }
+    }
+
+    /// A Deployment's status is what the controller reports for one replica: ready and
+    /// available with the pod, observedGeneration = generation (kubectl rollout status).
+    #[test]
+    fn r31_workload_deployment_status_follows_the_pods_readiness() {
+        let d = object(&owner(WorkloadKind::Deployment), &pod("Running", true), 9);
+        assert_eq!(d["apiVersion"], "apps/v1");
+        assert_eq!(d["metadata"]["resourceVersion"], "9");
+        assert_eq!(d["metadata"]["generation"], 1);
+        assert_eq!(d["spec"]["replicas"], 1);
+        assert!(d["spec"]["template"]["spec"]["nodeName"].is_null());
+        let s = &d["status"];
+        assert_eq!(
+            (
+                s["replicas"].clone(),
+                s["updatedReplicas"].clone(),
+                s["readyReplicas"].clone()
+            ),
+            (json!(1), json!(1), json!(1))
+        );
+        assert_eq!(s["availableReplicas"], 1);
+        assert!(s.get("unavailableReplicas").is_none(), "zero is left out");
+        assert_eq!(s["conditions"][0]["type"], "Available");
+        assert_eq!(s["conditions"][0]["status"], "True");
+        let d = object(&owner(WorkloadKind::Deployment), &pod("Running", false), 10);
+        assert!(d["status"].get("readyReplicas").is_none());
+        assert_eq!(d["status"]["unavailableReplicas"], 1);
+        assert_eq!(d["status"]["conditions"][0]["status"], "False");
+        assert_eq!(
+            cells(&d, SystemTime::now())[1..4],
+            [json!("0/1"), json!(1), json!(0)]
+        );
+    }
+
+    /// A Job's status follows its pod's phase: active while it runs, Complete once it
+    /// succeeded, Failed once it failed.
+    #[test]
+    fn r31_workload_job_status_follows_the_pods_phase() {
+        let j = object(&owner(WorkloadKind::Job), &pod("Running", true), 3);
+        assert_eq!(j["apiVersion"], "batch/v1");
+        assert_eq!(j["status"]["active"], 1);
+        assert!(j["status"].get("conditions").is_none());
+        let j = object(&owner(WorkloadKind::Job), &pod("Succeeded", false), 4);
+        assert!(j["status"].get("active").is_none());
+        assert_eq!(j["status"]["succeeded"], 1);
+        assert_eq!(j["status"]["conditions"][1]["type"], "Complete");
+        let j = object(&owner(WorkloadKind::Job), &pod("Failed", false), 5);
+        assert_eq!(j["status"]["failed"], 1);
+        assert_eq!(j["status"]["conditions"][1]["type"], "Failed");
+    }
+
+    #[test]
+    fn r31_workload_kinds_by_resource() {
+        assert_eq!(
+            WorkloadKind::from_resource("apps", "deployments"),
+            Some(WorkloadKind::Deployment)
+        );
+        assert_eq!(
+            WorkloadKind::from_resource("batch", "jobs"),
+            Some(WorkloadKind::Job)
+        );
+        assert_eq!(WorkloadKind::from_resource("apps", "jobs"), None);
+        assert_eq!(WorkloadKind::from_kind("CronJob"), None);
+    }
+}

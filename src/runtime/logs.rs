@@ -161,4 +161,30 @@ mod tests {
         assert!(b.bytes() <= 10);
         assert_eq!(b.tail(1).count(), 1);
     }
+
+    /// Each kept line keeps its time (`--since`, `--timestamps`); dropping a line drops its
+    /// time with it.
+    #[test]
+    fn r31_3_lines_keep_their_write_times() {
+        let t = |s: u64| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        let mut b = LogBuffer::new(10);
+        for i in 0..4 {
+            b.push_at(Stream::Stdout, format!("l{i}"), t(i));
+        }
+        // 10 bytes hold five 2-byte lines: all four kept.
+        let kept: Vec<_> = b.timed_lines().collect();
+        assert_eq!(
+            kept,
+            vec![(t(0), "l0"), (t(1), "l1"), (t(2), "l2"), (t(3), "l3")]
+        );
+        b.push_at(Stream::Stdout, "long".into(), t(9));
+        let kept: Vec<_> = b.timed_lines().collect();
+        // 12 bytes: the oldest line and its time go.
+        assert_eq!(
+            kept,
+            vec![(t(1), "l1"), (t(2), "l2"), (t(3), "l3"), (t(9), "long")]
+        );
+        let from: Vec<_> = b.timed_since(b.written() - 1).collect();
+        assert_eq!(from, vec![(t(9), "long")]);
+    }
 }
