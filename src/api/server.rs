@@ -706,27 +706,35 @@ impl Kind {
         }
     }
 
-    /// A `Table` of rendered objects.
-    fn table(self, objects: &[Value], rv: u64, include: IncludeObject, columns: bool) -> Value {
+    /// A `Table` of objects of this kind (pods and events borrowed, never cloned: a list of
+    /// 1,000 pods builds 1,000 rows per request).
+    fn table(self, objects: &[Object], rv: u64, include: IncludeObject, columns: bool) -> Value {
         let now = SystemTime::now();
         match self {
             Kind::Pods => {
-                let pods: Vec<core::Pod> = objects
+                let pods: Vec<&core::Pod> = objects
                     .iter()
-                    .filter_map(|o| serde_json::from_value(o.clone()).ok())
+                    .filter_map(|o| match o {
+                        Object::Pod(p) => Some(&p.pod),
+                        Object::Event(_) => None,
+                    })
                     .collect();
-                let refs: Vec<&core::Pod> = pods.iter().collect();
-                table::pods_table(&refs, rv, now, include, columns)
+                table::pods_table(&pods, rv, now, include, columns)
             }
             Kind::Events => {
-                let events: Vec<core::Event> = objects
+                let events: Vec<&core::Event> = objects
                     .iter()
-                    .filter_map(|o| serde_json::from_value(o.clone()).ok())
+                    .filter_map(|o| match o {
+                        Object::Event(e) => Some(e.as_ref()),
+                        Object::Pod(_) => None,
+                    })
                     .collect();
-                let refs: Vec<&core::Event> = events.iter().collect();
-                table::events_table(&refs, rv, now, include)
+                table::events_table(&events, rv, now, include)
             }
-            Kind::Workload(k) => table::workloads_table(k, objects, rv, now, include, columns),
+            Kind::Workload(k) => {
+                let values: Vec<Value> = objects.iter().filter_map(|o| self.render(o)).collect();
+                table::workloads_table(k, &values, rv, now, include, columns)
+            }
         }
     }
 }
@@ -919,21 +927,21 @@ async fn list(req: &Request, kind: Kind, namespace: Option<&str>) -> Response {
         Some(v) if versions.exact && v < current => return expired(v, current),
         _ => {}
     }
-    let mut items: Vec<Value> = kind
+    let mut selected: Vec<Object> = kind
         .objects(&snapshot)
-        .iter()
+        .into_iter()
         .filter(|o| filter.matches(o))
-        .filter_map(|o| kind.render(o))
         .collect();
     if let Ok(Some(limit)) = req.params.number::<usize>("limit")
         && limit > 0
     {
-        items.truncate(limit);
+        selected.truncate(limit);
     }
     if req.wants_table() {
         let include = IncludeObject::parse(req.params.get("includeObject"));
-        return json_response(&kind.table(&items, current, include, true));
+        return json_response(&kind.table(&selected, current, include, true));
     }
+    let items: Vec<Value> = selected.iter().filter_map(|o| kind.render(o)).collect();
     json_response(&json!({
         "kind": format!("{}List", kind.kind()),
         "apiVersion": kind.api_version(),
@@ -968,14 +976,17 @@ fn get_object(req: &Request, kind: Kind, ns: &str, name: &str) -> Response {
         };
         object_ns == Some(ns) && object_name == Some(name)
     });
-    let Some(object) = found.as_ref().and_then(|o| kind.render(o)) else {
+    let Some(found) = found else {
         return not_found(kind.group(), kind.resource(), name);
     };
     if req.wants_table() {
         let include = IncludeObject::parse(req.params.get("includeObject"));
-        return json_response(&kind.table(&[object], snapshot.resource_version, include, true));
+        return json_response(&kind.table(&[found], snapshot.resource_version, include, true));
     }
-    json_response(&object)
+    match kind.render(&found) {
+        Some(object) => json_response(&object),
+        None => not_found(kind.group(), kind.resource(), name),
+    }
 }
 
 fn pod_ready(req: &Request, ns: &str, name: &str) -> Response {
@@ -1131,7 +1142,7 @@ async fn delete_pod(req: &Request, ns: &str, name: &str) -> Response {
 /// the object before and after: an object entering the selection is ADDED, one leaving it is
 /// DELETED (its previous state, at the change's version), one in it before and after is
 /// MODIFIED (or DELETED when it went).
-fn watch_event(filter: &Filter, change: &Change) -> Option<(ChangeType, Value)> {
+fn watch_event<'c>(filter: &Filter, change: &'c Change) -> Option<(ChangeType, &'c Object, Value)> {
     let kind = filter.kind;
     let now = change.kind != ChangeType::Deleted && filter.matches(&change.object);
     let before = change.previous.as_ref().is_some_and(|p| filter.matches(p));
@@ -1146,7 +1157,7 @@ fn watch_event(filter: &Filter, change: &Change) -> Option<(ChangeType, Value)> 
     };
     let mut value = kind.render(object)?;
     value["metadata"]["resourceVersion"] = json!(change.resource_version.to_string());
-    Some((event, value))
+    Some((event, object, value))
 }
 
 /// A watch: the changes after `resourceVersion` (or the current objects as `ADDED` when it is
@@ -1183,13 +1194,15 @@ fn watch(req: &Request, filter: Filter, versions: Versions) -> Response {
     };
     tokio::spawn(async move {
         let mut first = true;
-        let mut line = |event: &str, object: Value, rv: u64| -> Bytes {
-            let object = if table && event != "BOOKMARK" {
-                let t = kind.table(&[object], rv, include, first);
-                first = false;
-                t
-            } else {
-                object
+        // `of` is the object a Table row is made from (none for a bookmark).
+        let mut line = |event: &str, of: Option<&Object>, object: Value, rv: u64| -> Bytes {
+            let object = match of {
+                Some(of) if table => {
+                    let t = kind.table(std::slice::from_ref(of), rv, include, first);
+                    first = false;
+                    t
+                }
+                _ => object,
             };
             let mut text = json!({"type": event, "object": object}).to_string();
             text.push('\n');
@@ -1202,7 +1215,10 @@ fn watch(req: &Request, filter: Filter, versions: Versions) -> Response {
                 let rv = snapshot.resource_version;
                 for o in kind.objects(&snapshot).iter().filter(|o| filter.matches(o)) {
                     if let Some(value) = kind.render(o)
-                        && tx.send_data(line("ADDED", value, rv)).await.is_err()
+                        && tx
+                            .send_data(line("ADDED", Some(o), value, rv))
+                            .await
+                            .is_err()
                     {
                         return;
                     }
@@ -1215,7 +1231,11 @@ fn watch(req: &Request, filter: Filter, versions: Versions) -> Response {
                         "metadata": {"resourceVersion": rv.to_string(),
                                      "annotations": {"k8s.io/initial-events-end": "true"}},
                     });
-                    if tx.send_data(line("BOOKMARK", bookmark, rv)).await.is_err() {
+                    if tx
+                        .send_data(line("BOOKMARK", None, bookmark, rv))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -1237,9 +1257,9 @@ fn watch(req: &Request, filter: Filter, versions: Versions) -> Response {
             };
             for c in changes {
                 last = c.resource_version;
-                if let Some((event, value)) = watch_event(&filter, &c)
+                if let Some((event, of, value)) = watch_event(&filter, &c)
                     && tx
-                        .send_data(line(event.as_str(), value, c.resource_version))
+                        .send_data(line(event.as_str(), Some(of), value, c.resource_version))
                         .await
                         .is_err()
                 {
@@ -1536,7 +1556,7 @@ mod watch_tests {
             previous: before.map(|b| entry(id, b, rv - 1)),
         };
         let seen = |c: &Change| {
-            watch_event(&filter, c).map(|(t, v)| {
+            watch_event(&filter, c).map(|(t, _, v)| {
                 (
                     t.as_str(),
                     v["status"]["phase"].as_str().unwrap().to_string(),
