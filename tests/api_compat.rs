@@ -9,60 +9,17 @@
 
 mod common;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime};
 
-/// A running `probelet run` with its API on an ephemeral port.
-struct Run {
-    child: Child,
-    server: String,
-    kubeconfig: PathBuf,
-    dir: tempfile::TempDir,
-}
+use common::{Probelet as Run, http_body};
 
+/// What these tests add to the shared `Probelet`.
 impl Run {
-    fn start(manifest: &str) -> Run {
-        let dir = tempfile::tempdir().unwrap();
-        let common::RunningApi {
-            child,
-            server,
-            kubeconfig,
-        } = common::start_run_with_api(dir.path(), manifest);
-        Run {
-            child,
-            server,
-            kubeconfig,
-            dir,
-        }
-    }
-
-    fn kubectl(&self) -> Command {
-        let mut c = Command::new("kubectl");
-        c.env("KUBECONFIG", &self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("kube-cache"))
-            .arg("--request-timeout=20s");
-        c
-    }
-
     fn kubectl_out(&self, args: &[&str]) -> Output {
         self.kubectl().args(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl_out(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn http(&self, method: &str, path: &str, headers: &str) -> (u16, String) {
-        common::http(&self.server, method, path, headers)
     }
 
     fn get(&self, path: &str) -> (u16, Value) {
@@ -92,60 +49,11 @@ impl Run {
         (code, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
-    /// Polls the pod until `pred` holds.
-    fn wait_pod(&self, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let (_, pod) = self.get(&format!("/api/v1/namespaces/default/pods/{name}"));
-            if pred(&pod) {
-                return pod;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}: {pod:#}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
     fn wait_running(&self, name: &str) -> Value {
         self.wait_pod(name, "running", |p| {
             p["status"]["containerStatuses"][0]["state"]["running"].is_object()
         })
     }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One HTTP/1.1 request with a body; the status code and body.
-fn http_body(addr: &str, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
-    let addr = addr.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = Vec::new();
-    s.read_to_end(&mut response).unwrap();
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
 }
 
 /// A watch over raw HTTP: the events as they come (the chunked encoding's size lines are
