@@ -1176,8 +1176,9 @@ fn watch(req: &Request, filter: Filter, versions: Versions) -> Response {
     match versions.resource_version {
         // The API server waits a moment for its cache to reach the version, then answers
         // 504: no version newer than the published one exists here.
+        // A version older than the history is answered in the stream (an ERROR event with
+        // 410 Expired, as the watch cache does), below.
         Some(v) if v > current => return too_large(v, current),
-        Some(v) if !initial && store.changes_since(v).is_err() => return expired(v, current),
         _ => {}
     }
     let start = match (versions.resource_version, initial) {
