@@ -6,8 +6,8 @@ mod common;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -57,83 +57,7 @@ impl Target {
     }
 }
 
-/// A running `probelet run` with its API on an ephemeral port.
-struct Probelet {
-    child: Child,
-    server: String,
-    kubeconfig: PathBuf,
-    dir: tempfile::TempDir,
-}
-
-impl Probelet {
-    fn start(manifest: &str) -> Probelet {
-        let dir = tempfile::tempdir().unwrap();
-        let common::RunningApi {
-            child,
-            server,
-            kubeconfig,
-        } = common::start_run_with_api(dir.path(), manifest);
-        Probelet {
-            child,
-            server,
-            kubeconfig,
-            dir,
-        }
-    }
-
-    /// `kubectl` with the kubeconfig probelet wrote and a private discovery cache.
-    fn kubectl(&self) -> Command {
-        let mut c = Command::new("kubectl");
-        c.env("KUBECONFIG", &self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("kube-cache"));
-        c
-    }
-
-    /// Runs kubectl; returns stdout, panicking with stderr on failure.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl().args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn pod_json(&self, name: &str) -> Value {
-        serde_json::from_str(&self.ok(&["get", "pod", name, "-o", "json"])).unwrap()
-    }
-
-    /// Polls the pod's JSON until `pred` holds.
-    fn wait_pod(&self, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let pod = self.pod_json(name);
-            if pred(&pod) {
-                return pod;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}: {pod:#}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    fn http(&self, method: &str, path: &str, headers: &str) -> (u16, String) {
-        http(&self.server, method, path, headers)
-    }
-}
-
-impl Drop for Probelet {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-use common::http;
+use common::Probelet;
 
 fn liveness_pod(name: &str, port: u16, extra: &str) -> String {
     format!(

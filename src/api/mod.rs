@@ -10,6 +10,7 @@
 //! * [`server`]: the HTTP routes.
 //! * [`kubeconfig`]: the bearer token and the kubeconfig file.
 //! * [`log_options`]: the API server's validation of a log request's options (pure).
+//! * [`workloads`]: Deployments, Jobs, ... with the status their controllers would set (pure).
 //! * [`tls`]: the self-signed certificate and the listener that serves HTTPS and HTTP on one port.
 
 mod connections;
@@ -23,3 +24,4 @@ pub mod server;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod workloads;

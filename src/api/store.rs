@@ -31,6 +31,8 @@ pub struct PodEntry {
     pub ready: bool,
     /// Each container's logs (init containers first), for `.../log`.
     pub logs: Vec<(String, Arc<Mutex<ContainerLogs>>)>,
+    /// The workload (Deployment, ...) the pod was made from, served read-only.
+    pub owner: Option<super::workloads::Owner>,
 }
 
 impl PodEntry {
@@ -85,6 +87,10 @@ pub struct Change {
     pub kind: ChangeType,
     /// The object after the change (before it, for a deletion).
     pub object: Object,
+    /// The object before the change (none for an addition): a watch with a field selector
+    /// tells from it whether the object entered or left its selection, as the watch cache
+    /// does with `PrevObject`.
+    pub previous: Option<Object>,
 }
 
 /// Everything at one resource version.
@@ -110,9 +116,54 @@ pub enum Control {
         name: String,
         /// `gracePeriodSeconds` (default: the pod's own).
         grace_period_seconds: Option<i64>,
+        /// `preconditions`: checked against the pod as the supervisor has it, so no change
+        /// can slip between the check and the deletion.
+        preconditions: Preconditions,
         /// Where the answer goes.
-        reply: oneshot::Sender<Option<core::Pod>>,
+        reply: oneshot::Sender<Result<core::Pod, DeleteRefused>>,
     },
+}
+
+/// Why a deletion did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeleteRefused {
+    /// There is no such pod.
+    NotFound,
+    /// A precondition failed; the text is the storage layer's (`Precondition failed: ...`).
+    Conflict(String),
+}
+
+/// `DeleteOptions.preconditions`: the object is deleted only while it still has this UID and
+/// resource version (`storage.Preconditions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+}
+
+impl Preconditions {
+    /// `Preconditions.Check` of k8s.io/apiserver/pkg/storage: the first precondition `meta`
+    /// breaks, in upstream's words.
+    pub fn check(
+        &self,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> Result<(), DeleteRefused> {
+        let have_uid = meta.uid.as_deref().unwrap_or_default();
+        if let Some(uid) = self.uid.as_deref().filter(|u| *u != have_uid) {
+            return Err(DeleteRefused::Conflict(format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {have_uid}"
+            )));
+        }
+        let have_rv = meta.resource_version.as_deref().unwrap_or_default();
+        if let Some(rv) = self.resource_version.as_deref().filter(|v| *v != have_rv) {
+            return Err(DeleteRefused::Conflict(format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have_rv}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The shared state the HTTP server reads.
@@ -128,6 +179,20 @@ pub struct ApiStore {
     pub token: String,
     /// The node name pods report.
     pub node_name: String,
+    /// Set when `run` ends: open watches send what is left and end.
+    closed: std::sync::atomic::AtomicBool,
+    /// How many watches are streaming.
+    watchers: watch::Sender<usize>,
+}
+
+/// Counts one streaming watch while it lives.
+#[derive(Debug)]
+pub struct WatchGuard(Arc<ApiStore>);
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.0.watchers.send_modify(|n| *n -= 1);
+    }
 }
 
 /// Why a watch cannot continue from where it asked.
@@ -168,6 +233,34 @@ impl ApiStore {
     pub fn control(&self, request: Control) -> bool {
         self.control.send(request).is_ok()
     }
+
+    /// Registers a streaming watch until the guard is dropped.
+    pub fn watcher(self: &Arc<Self>) -> WatchGuard {
+        self.watchers.send_modify(|n| *n += 1);
+        WatchGuard(self.clone())
+    }
+
+    /// True once [`ApiStore::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Ends every watch once it has sent what was published (a client waiting for a pod's
+    /// DELETED gets it before `run` exits), and waits for them to end, at most `limit` (a
+    /// client that does not read costs no more).
+    pub async fn close(&self, limit: std::time::Duration) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.version.send_modify(|_| {});
+        let mut watchers = self.watchers.subscribe();
+        let open = *watchers.borrow() > 0;
+        let _ = tokio::time::timeout(limit, watchers.wait_for(|n| *n == 0)).await;
+        if open {
+            // The server drops a body when it took its end, just before it writes that end
+            // out: a moment for the write, so the process does not exit in between.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
 }
 
 /// The supervisor's side: builds objects and publishes them.
@@ -204,6 +297,8 @@ impl Publisher {
             metrics,
             token,
             node_name,
+            closed: std::sync::atomic::AtomicBool::new(false),
+            watchers: watch::channel(0).0,
         });
         Publisher {
             store,
@@ -229,8 +324,16 @@ impl Publisher {
     }
 
     /// Adds or replaces a pod (built with a version from [`Publisher::next_version`]).
-    pub fn upsert_pod(&mut self, entry: PodEntry) {
+    pub fn upsert_pod(&mut self, mut entry: PodEntry) {
         let key = (entry.namespace().to_string(), entry.name().to_string());
+        if let Some(owner) = &mut entry.owner {
+            // One UID per owner while its pod is published, as a controller's object keeps.
+            let uid = match self.pods.get(&key).and_then(|p| p.owner.as_ref()) {
+                Some(old) => old.metadata.uid.clone(),
+                None => Some(crate::driver::real::new_uid()),
+            };
+            owner.metadata.uid = uid;
+        }
         self.refs.insert(
             entry.id,
             PodRef {
@@ -247,7 +350,8 @@ impl Publisher {
             .and_then(|v| v.parse().ok())
             .unwrap_or(self.resource_version);
         let entry = Arc::new(entry);
-        let kind = match self.pods.insert(key, entry.clone()) {
+        let previous = self.pods.insert(key, entry.clone());
+        let kind = match previous {
             Some(_) => ChangeType::Modified,
             None => ChangeType::Added,
         };
@@ -255,6 +359,7 @@ impl Publisher {
             resource_version,
             kind,
             object: Object::Pod(entry),
+            previous: previous.map(Object::Pod),
         });
     }
 
@@ -288,7 +393,8 @@ impl Publisher {
             self.pending.push(Change {
                 resource_version,
                 kind: ChangeType::Deleted,
-                object: Object::Pod(entry),
+                object: Object::Pod(entry.clone()),
+                previous: Some(Object::Pod(entry)),
             });
         }
     }
@@ -301,11 +407,11 @@ impl Publisher {
             e.reason.clone(),
             e.message.clone(),
         );
-        let previous = self.events.get(&key);
+        let previous = self.events.get(&key).cloned();
         let Some(pod) = self.refs.get(&e.pod).cloned() else {
             return;
         };
-        let name = match previous {
+        let name = match &previous {
             Some((_, old)) => old.metadata.name.clone().unwrap_or_default(),
             None => {
                 // client-go names events `<object>.<hex nanoseconds>`; a counter keeps two
@@ -338,6 +444,7 @@ impl Publisher {
             resource_version,
             kind,
             object: Object::Event(event),
+            previous: previous.map(|(_, e)| Object::Event(e)),
         });
     }
 
@@ -404,5 +511,48 @@ impl Publisher {
             }
         }
         self.store.version.send_replace(self.resource_version);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    /// `storage.Preconditions.Check`: a UID or resource version other than the object's is a
+    /// conflict, in upstream's words; none given, or the object's own, passes.
+    #[test]
+    fn r31_2_preconditions_check_uid_then_resource_version() {
+        let meta = ObjectMeta {
+            uid: Some("u-1".into()),
+            resource_version: Some("7".into()),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(Preconditions::default().check(&meta), Ok(()));
+        let own = Preconditions {
+            uid: Some("u-1".into()),
+            resource_version: Some("7".into()),
+        };
+        assert_eq!(own.check(&meta), Ok(()));
+        let wrong_uid = Preconditions {
+            uid: Some("u-2".into()),
+            resource_version: Some("1".into()),
+        };
+        assert_eq!(
+            wrong_uid.check(&meta),
+            Err(DeleteRefused::Conflict(
+                "Precondition failed: UID in precondition: u-2, UID in object meta: u-1".into()
+            ))
+        );
+        let wrong_rv = Preconditions {
+            uid: None,
+            resource_version: Some("1".into()),
+        };
+        assert_eq!(
+            wrong_rv.check(&meta),
+            Err(DeleteRefused::Conflict(
+                "Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: 7".into()
+            ))
+        );
     }
 }

@@ -185,6 +185,31 @@ pub fn events_table(
     table(EVENT_COLUMNS, rows, resource_version, true)
 }
 
+/// A `Table` of workload objects (as [`super::workloads::object`] builds them), with the
+/// columns of their kind's printer.
+pub fn workloads_table(
+    kind: super::workloads::WorkloadKind,
+    objects: &[Value],
+    resource_version: u64,
+    now: SystemTime,
+    include: IncludeObject,
+    with_columns: bool,
+) -> Value {
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let metadata = serde_json::from_value(o["metadata"].clone()).unwrap_or_default();
+            row(super::workloads::cells(o, now), o, &metadata, include)
+        })
+        .collect();
+    table(
+        &super::workloads::columns(kind),
+        rows,
+        resource_version,
+        with_columns,
+    )
+}
+
 fn table(columns: &[Column], rows: Vec<Value>, rv: u64, with_columns: bool) -> Value {
     let mut t = json!({
         "kind": "Table",

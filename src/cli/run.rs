@@ -229,13 +229,16 @@ pub fn run(args: Args) -> ExitCode {
         for t in templates {
             supervisor.add_pod(t);
         }
-        match start_api(&args, &mut supervisor) {
-            Ok(store) => super::alerting::start_run_alerts(&args.alerts, store),
+        let api = match start_api(&args, &mut supervisor) {
+            Ok(store) => {
+                super::alerting::start_run_alerts(&args.alerts, store.clone());
+                store
+            }
             Err(message) => {
                 eprintln!("error: {}", terminal(&message));
                 return ExitCode::from(2);
             }
-        }
+        };
         // The handlers are installed before any container starts, so a Ctrl-C at any moment
         // is a graceful stop, never the default "die at once". A second signal kills every
         // container and exits at once, from the signal thread.
@@ -276,6 +279,10 @@ pub fn run(args: Args) -> ExitCode {
         };
         // Every container stopped: whatever they left reparented to probelet goes too.
         probelet::runtime::containment::sweep_descendants();
+        // Open watches get the last changes (a deleted pod's DELETED) and end cleanly.
+        if let Some(store) = api {
+            store.close(Duration::from_secs(2)).await;
+        }
         if stopped {
             return ExitCode::SUCCESS;
         }

@@ -10,7 +10,8 @@ use super::events::{EventStore, SPAM_BURST, SPAM_REFILL, SpamFilter, StoredEvent
 use super::hooks::run_hook;
 use crate::api::metrics::{ProbeKey, ProbeMetrics};
 use crate::api::objects::{self, Placement, PodIdentity, WallClock};
-use crate::api::store::{ApiStore, Control, PodEntry, Publisher};
+use crate::api::store::{ApiStore, Control, DeleteRefused, PodEntry, Publisher};
+use crate::api::workloads;
 use crate::engine::kill::KillGrace;
 use crate::engine::{
     Action, ContainerId, EngineConfig, EventType, Instant, KillRequest, Manager, PodId, PodInfo,
@@ -391,10 +392,11 @@ impl Supervisor {
     }
 
     /// True when every pod has finished (terminal phase and nothing running). Once a pod was
-    /// deleted through the API, an empty supervisor keeps serving (it has not finished: the
-    /// user is managing it).
+    /// deleted through the API, the supervisor keeps serving until a stop is asked for (it has
+    /// not finished: the user is managing it, and a client waiting for the deletion must see
+    /// it); a stop ends it whatever was deleted (issue 26: a stop must always work).
     pub fn all_finished(&self) -> bool {
-        if self.pods.is_empty() && self.api.as_ref().is_some_and(|a| a.deleted_any) {
+        if !self.stopping() && self.api.as_ref().is_some_and(|a| a.deleted_any) {
             return false;
         }
         self.pods.keys().all(|id| {
@@ -452,6 +454,9 @@ impl Supervisor {
             }
             observe(self);
             if self.all_finished() {
+                // What the last step changed (a deleted pod's removal) reaches the API before
+                // it closes: a client waiting for a DELETED gets it.
+                self.flush_api();
                 return stopping;
             }
             let deadline = self
@@ -576,6 +581,7 @@ impl Supervisor {
                 namespace,
                 name,
                 grace_period_seconds,
+                preconditions,
                 reply,
             } => {
                 let found = self
@@ -583,9 +589,20 @@ impl Supervisor {
                     .iter()
                     .find(|(_, p)| p.template.namespace == namespace && p.template.name == name);
                 let Some((id, run)) = found.map(|(id, run)| (*id, run)) else {
-                    let _ = reply.send(None);
+                    let _ = reply.send(Err(DeleteRefused::NotFound));
                     return;
                 };
+                // Checked against the pod as published, on this thread: nothing can change
+                // between the check and the deletion.
+                let published = self
+                    .api
+                    .as_ref()
+                    .and_then(|a| a.publisher.pod(&namespace, &name));
+                if let Some(Err(refused)) = published.map(|p| preconditions.check(&p.pod.metadata))
+                {
+                    let _ = reply.send(Err(refused));
+                    return;
+                }
                 let now = self.now();
                 if run.deletion.is_none() {
                     let grace = grace_period_seconds.unwrap_or_else(|| {
@@ -609,7 +626,7 @@ impl Supervisor {
                         .map(|e| e.pod.clone())
                         .or_else(|| a.publisher.last_removed(&namespace, &name))
                 });
-                let _ = reply.send(pod);
+                let _ = reply.send(pod.ok_or(DeleteRefused::NotFound));
             }
         }
     }
@@ -701,11 +718,13 @@ impl Supervisor {
                     Some((c.name.clone(), logs))
                 })
                 .collect();
+            let owner = workloads::owner(&run.template, pod.metadata.creation_timestamp.clone());
             api.publisher.upsert_pod(PodEntry {
                 pod,
                 id,
                 ready: status.is_ready(),
                 logs,
+                owner,
             });
         }
         if api.publisher.has_pending() && api.flush_at.is_none() {

@@ -1,6 +1,7 @@
 //! Bounded container logs: what `kubectl logs` (and `--previous`) will read.
 
 use std::collections::VecDeque;
+use std::time::SystemTime;
 
 /// Which stream a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +16,9 @@ pub enum Stream {
 #[derive(Debug, Clone)]
 pub struct LogBuffer {
     lines: VecDeque<(Stream, String)>,
+    /// When each line was written (`kubectl logs --since`, `--timestamps`), in step with
+    /// `lines`.
+    times: VecDeque<SystemTime>,
     bytes: usize,
     cap: usize,
     dropped: u64,
@@ -25,14 +29,21 @@ impl LogBuffer {
     pub fn new(cap: usize) -> Self {
         LogBuffer {
             lines: VecDeque::new(),
+            times: VecDeque::new(),
             bytes: 0,
             cap,
             dropped: 0,
         }
     }
 
-    /// Appends one line (without its newline); a line longer than the cap is cut to it.
-    pub fn push(&mut self, stream: Stream, mut line: String) {
+    /// Appends one line (without its newline), written now; a line longer than the cap is
+    /// cut to it.
+    pub fn push(&mut self, stream: Stream, line: String) {
+        self.push_at(stream, line, SystemTime::now());
+    }
+
+    /// [`LogBuffer::push`] of a line written at `at`.
+    pub fn push_at(&mut self, stream: Stream, mut line: String, at: SystemTime) {
         if line.len() > self.cap {
             let mut cut = self.cap;
             while !line.is_char_boundary(cut) {
@@ -42,9 +53,11 @@ impl LogBuffer {
         }
         self.bytes += line.len();
         self.lines.push_back((stream, line));
+        self.times.push_back(at);
         while self.bytes > self.cap {
             match self.lines.pop_front() {
                 Some((_, old)) => {
+                    self.times.pop_front();
                     self.bytes -= old.len();
                     self.dropped += 1;
                 }
@@ -56,6 +69,20 @@ impl LogBuffer {
     /// The lines kept, oldest first.
     pub fn lines(&self) -> impl Iterator<Item = &(Stream, String)> {
         self.lines.iter()
+    }
+
+    /// The lines kept with the time each was written, oldest first.
+    pub fn timed_lines(&self) -> impl Iterator<Item = (SystemTime, &str)> {
+        self.times
+            .iter()
+            .zip(&self.lines)
+            .map(|(t, (_, l))| (*t, l.as_str()))
+    }
+
+    /// [`LogBuffer::timed_lines`] written at or after `position` (see [`LogBuffer::written`]).
+    pub fn timed_since(&self, position: u64) -> impl Iterator<Item = (SystemTime, &str)> {
+        let skip = position.saturating_sub(self.dropped) as usize;
+        self.timed_lines().skip(skip)
     }
 
     /// The last `n` lines.
@@ -133,5 +160,31 @@ mod tests {
         b.push(Stream::Stderr, "é".repeat(20));
         assert!(b.bytes() <= 10);
         assert_eq!(b.tail(1).count(), 1);
+    }
+
+    /// Each kept line keeps its time (`--since`, `--timestamps`); dropping a line drops its
+    /// time with it.
+    #[test]
+    fn r31_3_lines_keep_their_write_times() {
+        let t = |s: u64| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        let mut b = LogBuffer::new(10);
+        for i in 0..4 {
+            b.push_at(Stream::Stdout, format!("l{i}"), t(i));
+        }
+        // 10 bytes hold five 2-byte lines: all four kept.
+        let kept: Vec<_> = b.timed_lines().collect();
+        assert_eq!(
+            kept,
+            vec![(t(0), "l0"), (t(1), "l1"), (t(2), "l2"), (t(3), "l3")]
+        );
+        b.push_at(Stream::Stdout, "long".into(), t(9));
+        let kept: Vec<_> = b.timed_lines().collect();
+        // 12 bytes: the oldest line and its time go.
+        assert_eq!(
+            kept,
+            vec![(t(1), "l1"), (t(2), "l2"), (t(3), "l3"), (t(9), "long")]
+        );
+        let from: Vec<_> = b.timed_since(b.written() - 1).collect();
+        assert_eq!(from, vec![(t(9), "long")]);
     }
 }

@@ -96,13 +96,19 @@ pub fn promtool_check(text: &str) {
 /// One HTTP/1.1 request over a fresh connection to `addr` (`HOST:PORT`, an `http://` prefix
 /// allowed), with extra `headers` (each ending in CRLF); the status code and body.
 pub fn http(addr: &str, method: &str, path: &str, headers: &str) -> (u16, String) {
+    http_body(addr, method, path, headers, "")
+}
+
+/// [`http`] with a request body.
+pub fn http_body(addr: &str, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
     let addr = addr.trim_start_matches("http://");
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\nContent-Length: 0\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     )
     .unwrap();
     let mut response = Vec::new();
@@ -118,6 +124,99 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &str) -> (u16, String
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
     (code, body)
+}
+
+/// A running `probelet run` with its API on an ephemeral port, killed when dropped.
+pub struct Probelet {
+    /// The probelet process.
+    pub child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub server: String,
+    /// The kubeconfig it wrote.
+    pub kubeconfig: PathBuf,
+    /// Where the manifest, the kubeconfig and kubectl's cache are.
+    pub dir: tempfile::TempDir,
+}
+
+impl Probelet {
+    /// Starts `probelet run` on `manifest` (see [`start_run_with_api`]).
+    pub fn start(manifest: &str) -> Probelet {
+        let dir = tempfile::tempdir().unwrap();
+        let RunningApi {
+            child,
+            server,
+            kubeconfig,
+        } = start_run_with_api(dir.path(), manifest);
+        Probelet {
+            child,
+            server,
+            kubeconfig,
+            dir,
+        }
+    }
+
+    /// `kubectl` with the kubeconfig probelet wrote and a private discovery cache.
+    pub fn kubectl(&self) -> Command {
+        let mut c = Command::new("kubectl");
+        c.env("KUBECONFIG", &self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("kube-cache"));
+        c
+    }
+
+    /// Runs kubectl; returns stdout, panicking with stderr on failure.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The pod as `kubectl get -o json` prints it.
+    pub fn pod_json(&self, name: &str) -> serde_json::Value {
+        serde_json::from_str(&self.ok(&["get", "pod", name, "-o", "json"])).unwrap()
+    }
+
+    /// Polls the pod (in `default`, over plain HTTP) until `pred` holds.
+    pub fn wait_pod(
+        &self,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let (_, body) = self.http(
+                "GET",
+                &format!("/api/v1/namespaces/default/pods/{name}"),
+                "",
+            );
+            let pod: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            if pred(&pod) {
+                return pod;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {pod:#}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// One plain-HTTP request to the API.
+    pub fn http(&self, method: &str, path: &str, headers: &str) -> (u16, String) {
+        http(&self.server, method, path, headers)
+    }
+}
+
+impl Drop for Probelet {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// The lines a child writes to `stdout` (or any pipe), as they come.
