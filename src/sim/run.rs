@@ -353,7 +353,7 @@ impl Recorder {
                         What::Killing {
                             reason: k.reason,
                             message: k.message.clone(),
-                            grace_period: k.shutdown_window(Duration::ZERO),
+                            grace_period: k.shutdown_window(Duration::ZERO, Duration::ZERO),
                         },
                     );
                 }
