@@ -959,10 +959,22 @@ spec:
             .unwrap_or_else(|| panic!("no {what} in {text:?}"))
     };
     let order: Vec<&str> = text.lines().filter_map(|l| l.split(' ').next()).collect();
-    assert_eq!(order, ["app-term", "app-exit", "b-term", "a-term"], "{text}");
+    assert_eq!(
+        order,
+        ["app-term", "app-exit", "b-term", "a-term"],
+        "{text}"
+    );
     assert!(t("b-term") >= t("app-exit"), "{text}");
     assert!(t("a-term") > t("b-term"), "{text}");
-    assert!(t("a-term") - t("app-term") < 10.0, "within the grace period: {text}");
+    assert!(
+        t("a-term") - t("app-term") < 10.0,
+        "within the grace period: {text}"
+    );
     // Killing events for all three at once (the stop begins together).
-    assert_eq!(run.count(event("Killing", "Stopping container")), 3, "{}", run.dump());
+    assert_eq!(
+        run.count(event("Killing", "Stopping container")),
+        3,
+        "{}",
+        run.dump()
+    );
 }
