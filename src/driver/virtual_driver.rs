@@ -442,7 +442,7 @@ impl VirtualDriver {
         let Some(a) = self.awaiting_turn.remove(&key) else {
             return;
         };
-        if !self.instances.get(&key).is_some_and(|i| i.id == a.id) {
+        if self.instances.get(&key).is_none_or(|i| i.id != a.id) {
             return; // It exited meanwhile.
         }
         let window = a
