@@ -719,7 +719,7 @@ checks:
         assert_eq!(
             r.render(true),
             "[+]app-ready ok\n[+]watchdog ok\n[+]overload ok\n[+]shutdown ok\n[+]db excluded: ok\n\
-             [+]cache failed: no result yet (not required)\n\
+             [-]cache failed: no result yet (not required)\n\
              warn: some health checks cannot be excluded: no matches for \"nope\"\nreadyz check passed\n"
         );
     }
