@@ -337,8 +337,9 @@ spec:
     }
 }
 
-/// Issue 24 defect 3: a manifest `-o yaml` cannot edit is refused before any process starts
-/// (the container would leave a marker file), with exit status 2.
+/// Issue 24 defect 3: a manifest `-o yaml` cannot edit (here: an anchor on `metadata`) is
+/// refused before any process starts (the container would leave a marker file), with exit
+/// status 2.
 #[test]
 fn uneditable_manifest_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -347,7 +348,7 @@ fn uneditable_manifest_is_refused_before_anything_runs() {
         dir.path(),
         "pod.yaml",
         &format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: cal}}\nspec:\n  containers: [{{name: app, command: [sh, -c, \"touch {}; sleep 30\"], livenessProbe: {{tcpSocket: {{port: {}}}}}}}]\n",
+            "apiVersion: v1\nkind: Pod\nmetadata: &meta {{name: cal}}\nspec:\n  containers: [{{name: app, command: [sh, -c, \"touch {}; sleep 30\"], livenessProbe: {{tcpSocket: {{port: {}}}}}}}]\n",
             marker.display(),
             free_port()
         ),

@@ -183,18 +183,37 @@ pub fn apply(
             spots.push((line, col, e.index, *t, p.clone()));
         }
     }
-    spots.sort_by_key(|s| std::cmp::Reverse((s.0, probe_order(s.3))));
+    // Bottom up, and right to left on a line (flow-style containers can share one).
+    spots.sort_by_key(|s| std::cmp::Reverse((s.0, s.1, probe_order(s.3))));
     for (line, col, ci, t, probe) in spots {
+        let before = template
+            .spec
+            .containers
+            .get(ci)
+            .and_then(|c| super::propose::container_probe(c, t));
+        if lines[line].get(col..).is_some_and(|r| r.starts_with('{')) {
+            // A container in flow style: only its probe's text changes.
+            let name = super::propose::field_name(t);
+            let offset = flow_offset(&lines, line, col);
+            offset
+                .and_then(|o| {
+                    edit_joined(&mut lines, |text| {
+                        flow_set_probe(text, o, name, before, &probe)
+                    })
+                })
+                .ok_or_else(|| {
+                    unsupported(
+                        line,
+                        format!("containers[{ci}] in flow style that this editor cannot read"),
+                    )
+                })?;
+            continue;
+        }
         let end = block_end(&lines, line, col.saturating_sub(1)).max(line + 1);
         let name = super::propose::field_name(t);
         let mut body = vec![format!("{}{name}:", " ".repeat(col))];
         body.extend(probe_lines(&probe, col + 2));
         if let Some(k) = find_key(&lines, line, end, col, name) {
-            let before = template
-                .spec
-                .containers
-                .get(ci)
-                .and_then(|c| super::propose::container_probe(c, t));
             // Only the fields that change are rewritten: a handler written in flow style, or
             // any other untouched field, keeps its text.
             if let Some(before) = before
@@ -279,16 +298,9 @@ fn edit_probe_fields(
         .collect();
     let inline = lines[k].get(after_key..)?.trim().to_string();
     if inline.starts_with('{') {
-        // Flow style: each changed field is set in place (JSON is YAML).
-        for (key, v) in changed {
-            let offset = flow_offset(lines, k, after_key)?;
-            let text = match v {
-                serde_json::Value::Object(_) | serde_json::Value::Array(_) => v.to_string(),
-                _ => scalar(v),
-            };
-            edit_joined(lines, |t| flow_set(t, offset, key, &text))?;
-        }
-        return Some(());
+        // Flow style: each changed field is set in place.
+        let offset = flow_offset(lines, k, after_key)?;
+        return edit_joined(lines, |t| flow_set_fields(t, offset, &changed));
     }
     if !inline.is_empty() && !inline.starts_with('#') {
         return None;
@@ -615,6 +627,74 @@ fn flow_set(text: &mut String, open: usize, key: &str, value: &str) -> Option<()
     Some(())
 }
 
+/// A value as one line of flow YAML: `{key: value, ...}`, `[a, b]`, scalars as [`scalar`].
+fn flow_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}: {}",
+                        scalar(&serde_json::Value::String(k.clone())),
+                        flow_text(v)
+                    )
+                })
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
+        serde_json::Value::Array(a) => {
+            let items: Vec<String> = a.iter().map(flow_text).collect();
+            format!("[{}]", items.join(", "))
+        }
+        other => scalar(other),
+    }
+}
+
+/// Sets each of `changed` in the flow mapping whose `{` is at `open` (edits land after it, so
+/// `open` stays right).
+fn flow_set_fields(
+    text: &mut String,
+    open: usize,
+    changed: &[(&String, &serde_json::Value)],
+) -> Option<()> {
+    for (key, v) in changed {
+        flow_set(text, open, key, &flow_text(v))?;
+    }
+    Some(())
+}
+
+/// Writes `after` as the probe `name` of the flow-style container whose `{` is at `open`: only
+/// the changed fields when the probe is there in flow style, else the probe as a whole.
+fn flow_set_probe(
+    text: &mut String,
+    open: usize,
+    name: &str,
+    before: Option<&Probe>,
+    after: &Probe,
+) -> Option<()> {
+    let (entries, _) = flow_entries(text, open)?;
+    let new = json_map(after);
+    if let (Some(e), Some(before)) = (entries.iter().find(|e| e.key == name), before)
+        && text[e.value.0..].starts_with('{')
+    {
+        let old = json_map(before);
+        if old.keys().all(|k| new.contains_key(k)) {
+            let changed: Vec<(&String, &serde_json::Value)> = new
+                .iter()
+                .filter(|(k, v)| old.get(*k) != Some(*v))
+                .collect();
+            return flow_set_fields(text, e.value.0, &changed);
+        }
+    }
+    flow_set(
+        text,
+        open,
+        name,
+        &flow_text(&serde_json::Value::Object(new)),
+    )
+}
+
 /// Sets `metadata.annotations[EXPECTED_STARTUP_ANNOTATION]` in the flow mapping of `metadata`
 /// whose `{` is at `open`, creating `annotations` when needed.
 fn flow_set_annotation(text: &mut String, open: usize, value: &str) -> Option<()> {
@@ -827,6 +907,41 @@ spec:
                 "{out}"
             );
         }
+    }
+
+    /// Issue 24 defect 3: containers written in flow style (even two on one line) get their
+    /// probes edited in place; every other byte stays.
+    #[test]
+    fn flow_containers_are_edited_in_place() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: app, command: [sleep, '1'], livenessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2}}, {name: b, command: [sleep, '1'], readinessProbe: {tcpSocket: {port: 8080}}}]  # end\n";
+        let t = template(text);
+        let tcp = Probe {
+            tcp_socket: Some(k8s_openapi::api::core::v1::TCPSocketAction {
+                port: IntOrString::Int(8080),
+                ..Default::default()
+            }),
+            period_seconds: Some(3),
+            ..Default::default()
+        };
+        let edits = [
+            ContainerEdit {
+                index: 0,
+                probes: vec![
+                    (ProbeType::Liveness, http("/healthz", 4)),
+                    (ProbeType::Startup, http("/healthz", 9)),
+                ],
+            },
+            ContainerEdit {
+                index: 1,
+                probes: vec![(ProbeType::Readiness, tcp)],
+            },
+        ];
+        let out = apply(text, &t, &edits, Some(7)).unwrap();
+        assert_eq!(
+            out,
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {probelet.dev/expected-startup: \"7s\"}}\nspec:\n  containers: [{name: app, command: [sleep, '1'], livenessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2, failureThreshold: 4, timeoutSeconds: 2}, startupProbe: {failureThreshold: 9, httpGet: {path: /healthz, port: 8080}, periodSeconds: 2, timeoutSeconds: 2}}, {name: b, command: [sleep, '1'], readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 3}}]  # end\n"
+        );
+        check(text, &t).unwrap();
     }
 
     /// Issue 24 defect 3 / issue 26 item 10: a probe's untouched fields keep their text, and a
