@@ -280,3 +280,88 @@ fn endpoint_that_never_answers_gets_no_proposal_and_nothing_is_left_behind() {
     assert_eq!(c["changes"], serde_json::json!([]));
     assert_eq!(processes_with("sleep 37.77"), 0, "sleep left running");
 }
+
+/// Issue 24 defect 3: `-o yaml -` reads the manifest from standard input, and flow-style
+/// `metadata` gets the start-up annotation in place; every other line is kept byte for byte.
+#[test]
+fn flow_style_metadata_from_stdin_is_edited_in_place() {
+    let port = free_port();
+    let manifest = format!(
+        r#"# kept
+apiVersion: v1
+kind: Pod
+metadata: {{name: cal}}   # flow
+spec:
+  containers:
+  - name: app
+    command: [probelet, demo-app, --listen, "127.0.0.1:{port}", --startup-delay, 1s]
+    livenessProbe:
+      httpGet: {{path: /healthz, port: {port}}}
+      periodSeconds: 2
+"#
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args([
+            "calibrate",
+            "-",
+            "--runs",
+            "1",
+            "--observe",
+            "3s",
+            "-o",
+            "yaml",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), manifest.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let yaml = text(&out.stdout);
+    let edited: Vec<&str> = yaml.lines().collect();
+    let original: Vec<&str> = manifest.lines().collect();
+    assert_eq!(edited.len(), original.len(), "{yaml}");
+    for (i, (a, b)) in original.iter().zip(&edited).enumerate() {
+        if i == 3 {
+            assert!(
+                b.starts_with(
+                    "metadata: {name: cal, annotations: {probelet.dev/expected-startup: \""
+                ) && b.ends_with("s\"}}   # flow"),
+                "{b}"
+            );
+        } else {
+            assert_eq!(a, b, "line {} changed:\n{yaml}", i + 1);
+        }
+    }
+}
+
+/// Issue 24 defect 3: a manifest `-o yaml` cannot edit (here: an anchor on `metadata`) is
+/// refused before any process starts (the container would leave a marker file), with exit
+/// status 2.
+#[test]
+fn uneditable_manifest_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let manifest = write(
+        dir.path(),
+        "pod.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: &meta {{name: cal}}\nspec:\n  containers: [{{name: app, command: [sh, -c, \"touch {}; sleep 30\"], livenessProbe: {{tcpSocket: {{port: {}}}}}}}]\n",
+            marker.display(),
+            free_port()
+        ),
+    );
+    for format in ["yaml", "diff"] {
+        let out = calibrate(&manifest, &["--runs", "1", "--observe", "5s", "-o", format]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("cannot be edited") && err.contains("nothing was run"),
+            "{err}"
+        );
+        assert!(!err.contains("calibrate: run 1/1"), "{err}");
+    }
+    assert!(!marker.exists(), "a container was started");
+}

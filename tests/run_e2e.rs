@@ -905,3 +905,76 @@ spec:
         "the container waited for SIGKILL instead of stopping on SIGTERM"
     );
 }
+
+/// R8.15 end to end: an application that takes 3 s to exit after SIGTERM and two native
+/// sidecars. On Ctrl-C the app gets SIGTERM first; the later sidecar (`b`) only after the app
+/// has exited; the earlier one (`a`) only after `b` has exited; all within the grace period.
+/// Each process writes a timestamped line when SIGTERM reaches it (and the app when it exits).
+#[test]
+fn r8_15_app_stops_first_then_sidecars_in_reverse_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("order");
+    let log = log.display();
+    let sidecar = |name: &str| {
+        format!(
+            r#"  - name: {name}
+    restartPolicy: Always
+    command: [sh, -c, "trap 'echo {name}-term $(date +%s.%N) >> {log}; exit 0' TERM; while true; do sleep 0.05; done"]
+"#
+        )
+    };
+    let mut run = Run::start(
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: mesh}}
+spec:
+  terminationGracePeriodSeconds: 10
+  initContainers:
+{a}{b}  containers:
+  - name: app
+    command: [sh, -c, "trap 'echo app-term $(date +%s.%N) >> {log}; sleep 3; echo app-exit $(date +%s.%N) >> {log}; exit 0' TERM; echo up; while true; do sleep 0.05; done"]
+"#,
+            a = sidecar("a"),
+            b = sidecar("b"),
+        ),
+        &[],
+    );
+    run.wait_for("app output", Duration::from_secs(10), |v| {
+        v["kind"] == "stdout" && v["message"] == "up" && v["container"] == "app"
+    });
+    run.interrupt();
+    assert_eq!(run.wait_exit(Duration::from_secs(20)), Some(0));
+    run.drain();
+    let text = std::fs::read_to_string(dir.path().join("order")).unwrap();
+    let times: std::collections::HashMap<&str, f64> = text
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(what, t)| (what, t.parse::<f64>().unwrap()))
+        .collect();
+    let t = |what: &str| {
+        *times
+            .get(what)
+            .unwrap_or_else(|| panic!("no {what} in {text:?}"))
+    };
+    let order: Vec<&str> = text.lines().filter_map(|l| l.split(' ').next()).collect();
+    assert_eq!(
+        order,
+        ["app-term", "app-exit", "b-term", "a-term"],
+        "{text}"
+    );
+    assert!(t("b-term") >= t("app-exit"), "{text}");
+    assert!(t("a-term") > t("b-term"), "{text}");
+    assert!(
+        t("a-term") - t("app-term") < 10.0,
+        "within the grace period: {text}"
+    );
+    // Killing events for all three at once (the stop begins together).
+    assert_eq!(
+        run.count(event("Killing", "Stopping container")),
+        3,
+        "{}",
+        run.dump()
+    );
+}

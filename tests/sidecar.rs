@@ -467,12 +467,12 @@ fn postgres_logs_in_with_scram_md5_and_trust() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(
-        body.contains("[+]wrong failed: FATAL 28P01: password authentication failed for user \"app\" (not required)"),
+        body.contains("[-]wrong failed: FATAL 28P01: password authentication failed for user \"app\" (not required)"),
         "{body}"
     );
     assert!(
         body.contains(
-            "[+]bad-query failed: ERROR 42P01: relation \"nope\" does not exist (not required)"
+            "[-]bad-query failed: ERROR 42P01: relation \"nope\" does not exist (not required)"
         ),
         "{body}"
     );
@@ -511,7 +511,7 @@ fn redis_ping_with_auth_and_a_paused_redis_as_a_weak_dependency() {
         "{body}"
     );
     assert!(
-        body.contains("[+]cache failed: no PONG within 1s (not required)\n"),
+        body.contains("[-]cache failed: no PONG within 1s (not required)\n"),
         "{body}"
     );
     // Excluding the required one leaves only the weak failure: ready.

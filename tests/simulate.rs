@@ -484,3 +484,51 @@ fn svg_restart_labels_never_cover_kill_markers() {
     }
     assert!(svg.matches("</title></line>").count() as u32 >= t.summary.restarts);
 }
+
+/// R8.15 in `simulate`: a scenario's `delete` stops the pod; the app gets SIGTERM at once, the
+/// later sidecar when the app has exited (3 s), the earlier one when the later one has.
+#[test]
+fn r8_15_simulate_shows_sidecars_stopping_after_the_app_in_reverse_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("mesh.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: mesh}\nspec:\n  terminationGracePeriodSeconds: 30\n  initContainers:\n  - {name: a, image: x, restartPolicy: Always}\n  - {name: b, image: x, restartPolicy: Always}\n  containers:\n  - {name: app, image: x}\n",
+    )
+    .unwrap();
+    let scenario = dir.path().join("stop.yaml");
+    std::fs::write(
+        &scenario,
+        "# manifest: mesh.yaml\nduration: 2m\ndelete: {at: 1m}\ncontainers:\n  app: {stop: 3s}\n  b: {stop: 1s}\n  a: {stop: 1s}\n",
+    )
+    .unwrap();
+    let (code, out, err) = cli(&[
+        "simulate",
+        manifest.to_str().unwrap(),
+        "--scenario",
+        scenario.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let row = |needle: &str| {
+        out.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in\n{out}"))
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        row("a          stopping: Stopping container a (grace 30s); SIGTERM once b, app exited"),
+        "00:01:00.000"
+    );
+    assert_eq!(
+        row("app        stopping: Stopping container app (grace 30s)"),
+        "00:01:00.000"
+    );
+    assert_eq!(row("app        exited 143 (SIGTERM)"), "00:01:03.000");
+    assert_eq!(row("b          turn to stop: SIGTERM"), "00:01:03.000");
+    assert_eq!(row("b          exited 143 (SIGTERM)"), "00:01:04.000");
+    assert_eq!(row("a          turn to stop: SIGTERM"), "00:01:04.000");
+    assert_eq!(row("a          exited 143 (SIGTERM)"), "00:01:05.000");
+}

@@ -183,13 +183,44 @@ pub fn apply(
             spots.push((line, col, e.index, *t, p.clone()));
         }
     }
-    spots.sort_by_key(|s| std::cmp::Reverse((s.0, probe_order(s.3))));
-    for (line, col, _, t, probe) in spots {
+    // Bottom up, and right to left on a line (flow-style containers can share one).
+    spots.sort_by_key(|s| std::cmp::Reverse((s.0, s.1, probe_order(s.3))));
+    for (line, col, ci, t, probe) in spots {
+        let before = template
+            .spec
+            .containers
+            .get(ci)
+            .and_then(|c| super::propose::container_probe(c, t));
+        if lines[line].get(col..).is_some_and(|r| r.starts_with('{')) {
+            // A container in flow style: only its probe's text changes.
+            let name = super::propose::field_name(t);
+            let offset = flow_offset(&lines, line, col);
+            offset
+                .and_then(|o| {
+                    edit_joined(&mut lines, |text| {
+                        flow_set_probe(text, o, name, before, &probe)
+                    })
+                })
+                .ok_or_else(|| {
+                    unsupported(
+                        line,
+                        format!("containers[{ci}] in flow style that this editor cannot read"),
+                    )
+                })?;
+            continue;
+        }
         let end = block_end(&lines, line, col.saturating_sub(1)).max(line + 1);
         let name = super::propose::field_name(t);
         let mut body = vec![format!("{}{name}:", " ".repeat(col))];
         body.extend(probe_lines(&probe, col + 2));
         if let Some(k) = find_key(&lines, line, end, col, name) {
+            // Only the fields that change are rewritten: a handler written in flow style, or
+            // any other untouched field, keeps its text.
+            if let Some(before) = before
+                && edit_probe_fields(&mut lines, k, col + name.len() + 1, before, &probe).is_some()
+            {
+                continue;
+            }
             let k_end = block_end(&lines, k, col);
             let prefix = lines[k][..col].to_string();
             body[0] = format!("{prefix}{name}:");
@@ -214,6 +245,105 @@ pub fn apply(
     Ok(out)
 }
 
+/// Refuses, before anything is measured, a manifest that [`apply`] could not edit: a dry run
+/// that writes every probed container's probes (its own, plus a startup probe) and the
+/// start-up annotation, exactly the kinds of edit a proposal makes.
+pub fn check(text: &str, template: &PodTemplate) -> Result<(), EditError> {
+    let edits: Vec<ContainerEdit> = template
+        .spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(index, c)| {
+            let mut probes: Vec<(ProbeType, Probe)> = ProbeType::ALL
+                .iter()
+                .filter_map(|&t| Some((t, super::propose::container_probe(c, t)?.clone())))
+                .collect();
+            if let Some((_, p)) = probes.first().cloned()
+                && !probes.iter().any(|(t, _)| *t == ProbeType::Startup)
+            {
+                probes.push((ProbeType::Startup, p));
+            }
+            ContainerEdit { index, probes }
+        })
+        .filter(|e| !e.probes.is_empty())
+        .collect();
+    apply(text, template, &edits, Some(1)).map(drop)
+}
+
+fn json_map(p: &Probe) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::to_value(p) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// Rewrites, in the probe whose key is on line `k` (its value from column `after_key`), only
+/// the fields whose value changes from `before` to `after`; everything else keeps its text.
+/// `None` when the probe's layout is not one this handles (the caller then rewrites it whole).
+fn edit_probe_fields(
+    lines: &mut Vec<String>,
+    k: usize,
+    after_key: usize,
+    before: &Probe,
+    after: &Probe,
+) -> Option<()> {
+    let (old, new) = (json_map(before), json_map(after));
+    if old.keys().any(|key| !new.contains_key(key)) {
+        return None; // A field goes away: rewrite the probe whole.
+    }
+    let changed: Vec<(&String, &serde_json::Value)> = new
+        .iter()
+        .filter(|(key, v)| old.get(*key) != Some(*v))
+        .collect();
+    let inline = lines[k].get(after_key..)?.trim().to_string();
+    if inline.starts_with('{') {
+        // Flow style: each changed field is set in place.
+        let offset = flow_offset(lines, k, after_key)?;
+        return edit_joined(lines, |t| flow_set_fields(t, offset, &changed));
+    }
+    if !inline.is_empty() && !inline.starts_with('#') {
+        return None;
+    }
+    let col = indent_of(&lines[k]);
+    let end = block_end(lines, k, col);
+    let first = (k + 1..end).find(|&i| !is_blank_or_comment(&lines[i]))?;
+    let ccol = indent_of(&lines[first]);
+    // The fields as written: (key, first line, end of its chunk up to the next field).
+    let starts: Vec<usize> = (first..end)
+        .filter(|&i| !is_blank_or_comment(&lines[i]) && indent_of(&lines[i]) == ccol)
+        .collect();
+    let mut fields = Vec::new();
+    for (n, &i) in starts.iter().enumerate() {
+        let key = lines[i][ccol..].split(':').next()?.trim().to_string();
+        let chunk_end = starts.get(n + 1).copied().unwrap_or(end);
+        fields.push((key, i, chunk_end));
+    }
+    let mut out = Vec::new();
+    for (key, i, chunk_end) in &fields {
+        match changed.iter().find(|(c, _)| *c == key) {
+            None => out.extend(lines[*i..*chunk_end].iter().cloned()),
+            Some((c, v)) => {
+                let mut one = serde_json::Map::new();
+                one.insert((*c).clone(), (*v).clone());
+                emit_map(&one, ccol, &mut out);
+                // Comments and blank lines after the field stay.
+                let field_end = block_end(lines, *i, ccol);
+                out.extend(lines[field_end..*chunk_end].iter().cloned());
+            }
+        }
+    }
+    for (key, v) in &changed {
+        if !fields.iter().any(|(f, _, _)| f == *key) {
+            let mut one = serde_json::Map::new();
+            one.insert((*key).clone(), (*v).clone());
+            emit_map(&one, ccol, &mut out);
+        }
+    }
+    lines.splice(first..end, out);
+    Some(())
+}
+
 fn probe_order(t: ProbeType) -> u8 {
     match t {
         ProbeType::Startup => 0,
@@ -232,17 +362,25 @@ fn set_annotation(
     secs: i64,
 ) -> Result<(), (usize, String)> {
     let value = format!("{EXPECTED_STARTUP_ANNOTATION}: \"{secs}s\"");
+    let quoted = format!("\"{secs}s\"");
     // The index points at the `metadata` key; its block is the deeper-indented lines below.
     let (kline, kcol) =
         locate(index, text, template, "metadata").ok_or((0, "cannot find metadata".to_string()))?;
-    let flow = |line: &str, col: usize, key: &str| {
+    let inline = |line: &str, col: usize, key: &str| {
         let rest = line.get(col + key.len() + 1..).unwrap_or("").trim();
-        !rest.is_empty() && !rest.starts_with('#')
+        (!rest.is_empty() && !rest.starts_with('#')).then(|| rest.to_string())
     };
-    if flow(&lines[kline], kcol, "metadata") {
-        return Err((
+    if let Some(rest) = inline(&lines[kline], kcol, "metadata") {
+        // Flow style: only this mapping's text changes.
+        let offset = flow_offset(lines, kline, kcol + "metadata:".len())
+            .filter(|_| rest.starts_with('{'))
+            .ok_or((
+                kline,
+                format!("metadata is neither a block nor a flow mapping: {rest}"),
+            ))?;
+        return edit_joined(lines, |t| flow_set_annotation(t, offset, &quoted)).ok_or((
             kline,
-            "metadata in flow style ({...}) cannot be edited; write it as a block".into(),
+            "metadata in flow style ({...}) that this editor cannot read".into(),
         ));
     }
     let end = block_end(lines, kline, kcol);
@@ -259,13 +397,21 @@ fn set_annotation(
         return Ok(());
     };
     let inline = lines[a][mcol + "annotations:".len()..].trim().to_string();
-    if inline == "{}" {
-        lines[a] = format!("{}annotations:", &lines[a][..mcol]);
+    if inline.starts_with('{') {
+        // Flow style: only this mapping's text changes.
+        let offset = flow_offset(lines, a, mcol + "annotations:".len());
+        return offset
+            .and_then(|o| {
+                edit_joined(lines, |t| {
+                    flow_set(t, o, EXPECTED_STARTUP_ANNOTATION, &quoted)
+                })
+            })
+            .ok_or((
+                a,
+                "annotations in flow style ({...}) that this editor cannot read".into(),
+            ));
     } else if !inline.is_empty() && !inline.starts_with('#') {
-        return Err((
-            a,
-            "annotations in flow style ({...}) cannot be edited; write them as a block".into(),
-        ));
+        return Err((a, format!("annotations is not a mapping: {inline}")));
     }
     let a_end = block_end(lines, a, mcol);
     let inner = (a + 1..a_end)
@@ -290,6 +436,281 @@ fn set_annotation(
         None => lines.insert(a + 1, line),
     }
     Ok(())
+}
+
+/// The byte offset, in `lines` joined by line breaks, of the first non-blank character at or
+/// after column `col` of line `line`.
+fn flow_offset(lines: &[String], line: usize, col: usize) -> Option<usize> {
+    let before: usize = lines[..line].iter().map(|l| l.len() + 1).sum();
+    let l = lines.get(line)?;
+    let rest = l.get(col..)?;
+    Some(before + col + (rest.len() - rest.trim_start().len()))
+}
+
+/// Applies `edit` to the lines joined by line breaks, and splits the result back.
+fn edit_joined(
+    lines: &mut Vec<String>,
+    edit: impl FnOnce(&mut String) -> Option<()>,
+) -> Option<()> {
+    let mut text = lines.join("\n");
+    edit(&mut text)?;
+    *lines = text.split('\n').map(str::to_string).collect();
+    Some(())
+}
+
+/// One `key: value` entry of a flow mapping, as byte offsets into the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FlowEntry {
+    /// The key, unquoted.
+    key: String,
+    /// Where the value starts and ends (exclusive, trailing blanks left out).
+    value: (usize, usize),
+}
+
+/// Skips a quoted scalar starting at `i` (its quote); returns the offset after it.
+fn skip_quoted(b: &[u8], i: usize) -> Option<usize> {
+    let q = b[i];
+    let mut j = i + 1;
+    while j < b.len() {
+        match b[j] {
+            b'\\' if q == b'"' => j += 2,
+            c if c == q => {
+                // '' inside single quotes is an escaped quote.
+                if q == b'\'' && b.get(j + 1) == Some(&b'\'') {
+                    j += 2;
+                } else {
+                    return Some(j + 1);
+                }
+            }
+            _ => j += 1,
+        }
+    }
+    None
+}
+
+/// Skips blanks, line breaks and comments.
+fn skip_space(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() {
+        match b[i] {
+            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+            b'#' if i == 0 || matches!(b[i - 1], b' ' | b'\t' | b'\n') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            _ => break,
+        }
+    }
+    i
+}
+
+/// Skips one flow value (a nested collection, a quoted or a plain scalar) starting at `i`;
+/// returns where it ends (trailing blanks left out).
+fn skip_value(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            while j < b.len() {
+                match b[j] {
+                    b'"' | b'\'' => {
+                        j = skip_quoted(b, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    b'#' if matches!(b[j - 1], b' ' | b'\t' | b'\n') => {
+                        while j < b.len() && b[j] != b'\n' {
+                            j += 1;
+                        }
+                        continue;
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            None
+        }
+        b'"' | b'\'' => skip_quoted(b, i),
+        _ => {
+            let mut j = i;
+            while j < b.len() && !matches!(b[j], b',' | b'}' | b']' | b'\n') {
+                j += 1;
+            }
+            while j > i && matches!(b[j - 1], b' ' | b'\t') {
+                j -= 1;
+            }
+            Some(j)
+        }
+    }
+}
+
+/// The entries of the flow mapping whose `{` is at `open`, and the offset of its `}`. `None`
+/// for anything this reader does not understand (the caller then refuses the edit).
+fn flow_entries(text: &str, open: usize) -> Option<(Vec<FlowEntry>, usize)> {
+    let b = text.as_bytes();
+    if b.get(open) != Some(&b'{') {
+        return None;
+    }
+    let mut entries = Vec::new();
+    let mut i = skip_space(b, open + 1);
+    loop {
+        if b.get(i)? == &b'}' {
+            return Some((entries, i));
+        }
+        let (key, after_key) = match b[i] {
+            b'"' | b'\'' => {
+                let end = skip_quoted(b, i)?;
+                let k: serde_json::Value = serde_saphyr::from_str(&text[i..end]).ok()?;
+                (k.as_str()?.to_string(), end)
+            }
+            _ => {
+                let mut j = i;
+                while j < b.len()
+                    && !(b[j] == b':'
+                        && matches!(
+                            b.get(j + 1),
+                            Some(b' ' | b'\n' | b'{' | b'[' | b'"' | b'\'')
+                        ))
+                {
+                    if matches!(b[j], b',' | b'}' | b'\n') {
+                        return None;
+                    }
+                    j += 1;
+                }
+                (text[i..j].trim_end().to_string(), j)
+            }
+        };
+        let colon = skip_space(b, after_key);
+        if b.get(colon)? != &b':' {
+            return None;
+        }
+        let start = skip_space(b, colon + 1);
+        let end = skip_value(b, start)?;
+        entries.push(FlowEntry {
+            key,
+            value: (start, end),
+        });
+        i = skip_space(b, end);
+        match b.get(i)? {
+            b',' => i = skip_space(b, i + 1),
+            b'}' => return Some((entries, i)),
+            _ => return None,
+        }
+    }
+}
+
+/// Sets `key` to `value` (YAML text) in the flow mapping whose `{` is at `open`: its value is
+/// replaced when it is there, else `key: value` goes in before the closing brace. Every other
+/// byte stays as it was.
+fn flow_set(text: &mut String, open: usize, key: &str, value: &str) -> Option<()> {
+    let (entries, close) = flow_entries(text, open)?;
+    if let Some(e) = entries.iter().find(|e| e.key == key) {
+        text.replace_range(e.value.0..e.value.1, value);
+        return Some(());
+    }
+    let key = scalar(&serde_json::Value::String(key.to_string()));
+    let entry = if entries.is_empty() {
+        format!("{key}: {value}")
+    } else {
+        // After the last value, so a trailing comment or line break before `}` stays put.
+        let last = entries.last()?.value.1;
+        text.insert_str(last, &format!(", {key}: {value}"));
+        return Some(());
+    };
+    text.insert_str(close, &entry);
+    Some(())
+}
+
+/// A value as one line of flow YAML: `{key: value, ...}`, `[a, b]`, scalars as [`scalar`].
+fn flow_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}: {}",
+                        scalar(&serde_json::Value::String(k.clone())),
+                        flow_text(v)
+                    )
+                })
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
+        serde_json::Value::Array(a) => {
+            let items: Vec<String> = a.iter().map(flow_text).collect();
+            format!("[{}]", items.join(", "))
+        }
+        other => scalar(other),
+    }
+}
+
+/// Sets each of `changed` in the flow mapping whose `{` is at `open` (edits land after it, so
+/// `open` stays right).
+fn flow_set_fields(
+    text: &mut String,
+    open: usize,
+    changed: &[(&String, &serde_json::Value)],
+) -> Option<()> {
+    for (key, v) in changed {
+        flow_set(text, open, key, &flow_text(v))?;
+    }
+    Some(())
+}
+
+/// Writes `after` as the probe `name` of the flow-style container whose `{` is at `open`: only
+/// the changed fields when the probe is there in flow style, else the probe as a whole.
+fn flow_set_probe(
+    text: &mut String,
+    open: usize,
+    name: &str,
+    before: Option<&Probe>,
+    after: &Probe,
+) -> Option<()> {
+    let (entries, _) = flow_entries(text, open)?;
+    let new = json_map(after);
+    if let (Some(e), Some(before)) = (entries.iter().find(|e| e.key == name), before)
+        && text[e.value.0..].starts_with('{')
+    {
+        let old = json_map(before);
+        if old.keys().all(|k| new.contains_key(k)) {
+            let changed: Vec<(&String, &serde_json::Value)> = new
+                .iter()
+                .filter(|(k, v)| old.get(*k) != Some(*v))
+                .collect();
+            return flow_set_fields(text, e.value.0, &changed);
+        }
+    }
+    flow_set(
+        text,
+        open,
+        name,
+        &flow_text(&serde_json::Value::Object(new)),
+    )
+}
+
+/// Sets `metadata.annotations[EXPECTED_STARTUP_ANNOTATION]` in the flow mapping of `metadata`
+/// whose `{` is at `open`, creating `annotations` when needed.
+fn flow_set_annotation(text: &mut String, open: usize, value: &str) -> Option<()> {
+    let (entries, _) = flow_entries(text, open)?;
+    match entries.iter().find(|e| e.key == "annotations") {
+        Some(a) if text[a.value.0..].starts_with('{') => {
+            flow_set(text, a.value.0, EXPECTED_STARTUP_ANNOTATION, value)
+        }
+        Some(_) => None,
+        None => {
+            let key = scalar(&serde_json::Value::String(
+                EXPECTED_STARTUP_ANNOTATION.to_string(),
+            ));
+            flow_set(text, open, "annotations", &format!("{{{key}: {value}}}"))
+        }
+    }
 }
 
 /// Checks that `out` reads back with the proposed probes and annotation.
@@ -433,14 +854,125 @@ spec:
         assert!(!out.contains("3s"), "{out}");
     }
 
+    /// Issue 24 defect 3: flow-style metadata is edited in place; only that mapping changes.
     #[test]
-    fn flow_metadata_is_a_clear_error() {
+    fn flow_metadata_gets_the_annotation_and_nothing_else_changes() {
         let text = POD.replace(
             "metadata:\n  name: p   # trailing comment\n",
-            "metadata: {name: p}\n",
+            "metadata: {name: p, labels: {app: x}}  # kept\n",
         );
         let t = template(&text);
-        let e = apply(&text, &t, &[], Some(3)).unwrap_err().to_string();
-        assert!(e.starts_with("pod.yaml:4: metadata in flow style"), "{e}");
+        let out = apply(&text, &t, &[], Some(3)).unwrap();
+        assert_eq!(
+            out,
+            text.replace(
+                "metadata: {name: p, labels: {app: x}}  # kept\n",
+                "metadata: {name: p, labels: {app: x}, annotations: {probelet.dev/expected-startup: \"3s\"}}  # kept\n"
+            )
+        );
+        // Already annotated (flow in flow, multi-line): the value is replaced.
+        let text = POD.replace(
+            "metadata:\n  name: p   # trailing comment\n",
+            "metadata: {name: p,\n  annotations: {\"probelet.dev/expected-startup\": 9s, team: a}}\n",
+        );
+        let t = template(&text);
+        let out = apply(&text, &t, &[], Some(4)).unwrap();
+        assert_eq!(
+            out,
+            text.replace(
+                "\"probelet.dev/expected-startup\": 9s",
+                "\"probelet.dev/expected-startup\": \"4s\""
+            )
+        );
+        // Block metadata, flow annotations.
+        let text = POD.replace(
+            "  name: p   # trailing comment\n",
+            "  name: p\n  annotations: {team: a}\n",
+        );
+        let t = template(&text);
+        let out = apply(&text, &t, &[], Some(5)).unwrap();
+        assert!(
+            out.contains("  annotations: {team: a, probelet.dev/expected-startup: \"5s\"}\n"),
+            "{out}"
+        );
+        // Empty flow metadata.
+        let text = POD.replace(
+            "metadata:\n  name: p   # trailing comment\n",
+            "metadata: {}\n",
+        );
+        if let Ok(t) = load::load_str("pod.yaml", &text).map(|mut l| l.templates.remove(0)) {
+            let out = apply(&text, &t, &[], Some(6)).unwrap();
+            assert!(
+                out.contains("metadata: {annotations: {probelet.dev/expected-startup: \"6s\"}}\n"),
+                "{out}"
+            );
+        }
+    }
+
+    /// Issue 24 defect 3: containers written in flow style (even two on one line) get their
+    /// probes edited in place; every other byte stays.
+    #[test]
+    fn flow_containers_are_edited_in_place() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: app, command: [sleep, '1'], livenessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2}}, {name: b, command: [sleep, '1'], readinessProbe: {tcpSocket: {port: 8080}}}]  # end\n";
+        let t = template(text);
+        let tcp = Probe {
+            tcp_socket: Some(k8s_openapi::api::core::v1::TCPSocketAction {
+                port: IntOrString::Int(8080),
+                ..Default::default()
+            }),
+            period_seconds: Some(3),
+            ..Default::default()
+        };
+        let edits = [
+            ContainerEdit {
+                index: 0,
+                probes: vec![
+                    (ProbeType::Liveness, http("/healthz", 4)),
+                    (ProbeType::Startup, http("/healthz", 9)),
+                ],
+            },
+            ContainerEdit {
+                index: 1,
+                probes: vec![(ProbeType::Readiness, tcp)],
+            },
+        ];
+        let out = apply(text, &t, &edits, Some(7)).unwrap();
+        assert_eq!(
+            out,
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {probelet.dev/expected-startup: \"7s\"}}\nspec:\n  containers: [{name: app, command: [sleep, '1'], livenessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2, failureThreshold: 4, timeoutSeconds: 2}, startupProbe: {failureThreshold: 9, httpGet: {path: /healthz, port: 8080}, periodSeconds: 2, timeoutSeconds: 2}}, {name: b, command: [sleep, '1'], readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 3}}]  # end\n"
+        );
+        check(text, &t).unwrap();
+    }
+
+    /// Issue 24 defect 3 / issue 26 item 10: a probe's untouched fields keep their text, and a
+    /// probe written in flow style is edited in place.
+    #[test]
+    fn flow_probe_is_replaced() {
+        let t = template(POD);
+        let edits = [ContainerEdit {
+            index: 0,
+            probes: vec![(ProbeType::Liveness, http("/healthz", 4))],
+        }];
+        let out = apply(POD, &t, &edits, None).unwrap();
+        // Issue 26 item 10: the untouched flow-style handler keeps its text; only the
+        // changed fields are written.
+        assert!(
+            out.contains("      livenessProbe:\n        httpGet: {path: /healthz, port: 8080}\n        periodSeconds: 2\n        failureThreshold: 4\n        timeoutSeconds: 2\n\n      # readiness below\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("      # readiness below\n      readinessProbe:\n        tcpSocket:\n"),
+            "{out}"
+        );
+        let text = POD.replace(
+            "      livenessProbe:\n        httpGet: {path: /healthz, port: 8080}\n        periodSeconds: 2\n",
+            "      livenessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2}  # flow\n",
+        );
+        let t = template(&text);
+        let out = apply(&text, &t, &edits, None).unwrap();
+        assert!(
+            out.contains("      livenessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2, failureThreshold: 4, timeoutSeconds: 2}  # flow\n"),
+            "{out}"
+        );
     }
 }

@@ -6,7 +6,7 @@ use probelet::calibrate::observe::{ObserveConfig, observe_run, preflight};
 use probelet::calibrate::propose::Margins;
 use probelet::calibrate::{self, ContainerReport, diff, edit};
 use probelet::display::parse_duration;
-use probelet::sim::manifest::load_pod_template;
+use probelet::sim::manifest::read_pod_template;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,8 +30,8 @@ pub enum Format {
 /// reason for each number, and simulate the current and the proposed settings side by side.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The manifest: a Pod or a workload; its first pod template is calibrated. Every
-    /// container needs a `command`.
+    /// The manifest (`-`: standard input): a Pod or a workload; its first pod template is
+    /// calibrated. Every container needs a `command`.
     pub manifest: PathBuf,
     /// How many runs from cold (the slowest start counts).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -126,7 +126,14 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         !args.interval.is_zero() && !args.observe.is_zero(),
         "--interval and --observe must be positive"
     );
-    let template = load_pod_template(&args.manifest)?;
+    // Read once: `-` is standard input, and `-o yaml` edits this very text.
+    let (source, template) = read_pod_template(&args.manifest)?;
+    if matches!(args.output, Format::Yaml | Format::Diff) {
+        // Before any process starts: a manifest that cannot be edited is refused now, not
+        // after the whole observation.
+        edit::check(&source, &template)
+            .context("the manifest cannot be edited for -o yaml / -o diff; nothing was run")?;
+    }
     let containers = template.spec.containers.clone();
     let cfg = ObserveConfig {
         observe: args.observe,
@@ -201,8 +208,6 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
             writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
         }
         Format::Yaml | Format::Diff => {
-            let source = std::fs::read_to_string(&args.manifest)
-                .with_context(|| format!("reading {}", args.manifest.display()))?;
             let edits = calibrate::edits(&reports, &template);
             let new = edit::apply(
                 &source,

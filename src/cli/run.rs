@@ -366,13 +366,20 @@ fn start_api(
         .kubeconfig
         .clone()
         .unwrap_or_else(probelet::api::kubeconfig::default_path);
-    probelet::api::kubeconfig::write(
+    // A kubeconfig that cannot be written costs kubectl's convenience, never the run.
+    let kubeconfig_written = probelet::api::kubeconfig::write(
         &path,
         &format!("https://{local}"),
         &identity.cert_pem,
         &token,
     )
-    .map_err(|e| format!("cannot write the kubeconfig {}: {e}", path.display()))?;
+    .inspect_err(|e| {
+        eprintln!(
+            "warning: cannot write the kubeconfig {}: {e} (the API runs without it)",
+            path.display()
+        )
+    })
+    .is_ok();
     let store = supervisor.enable_api(token);
     let alert_store = store.clone();
     let mut limits =
@@ -401,10 +408,14 @@ fn start_api(
             }
         })
         .map_err(|e| format!("cannot start the API thread: {e}"))?;
-    eprintln!(
-        "API on http://{local} (KUBECONFIG={} kubectl get pods)",
-        path.display()
-    );
+    if kubeconfig_written {
+        eprintln!(
+            "API on http://{local} (KUBECONFIG={} kubectl get pods)",
+            path.display()
+        );
+    } else {
+        eprintln!("API on http://{local}");
+    }
     Ok(Some(alert_store))
 }
 

@@ -89,6 +89,8 @@ pub struct Line {
 struct ContainerRun {
     spec: Container,
     kill: Option<mpsc::UnboundedSender<KillGrace>>,
+    /// R8.15: told when this instance's turn to get SIGTERM has come ([`Action::StopTurn`]).
+    turn: Arc<tokio::sync::Notify>,
     logs: Arc<Mutex<ContainerLogs>>,
     instances: u32,
 }
@@ -299,6 +301,7 @@ impl Supervisor {
                 let run = ContainerRun {
                     spec: c.clone(),
                     kill: None,
+                    turn: Arc::default(),
                     logs: Arc::new(Mutex::new(logs)),
                     instances: 0,
                 };
@@ -541,6 +544,15 @@ impl Supervisor {
                 }
                 Action::Start { pod, container } => self.start_container(pod, &container),
                 Action::Kill(kill) => self.kill_container(kill),
+                Action::StopTurn { pod, container } => {
+                    if let Some(c) = self
+                        .pods
+                        .get(&pod)
+                        .and_then(|p| p.containers.get(&*container))
+                    {
+                        c.turn.notify_one();
+                    }
+                }
                 Action::Event(e) => {
                     self.record_event(e.pod, &e.field_path, e.reason, e.kind, &e.message, e.at);
                 }
@@ -959,12 +971,15 @@ impl Supervisor {
             Ok(mut process) => {
                 let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<KillGrace>();
                 let hooks = self.hook_context(pod, name);
+                // A fresh one per instance: no turn of an earlier instance carries over.
+                let turn = Arc::new(tokio::sync::Notify::new());
                 if let Some(c) = self
                     .pods
                     .get_mut(&pod)
                     .and_then(|p| p.containers.get_mut(name))
                 {
                     c.kill = Some(kill_tx.clone());
+                    c.turn = turn.clone();
                 }
                 let tx = self.tx.clone();
                 let container = name.to_string();
@@ -984,6 +999,7 @@ impl Supervisor {
                             let _ = kill_tx.send(KillGrace {
                                 grace: hooks.pod_grace,
                                 grace_override: None,
+                                waits_for_turn: false,
                             });
                         }
                     });
@@ -995,15 +1011,15 @@ impl Supervisor {
                     };
                     let status = match grace {
                         Some(kill) => {
-                            // R8.6: preStop first (within the grace period); its time comes off
-                            // the grace period, at least 2 s remain for SIGTERM, and a deletion's
-                            // override replaces that window.
+                            // R8.6: a deletion's override replaces the grace period; preStop
+                            // runs within it and its time comes off; a sidecar then waits for
+                            // its turn (R8.15), which comes off too; at least 2 s remain.
                             let mut pre_stop_elapsed = Duration::ZERO;
                             if let Some(pre_stop) =
-                                hooks.pre_stop.as_ref().filter(|_| !kill.grace.is_zero())
+                                hooks.pre_stop.as_ref().filter(|_| !kill.budget().is_zero())
                             {
                                 let started = tokio::time::Instant::now();
-                                if let Err(message) = hooks.run(pre_stop, kill.grace).await {
+                                if let Err(message) = hooks.run(pre_stop, kill.budget()).await {
                                     let _ = tx.send(Msg::Event {
                                         pod,
                                         container: container.clone(),
@@ -1013,7 +1029,15 @@ impl Supervisor {
                                 }
                                 pre_stop_elapsed = started.elapsed();
                             }
-                            process.stop(kill.shutdown_window(pre_stop_elapsed)).await
+                            let waited = wait_for_turn(
+                                &turn,
+                                &mut process,
+                                kill.turn_budget(pre_stop_elapsed),
+                            )
+                            .await;
+                            process
+                                .stop(kill.shutdown_window(pre_stop_elapsed, waited))
+                                .await
                         }
                         None => process.wait().await,
                     };
@@ -1091,6 +1115,26 @@ impl Supervisor {
             let _ = tx.send(kill.grace());
         }
     }
+}
+
+/// R8.15: waits until the engine says it is this container's turn to get SIGTERM, at most
+/// `budget` (what is left of its grace period), and returns how long it waited. A process that
+/// exits meanwhile (or is SIGKILLed by a second Ctrl-C) ends the wait.
+async fn wait_for_turn(
+    turn: &tokio::sync::Notify,
+    process: &mut Process,
+    budget: Duration,
+) -> Duration {
+    if budget.is_zero() {
+        return Duration::ZERO;
+    }
+    let started = tokio::time::Instant::now();
+    tokio::select! {
+        _ = turn.notified() => {}
+        _ = tokio::time::sleep(budget) => {}
+        _ = process.wait() => {}
+    }
+    started.elapsed()
 }
 
 /// A container's lifecycle hooks and what running them needs.

@@ -6,6 +6,7 @@
 //! the script's latency, turns [`Action::Start`] into a running container instance, and turns
 //! [`Action::Kill`] into an exit after the script's stop time.
 
+use crate::engine::kill::KillGrace;
 use crate::engine::{Action, ContainerId, Instant, Manager, PodId, ProbeRequest, WorkerId};
 use crate::outcome::ProbeOutcome;
 use crate::spec::ProbeType;
@@ -119,6 +120,12 @@ enum Pending {
         pod: PodId,
         container: Arc<str>,
     },
+    /// A sidecar's wait for its turn (R8.15) ran out of grace period: SIGTERM now.
+    TurnTimeout {
+        pod: PodId,
+        container: Arc<str>,
+        id: ContainerId,
+    },
     ProbeDone {
         /// Issue order: simultaneous answers are delivered in the order they were asked for.
         seq: u64,
@@ -126,6 +133,15 @@ enum Pending {
         slot: usize,
         worker: WorkerId,
     },
+}
+
+/// A killed container instance waiting for its turn to get SIGTERM (R8.15).
+#[derive(Debug, Clone)]
+struct AwaitingTurn {
+    id: ContainerId,
+    since: Instant,
+    kill: KillGrace,
+    stop_after_sigterm: Duration,
 }
 
 /// A container instance the driver is running.
@@ -149,6 +165,7 @@ pub struct VirtualDriver {
     free_slots: Vec<usize>,
     seq: u64,
     instances: FastMap<(PodId, Arc<str>), Instance>,
+    awaiting_turn: FastMap<(PodId, Arc<str>), AwaitingTurn>,
     started_counts: FastMap<(PodId, Arc<str>), u32>,
     log: Vec<(Instant, Action)>,
     /// Whether actions are kept in `log` (a long simulation streams them to an observer instead).
@@ -178,6 +195,7 @@ impl VirtualDriver {
             free_slots: Vec::new(),
             seq: 0,
             instances: FastMap::default(),
+            awaiting_turn: FastMap::default(),
             started_counts: FastMap::default(),
             log: Vec::new(),
             keep_log: true,
@@ -323,6 +341,12 @@ impl VirtualDriver {
                     )));
                 }
             }
+            Pending::TurnTimeout { pod, container, id } => {
+                let key = (pod, container);
+                if self.awaiting_turn.get(&key).is_some_and(|a| a.id == id) {
+                    self.sigterm_on_turn(at, key);
+                }
+            }
             Pending::Exit {
                 pod,
                 container,
@@ -333,6 +357,7 @@ impl VirtualDriver {
                 // Only the instance that is still current can exit.
                 if self.instances.get(&key).is_some_and(|i| i.id == id) {
                     self.instances.remove(&key);
+                    self.awaiting_turn.remove(&key);
                     let _ =
                         self.manager
                             .container_exited(at, pod, &container, code, signal_of(code));
@@ -367,24 +392,34 @@ impl VirtualDriver {
                             instance: inst.number,
                             now,
                         });
-                        // No preStop hooks in simulation: the window is the grace period, at
-                        // least 2 s, or a deletion's override (R8.6).
-                        let window = kill.shutdown_window(Duration::ZERO);
-                        let (after, code) = if behaviour.stop_after_sigterm <= window {
-                            (behaviour.stop_after_sigterm, 143)
-                        } else {
-                            (window, 137)
+                        // No preStop hooks in simulation. A sidecar of a stopping pod waits
+                        // for its turn (R8.15) at most what is left of its grace period.
+                        let grace = kill.grace();
+                        let waiting = AwaitingTurn {
+                            id: inst.id.clone(),
+                            since: now,
+                            kill: grace,
+                            stop_after_sigterm: behaviour.stop_after_sigterm,
                         };
-                        self.pending.push(Reverse((
-                            now + after,
-                            Pending::Exit {
-                                pod: kill.pod,
-                                container: kill.container.clone(),
-                                id: inst.id.clone(),
-                                code,
-                            },
-                        )));
+                        let budget = grace.turn_budget(Duration::ZERO);
+                        if !budget.is_zero() {
+                            self.pending.push(Reverse((
+                                now + budget,
+                                Pending::TurnTimeout {
+                                    pod: kill.pod,
+                                    container: kill.container.clone(),
+                                    id: inst.id.clone(),
+                                },
+                            )));
+                        }
+                        self.awaiting_turn.insert(key.clone(), waiting);
+                        if budget.is_zero() {
+                            self.sigterm_on_turn(now, key);
+                        }
                     }
+                }
+                Action::StopTurn { pod, container } => {
+                    self.sigterm_on_turn(now, (*pod, container.clone()));
                 }
                 _ => {}
             }
@@ -399,6 +434,35 @@ impl VirtualDriver {
             batch.clear();
         }
         self.batch = batch;
+    }
+
+    /// SIGTERM to a killed instance whose turn came (or that never waited): it exits after its
+    /// script's stop time, or is SIGKILLed (137) at the end of the window (R8.6).
+    fn sigterm_on_turn(&mut self, now: Instant, key: (PodId, Arc<str>)) {
+        let Some(a) = self.awaiting_turn.remove(&key) else {
+            return;
+        };
+        if self.instances.get(&key).is_none_or(|i| i.id != a.id) {
+            return; // It exited meanwhile.
+        }
+        let window = a
+            .kill
+            .shutdown_window(Duration::ZERO, now.saturating_duration_since(a.since));
+        let (after, code) = if a.stop_after_sigterm <= window {
+            (a.stop_after_sigterm, 143)
+        } else {
+            (window, 137)
+        };
+        let (pod, container) = key;
+        self.pending.push(Reverse((
+            now + after,
+            Pending::Exit {
+                pod,
+                container,
+                id: a.id,
+                code,
+            },
+        )));
     }
 
     fn schedule_probe(&mut self, req: &ProbeRequest, now: Instant) {

@@ -112,28 +112,40 @@ pub struct KillRequest {
     pub container_id: ContainerId,
     /// Why.
     pub reason: KillReason,
-    /// Grace period (R8.5): the preStop hook's budget, and the SIGTERM window before any preStop
-    /// time is subtracted and the 2 s floor applied (R8.6; see [`KillRequest::shutdown_window`]).
+    /// Grace period (R8.5), before the override, preStop time, turn and floor of R8.6 (see
+    /// [`KillRequest::shutdown_window`]).
     pub grace_period: Duration,
-    /// The pod worker's override for a pod being deleted (R8.6: the deletion grace, at least
-    /// 1 s), which replaces the window computed from `grace_period`.
+    /// The pod worker's override for a pod being deleted (R8.6 step 2: the deletion grace, at
+    /// least 1 s), which replaces `grace_period` before the preStop hook runs.
     pub grace_override: Option<Duration>,
+    /// R8.15: the running containers this sidecar waits for before its SIGTERM (its preStop
+    /// hook runs at once). Empty: SIGTERM right after the preStop hook. When they have all
+    /// exited the manager emits [`Action::StopTurn`]; the wait is bounded by what is left of
+    /// the grace period ([`kill::KillGrace::turn_budget`]).
+    pub waits_for: Vec<Arc<str>>,
     /// The `Killing` event message.
     pub message: String,
 }
 
 impl KillRequest {
     /// The time between SIGTERM and SIGKILL once a preStop hook took `pre_stop_elapsed`
-    /// (`Duration::ZERO` without a hook): R8.6.
-    pub fn shutdown_window(&self, pre_stop_elapsed: Duration) -> Duration {
-        self.grace().shutdown_window(pre_stop_elapsed)
+    /// (`Duration::ZERO` without a hook) and the wait for the turn took `waited_for_turn`
+    /// (R8.6, R8.15).
+    pub fn shutdown_window(
+        &self,
+        pre_stop_elapsed: Duration,
+        waited_for_turn: Duration,
+    ) -> Duration {
+        self.grace()
+            .shutdown_window(pre_stop_elapsed, waited_for_turn)
     }
 
-    /// The grace period and override, for the runtime that carries the kill out.
+    /// The grace period, override and ordering, for the runtime that carries the kill out.
     pub fn grace(&self) -> kill::KillGrace {
         kill::KillGrace {
             grace: self.grace_period,
             grace_override: self.grace_override,
+            waits_for_turn: !self.waits_for.is_empty(),
         }
     }
 }
@@ -178,6 +190,14 @@ pub enum Action {
     },
     /// Kill a container.
     Kill(KillRequest),
+    /// R8.15: every container a killed sidecar waited for ([`KillRequest::waits_for`]) has
+    /// exited: its turn has come, SIGTERM may go now (after its preStop hook, if still running).
+    StopTurn {
+        /// The pod.
+        pod: PodId,
+        /// Container name.
+        container: Arc<str>,
+    },
     /// Record an event.
     Event(Event),
     /// A handler result was counted (R10.3): `prober_probe_total`, and the duration for
@@ -236,6 +256,8 @@ struct Runtime {
     ever_started: bool,
     /// Status carried over from before the manager started (R3.17).
     adopted: Option<Adopted>,
+    /// R8.15: a killed sidecar waits for these containers (indices) to exit before its SIGTERM.
+    turn_after: Vec<usize>,
 }
 
 /// What an adopted container's previous status said (R3.17).
@@ -618,6 +640,7 @@ impl Manager {
         rt.ever_started = true;
         rt.start_pending = false;
         rt.kill_pending = false;
+        rt.turn_after.clear();
         rt.killed_for_restart = false;
         rt.adopted = adopted;
         s.container_id = Some(id);
@@ -655,6 +678,7 @@ impl Manager {
             Some(now)
         };
         rt.kill_pending = false;
+        rt.turn_after.clear();
         s.state = ContainerState::Terminated(Terminated {
             exit_code,
             signal,
@@ -1515,9 +1539,23 @@ impl Manager {
         let grace_period = kill::grace_period(info, c, reason, deletion_grace);
         let grace_override = kill::deletion_override(deletion_grace);
         let message = kill::kill_message(&c.name, reason, restart);
+        // R8.15: only a pod stopping as a whole orders its containers' SIGTERMs.
+        let turn_after = match (reason, self.pod(pod)) {
+            (KillReason::PodTerminating, Some(p)) => {
+                let running: Vec<bool> =
+                    p.status.containers.iter().map(|s| s.is_running()).collect();
+                kill::termination_prerequisites(info, ci, &running)
+            }
+            _ => Vec::new(),
+        };
+        let waits_for = turn_after
+            .iter()
+            .map(|&i| info.containers[i].name.clone())
+            .collect();
         if let Some(p) = self.pod_mut(pod) {
             p.runtime[ci].kill_pending = true;
             p.runtime[ci].killed_for_restart = restart;
+            p.runtime[ci].turn_after = turn_after;
         }
         self.event(pod, ci, "Killing", EventType::Normal, message.clone(), now);
         self.actions.push_back(Action::Kill(KillRequest {
@@ -1527,11 +1565,13 @@ impl Manager {
             reason,
             grace_period,
             grace_override,
+            waits_for,
             message,
         }));
     }
 
-    /// A terminating pod: kill what runs (R8.14); once nothing runs, remove all workers.
+    /// A terminating pod: kill what runs (R8.14), telling each waiting sidecar when its turn has
+    /// come (R8.15); once nothing runs, remove all workers.
     fn sync_terminating(&mut self, pod: PodId, info: &PodInfo, grace: i64, now: Instant) {
         let mut running = false;
         for ci in 0..info.containers.len() {
@@ -1558,6 +1598,7 @@ impl Manager {
                 now,
             );
         }
+        self.stop_turns(pod, info);
         if !running {
             let p = self.pod_mut(pod).expect("pod exists");
             let all_zero = p.status.containers.iter().all(|s| match &s.state {
@@ -1570,6 +1611,25 @@ impl Manager {
                 PodPhase::Failed
             };
             self.finish_pod(pod);
+        }
+    }
+
+    /// R8.15: a sidecar's turn comes once every container it waits for has exited.
+    fn stop_turns(&mut self, pod: PodId, info: &PodInfo) {
+        let Some(p) = self.pod(pod) else { return };
+        let due: Vec<usize> = (0..info.containers.len())
+            .filter(|&ci| {
+                let after = &p.runtime[ci].turn_after;
+                !after.is_empty() && after.iter().all(|&i| !p.status.containers[i].is_running())
+            })
+            .collect();
+        for ci in due {
+            let Some(p) = self.pod_mut(pod) else { return };
+            p.runtime[ci].turn_after.clear();
+            if p.status.containers[ci].is_running() {
+                let container = info.containers[ci].name.clone();
+                self.actions.push_back(Action::StopTurn { pod, container });
+            }
         }
     }
 

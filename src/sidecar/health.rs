@@ -425,8 +425,9 @@ impl Report {
                     } else {
                         "reason withheld".into()
                     };
-                    let mark = if l.required { '-' } else { '+' };
-                    out.push_str(&format!("[{mark}]{} failed: {reason}{weak}\n", l.name));
+                    // `[-]` means failed in the healthz format, required or not; a weak
+                    // check's failure only leaves the overall answer at 200.
+                    out.push_str(&format!("[-]{} failed: {reason}{weak}\n", l.name));
                 }
             }
         }
@@ -594,7 +595,7 @@ checks:
         assert!(r.ok);
         assert!(
             r.render(true)
-                .contains("[+]cache failed: PING answered LOADING (not required)\n")
+                .contains("[-]cache failed: PING answered LOADING (not required)\n")
         );
     }
 
@@ -718,7 +719,7 @@ checks:
         assert_eq!(
             r.render(true),
             "[+]app-ready ok\n[+]watchdog ok\n[+]overload ok\n[+]shutdown ok\n[+]db excluded: ok\n\
-             [+]cache failed: no result yet (not required)\n\
+             [-]cache failed: no result yet (not required)\n\
              warn: some health checks cannot be excluded: no matches for \"nope\"\nreadyz check passed\n"
         );
     }

@@ -2,7 +2,7 @@
 //! (every workload kind, multi-document files, `List`) and validated like `probelet validate`.
 
 use crate::spec::PodTemplate;
-use crate::spec::load::{LoadError, load_paths};
+use crate::spec::load::{LoadError, Loaded, load_paths, load_str, read_manifest};
 use crate::spec::validate::validate_template;
 use std::path::{Path, PathBuf};
 
@@ -29,7 +29,18 @@ pub enum ManifestError {
 
 /// Loads and validates the first pod template in `path`.
 pub fn load_pod_template(path: &Path) -> Result<PodTemplate, ManifestError> {
-    let loaded = load_paths(&[path.to_path_buf()])?;
+    first_valid_template(load_paths(&[path.to_path_buf()])?, path)
+}
+
+/// Reads `path` (`-`: standard input) once and loads its first pod template: the text and the
+/// template, for callers that edit the text afterwards (`calibrate -o yaml`).
+pub fn read_pod_template(path: &Path) -> Result<(String, PodTemplate), ManifestError> {
+    let (name, text) = read_manifest(path)?;
+    let template = first_valid_template(load_str(&name, &text)?, path)?;
+    Ok((text, template))
+}
+
+fn first_valid_template(loaded: Loaded, path: &Path) -> Result<PodTemplate, ManifestError> {
     let template = loaded
         .templates
         .into_iter()

@@ -353,9 +353,16 @@ impl Recorder {
                         What::Killing {
                             reason: k.reason,
                             message: k.message.clone(),
-                            grace_period: k.shutdown_window(Duration::ZERO),
+                            grace_period: k.shutdown_window(Duration::ZERO, Duration::ZERO),
+                            waits_for: k.waits_for.iter().map(|n| n.to_string()).collect(),
                         },
                     );
+                }
+                Action::StopTurn { container, .. } => {
+                    let Some(ci) = self.index(container) else {
+                        continue;
+                    };
+                    self.push(t, Some(ci), What::StopTurn);
                 }
                 _ => {}
             }
@@ -517,7 +524,7 @@ pub fn simulate(spec: &PodSpec, plan: &Plan, opts: &SimOptions) -> Timeline {
     }));
     // The pod is added before the driver exists so no step is missed; the recorder sees the
     // engine's first actions when the driver collects them.
-    let _ = manager.add_pod(t0, info);
+    let pod = manager.add_pod(t0, info);
     let mut driver = VirtualDriver::new(manager);
     driver.keep_log(false);
     {
@@ -571,7 +578,14 @@ pub fn simulate(spec: &PodSpec, plan: &Plan, opts: &SimOptions) -> Timeline {
         let r = recorder.clone();
         driver.on_step(move |now, actions, manager| r.borrow_mut().on_step(now, actions, manager));
     }
-    driver.run_until(t0 + opts.duration);
+    let end = t0 + opts.duration;
+    if let (Some((at, grace)), Ok(pod)) = (plan.delete, pod)
+        && t0 + at <= end
+    {
+        driver.run_until(t0 + at);
+        let _ = driver.manager.terminate_pod(t0 + at, pod, grace);
+    }
+    driver.run_until(end);
     drop(driver); // releases the closures' references to the recorder
     let recorder = Rc::try_unwrap(recorder)
         .map(RefCell::into_inner)

@@ -29,6 +29,22 @@ pub struct Scenario {
     /// Behaviour per container, by container name.
     #[serde(default)]
     pub containers: BTreeMap<String, Spanned<ContainerScenario>>,
+    /// The pod is deleted (`kubectl delete`, or Ctrl-C on `probelet run`): every container is
+    /// stopped, sidecars last (R8.14, R8.15).
+    #[serde(default)]
+    pub delete: Option<DeleteEvent>,
+}
+
+/// When the pod is deleted, and with which grace period.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeleteEvent {
+    /// Time since the pod was created.
+    pub at: SimDuration,
+    /// The deletion's grace period (`--grace-period`; default the pod's
+    /// `terminationGracePeriodSeconds`).
+    #[serde(default)]
+    pub grace_period_seconds: Option<i64>,
 }
 
 /// How one container's process and probe targets behave.

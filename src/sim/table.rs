@@ -70,16 +70,22 @@ pub fn describe(e: &Entry) -> String {
             reason,
             message,
             grace_period,
+            waits_for,
         } => {
             let why = match reason {
                 KillReason::PodTerminating => "stopping",
                 _ => "KILLING",
             };
-            format!(
+            let mut s = format!(
                 "{why}: {message} (grace {})",
                 format_duration(*grace_period)
-            )
+            );
+            if !waits_for.is_empty() {
+                let _ = write!(s, "; SIGTERM once {} exited", waits_for.join(", "));
+            }
+            s
         }
+        What::StopTurn => "turn to stop: SIGTERM".to_string(),
         What::Exited { code, signal } => match signal {
             Some(15) => format!("exited {code} (SIGTERM)"),
             Some(9) => format!("exited {code} (SIGKILL after the grace period)"),

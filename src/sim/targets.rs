@@ -401,6 +401,8 @@ pub struct ContainerPlan {
 pub struct Plan {
     /// Containers in the pod's order (init, then regular).
     pub containers: Vec<ContainerPlan>,
+    /// When the pod is deleted (time since creation) and the deletion's grace period.
+    pub delete: Option<(Duration, Option<i64>)>,
 }
 
 fn containers_of(spec: &PodSpec) -> impl Iterator<Item = &Container> {
@@ -453,7 +455,11 @@ impl Plan {
                 compile_container(c, sc, init, path)
             })
             .collect::<Result<_, _>>()?;
-        Ok(Plan { containers })
+        let delete = scenario
+            .delete
+            .as_ref()
+            .map(|d| (d.at.0, d.grace_period_seconds));
+        Ok(Plan { containers, delete })
     }
 
     /// The container called `name`.

@@ -93,10 +93,15 @@ pub enum What {
         reason: KillReason,
         /// The `Killing` event message.
         message: String,
-        /// The grace period before SIGKILL.
+        /// The grace period before SIGKILL (before any wait for the turn).
         #[serde(serialize_with = "secs")]
         grace_period: Duration,
+        /// R8.15: a sidecar of a stopping pod gets SIGTERM only once these have exited.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        waits_for: Vec<String>,
     },
+    /// R8.15: every container this sidecar waited for has exited: it gets SIGTERM now.
+    StopTurn,
     /// The instance exited.
     Exited {
         /// Exit code.

@@ -6,4 +6,5 @@ mod prober_rules;
 mod properties;
 mod status_rules;
 mod sync_rules;
+mod termination_order;
 mod worker_rules;

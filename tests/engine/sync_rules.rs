@@ -314,7 +314,10 @@ fn r8_6_probe_level_grace_of_one_second_gives_two() {
         "livenessProbe": liveness(json!({"terminationGracePeriodSeconds": 1}))}]}));
     assert_eq!(kill.grace_period, Duration::from_secs(1));
     assert_eq!(kill.grace_override, None);
-    assert_eq!(kill.shutdown_window(Duration::ZERO), Duration::from_secs(2));
+    assert_eq!(
+        kill.shutdown_window(Duration::ZERO, Duration::ZERO),
+        Duration::from_secs(2)
+    );
     assert_eq!(sigkilled - killed, 2.0);
 }
 
@@ -337,24 +340,24 @@ fn r8_6_pre_stop_using_up_the_grace_leaves_two() {
         "terminationGracePeriodSeconds": 10,
         "containers": [{"name": "app", "livenessProbe": liveness(json!({}))}]}));
     assert_eq!(
-        kill.shutdown_window(Duration::from_secs(4)),
+        kill.shutdown_window(Duration::from_secs(4), Duration::ZERO),
         Duration::from_secs(6)
     );
     assert_eq!(
-        kill.shutdown_window(Duration::from_secs(10)),
+        kill.shutdown_window(Duration::from_secs(10), Duration::ZERO),
         Duration::from_secs(2)
     );
     assert_eq!(
-        kill.shutdown_window(Duration::from_secs(15)),
+        kill.shutdown_window(Duration::from_secs(15), Duration::ZERO),
         Duration::from_secs(2)
     );
 }
 
-/// R8.6: a forced delete (grace 0) is the pod worker's override, never below 1 s, and it
-/// replaces the 2 s floor: SIGKILL 1 s after SIGTERM. A deletion's override also replaces
-/// what a preStop hook left.
+/// R8.6 (current order): a forced delete (grace 0) is the pod worker's override, never below
+/// 1 s; it replaces the grace period first and the 2 s floor comes last, so SIGKILL follows
+/// SIGTERM after 2 s.
 #[test]
-fn r8_6_forced_delete_with_grace_zero_gives_one() {
+fn r8_6_forced_delete_override_of_one_second_leaves_two() {
     let (mut d, id) = driver(app_pod(json!({})));
     d.on_process(|_| ProcessBehaviour {
         stop_after_sigterm: Duration::from_secs(3600),
@@ -367,17 +370,39 @@ fn r8_6_forced_delete_with_grace_zero_gives_one() {
     assert_eq!(k.len(), 1);
     assert_eq!(k[0].0, 5.0);
     assert_eq!(k[0].1.grace_override, Some(Duration::from_secs(1)));
+    assert_eq!(k[0].1.grace().budget(), Duration::from_secs(1));
     assert_eq!(
-        k[0].1.shutdown_window(Duration::ZERO),
-        Duration::from_secs(1)
-    );
-    assert_eq!(
-        k[0].1.shutdown_window(Duration::from_secs(9)),
-        Duration::from_secs(1)
+        k[0].1.shutdown_window(Duration::ZERO, Duration::ZERO),
+        Duration::from_secs(2)
     );
     let last = container(&d, id, "app");
     let ContainerState::Terminated(t) = &last.state else {
         panic!("terminated: {:?}", last.state);
     };
-    assert_eq!((t.exit_code, rel(t.finished_at)), (137, 6.0));
+    assert_eq!((t.exit_code, rel(t.finished_at)), (137, 7.0));
+}
+
+/// R8.6 (current order): a deletion's grace period replaces the pod's *before* the preStop
+/// hook: the hook's budget is the deletion grace, and its time comes off that (10 s − 4 s).
+#[test]
+fn r8_6_deletion_with_pre_stop_override_then_pre_stop_subtracted() {
+    let (mut d, id) = driver(pod(
+        "p",
+        json!({"terminationGracePeriodSeconds": 30, "containers": [{"name": "app"}]}),
+    ));
+    d.run_until(at(5.0));
+    d.manager.terminate_pod(at(5.0), id, Some(10)).unwrap();
+    d.run_until(at(30.0));
+    let (_, kill) = kills(&d).remove(0);
+    assert_eq!(kill.grace_period, Duration::from_secs(10));
+    assert_eq!(kill.grace_override, Some(Duration::from_secs(10)));
+    assert_eq!(kill.grace().budget(), Duration::from_secs(10));
+    assert_eq!(
+        kill.shutdown_window(Duration::from_secs(4), Duration::ZERO),
+        Duration::from_secs(6)
+    );
+    assert_eq!(
+        kill.shutdown_window(Duration::from_secs(9), Duration::ZERO),
+        Duration::from_secs(2)
+    );
 }
