@@ -172,6 +172,9 @@ pub struct Supervisor {
     stop_requested: Arc<std::sync::atomic::AtomicBool>,
     /// Pods whose filtered probe events were announced on the terminal ([`FILTERED_NOTE`]).
     filter_noted: std::collections::HashSet<PodId>,
+    /// Containers whose current back-off the terminal has shown: a `BackOff` repeats at every
+    /// pod sync while the same back-off lasts, and only the first after an attempt is news.
+    backoff_shown: std::collections::HashSet<(PodId, String)>,
 }
 
 /// Printed once per pod when the spam filter first keeps one of its probe events from the
@@ -223,6 +226,7 @@ impl Supervisor {
             api: None,
             stop_requested: Arc::default(),
             filter_noted: Default::default(),
+            backoff_shown: Default::default(),
             config,
         }
     }
@@ -662,6 +666,7 @@ impl Supervisor {
             let _ = self.manager.remove_pod(now, id);
             self.events.forget_pod(id);
             self.filter_noted.remove(&id);
+            self.backoff_shown.retain(|(pod, _)| *pod != id);
             self.reported.remove(&id);
             if let Some(run) = self.pods.remove(&id)
                 && let Some(api) = &mut self.api
@@ -842,6 +847,7 @@ impl Supervisor {
     ) {
         let clock = self.clock();
         let (pod_name, time) = (self.pod_name(pod), self.wall(at));
+        let repeat = self.repeats_on_terminal(pod, field_path, reason);
         if let Some(stored) = self
             .events
             .record_parts(pod, field_path, reason, kind, message, at)
@@ -852,7 +858,7 @@ impl Supervisor {
             (self.sink)(event_line(stored, pod_name, time));
             return;
         }
-        let line = if !matches!(reason, "Unhealthy" | "ProbeWarning") {
+        let line = if !repeat {
             Line {
                 time,
                 pod: pod_name,
@@ -876,6 +882,22 @@ impl Supervisor {
             return;
         };
         (self.sink)(line);
+    }
+
+    /// Whether an event only repeats what the terminal already shows, so the spam filter may
+    /// keep it from the terminal too: probe results (`Unhealthy`, `ProbeWarning`) repeat every
+    /// period, and `BackOff` at every pod sync while the same back-off lasts. Every other event
+    /// is a decision (a kill, a start, a failed start) and so is the first `BackOff` after
+    /// each attempt: bounded by the restarts themselves.
+    fn repeats_on_terminal(&mut self, pod: PodId, field_path: &str, reason: &str) -> bool {
+        match reason {
+            "Unhealthy" | "ProbeWarning" => true,
+            "BackOff" => !self.backoff_shown.insert((pod, container_of(field_path))),
+            _ => {
+                self.backoff_shown.remove(&(pod, container_of(field_path)));
+                false
+            }
+        }
     }
 
     fn start_probe(&mut self, req: ProbeRequest) {
