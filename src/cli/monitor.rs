@@ -41,6 +41,11 @@ pub struct Args {
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
 
+    /// The most HTTP connections served at once (at the cap a new one evicts the longest-idle
+    /// one). Default: a quarter of the file-descriptor limit, 16 to 1,024.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+
     /// How to print events: `text` lines (with a live table on a terminal) or `json` lines.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
     pub output: Format,
@@ -246,6 +251,13 @@ pub fn run(args: Args) -> ExitCode {
         }),
         probe,
     };
+    let server_limits = {
+        let l = probelet::server::ServerLimits::for_nofile(nofile.unwrap_or(1024));
+        probelet::server::ServerLimits {
+            max_connections: args.max_connections.unwrap_or(l.max_connections).max(1),
+            ..l
+        }
+    };
     let runtime = match runtime(args.threads) {
         Ok(rt) => rt,
         Err(e) => {
@@ -297,12 +309,13 @@ pub fn run(args: Args) -> ExitCode {
                 summary.added
             ),
         );
-        let server = axum::serve(listener, probelet::monitor::http::router(shared.clone()));
-        tokio::spawn(async move {
-            if let Err(e) = server.await {
-                eprintln!("probelet monitor: HTTP server stopped: {e}");
-            }
-        });
+        // The one server edge: connection cap, idle/header/write timeouts, accept back-off.
+        tokio::spawn(probelet::server::serve(
+            listener,
+            probelet::monitor::http::router(shared.clone()),
+            probelet::server::Protocols::Http1,
+            server_limits,
+        ));
         // Reloads: SIGHUP, and file changes with --watch.
         let reload = {
             let (shared, out, wake, path, cluster) =

@@ -48,8 +48,10 @@ pub struct Shared {
     state: Mutex<State>,
     origin: tokio::time::Instant,
     generation: AtomicU64,
-    /// Bumped on every change an endpoint could see (for gRPC `Watch`).
-    pub changed: tokio::sync::watch::Sender<u64>,
+    /// The endpoints' answers, re-evaluated on every change and every second (statuses also
+    /// change with time alone: watchdog age, staleness); gRPC `Watch` streams read it and wake
+    /// only when an answer changes.
+    statuses: tokio::sync::watch::Sender<super::server::Statuses>,
     /// Woken when the app's `STOPPING=1` starts a drain, so that the main task exits after
     /// `drain.delay` as it does after SIGTERM (a permit is kept if it is not waiting yet).
     pub stop_requested: tokio::sync::Notify,
@@ -70,7 +72,7 @@ impl Shared {
             }),
             origin: tokio::time::Instant::now(),
             generation: AtomicU64::new(0),
-            changed: tokio::sync::watch::channel(0).0,
+            statuses: tokio::sync::watch::channel(Default::default()).0,
             stop_requested: tokio::sync::Notify::new(),
         })
     }
@@ -93,8 +95,21 @@ impl Shared {
         health::evaluate(endpoint, &s.checks, &s.app, &s.policy, now, exclude)
     }
 
-    fn bump(&self) {
-        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    /// Re-evaluates the endpoints' answers for `Watch` (one evaluation, whatever the number
+    /// of watchers; they are woken only when an answer changed).
+    pub fn bump(&self) {
+        let now = super::server::Statuses::now(self);
+        self.statuses.send_if_modified(|s| {
+            let changed = *s != now;
+            *s = now;
+            changed
+        });
+    }
+
+    /// The endpoints' answers, for a `Watch` stream.
+    pub fn statuses(&self) -> tokio::sync::watch::Receiver<super::server::Statuses> {
+        self.bump();
+        self.statuses.subscribe()
     }
 
     /// Records a check's completion, if `generation` is still that check's.
