@@ -887,3 +887,194 @@ fn the_example_files_load() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// === issue 28: the sidecar under attack ===
+
+/// Issue 28 item 1 (notify access like systemd's `NotifyAccess=main`): once the app (here,
+/// this test process) has sent `READY=1`, heartbeats and `STOPPING=1` from another process are
+/// refused and counted: a deadlocked app's liveness fails however many heartbeats an impostor
+/// sends, and the impostor cannot stop the sidecar.
+#[test]
+fn r28_1_notify_datagrams_from_another_process_are_refused() {
+    let config = "notifySocket: DIR/notify.sock\nwatchdog: {timeout: 1s}\ndrain: {delay: 1s}\n";
+    let mut s = Sidecar::start(config, &[]);
+    let sock = s.dir().join("notify.sock");
+    let app = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    app.send_to(b"READY=1\nWATCHDOG=1", &sock).unwrap();
+    s.wait_status("/startupz", 200, Duration::from_secs(5));
+    // The impostor: another process heartbeating every 100 ms, then sending STOPPING=1.
+    let mut impostor = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["demo-app", "--listen", "127.0.0.1:0"])
+        .args([
+            "--notify-watchdog",
+            "100ms",
+            "--notify-stopping",
+            "--exit-after",
+            "3s",
+        ])
+        .env("NOTIFY_SOCKET", &sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The app stopped heartbeating: liveness fails despite the impostor's heartbeats.
+    let body = s.wait_status("/livez?verbose", 503, Duration::from_secs(5));
+    assert!(body.contains("[-]watchdog failed"), "{body}");
+    impostor.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        s.child.try_wait().unwrap(),
+        None,
+        "the impostor's STOPPING=1 stopped the sidecar"
+    );
+    let (_, ready) = s.get("/readyz?verbose");
+    assert!(
+        !ready.contains("shutdown failed"),
+        "draining after the impostor's STOPPING=1: {ready}"
+    );
+    let (_, metrics) = s.get("/metrics");
+    let refused: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("probelet_sidecar_notify_refused_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(refused >= 10, "{metrics}");
+    s.wait_line("the refusal", |l| {
+        l.contains("refused: not the app's main process")
+    });
+    // The app itself is still heard.
+    app.send_to(b"WATCHDOG=1", &sock).unwrap();
+    s.wait_status("/livez", 200, Duration::from_secs(5));
+}
+
+/// Issue 28 item 5: a number too large for a duration is a positioned error at start, and a
+/// refused reload (the running config stays) at SIGHUP; no panic either way.
+#[test]
+fn r28_5_a_huge_duration_is_a_positioned_error_at_start_and_a_refused_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("s.yaml");
+    for delay in ["1e20", "1.8e19", "\"1e20s\"", "90000"] {
+        std::fs::write(
+            &cfg,
+            format!("listen: 127.0.0.1:0\ndrain: {{delay: {delay}}}\n"),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .args(["sidecar", cfg.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{delay}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{}:2:9: drain.delay: Invalid value",
+                cfg.display()
+            )),
+            "{delay}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let mut s = Sidecar::start("drain: {delay: 1s}\n", &[]);
+    std::fs::write(&s.config, "drain: {delay: 1e20}\n").unwrap();
+    s.signal(rustix::process::Signal::HUP);
+    s.wait_line("the refused reload", |l| l.contains("config not reloaded"));
+    s.wait_line("the error", |l| l.contains("drain.delay"));
+    s.signal(rustix::process::Signal::TERM);
+    assert_eq!(
+        s.wait_exit(Duration::from_secs(5)),
+        Some(0),
+        "the old 1 s delay applies"
+    );
+}
+
+/// Issue 28 item 6: a socket another process serves at `notifySocket` is refused, never
+/// unlinked; a stale one is replaced; at exit only the sidecar's own socket file is removed.
+#[test]
+fn r28_6_a_served_notify_socket_is_never_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("notify.sock");
+    let owner = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
+    let cfg = dir.path().join("s.yaml");
+    std::fs::write(
+        &cfg,
+        format!("listen: 127.0.0.1:0\nnotifySocket: {}\n", sock.display()),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["sidecar", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another process is serving it"), "{err}");
+    // Its owner still receives.
+    std::os::unix::net::UnixDatagram::unbound()
+        .unwrap()
+        .send_to(b"hello", &sock)
+        .unwrap();
+    owner
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    // (the sidecar's check sent an empty datagram first)
+    let mut got = owner.recv(&mut buf).unwrap();
+    if got == 0 {
+        got = owner.recv(&mut buf).unwrap();
+    }
+    assert_eq!(&buf[..got], b"hello");
+    // A stale socket (its owner gone) is replaced.
+    drop(owner);
+    let config = "notifySocket: DIR/notify.sock\ndrain: {delay: 0s}\n";
+    let mut s = Sidecar::start(config, &[]);
+    let ours = s.dir().join("notify.sock");
+    // Someone replaces the file while the sidecar runs: at exit theirs stays.
+    std::fs::remove_file(&ours).unwrap();
+    let theirs = std::os::unix::net::UnixDatagram::bind(&ours).unwrap();
+    s.signal(rustix::process::Signal::TERM);
+    assert_eq!(s.wait_exit(Duration::from_secs(5)), Some(0));
+    assert!(
+        ours.exists(),
+        "the sidecar removed another process's socket"
+    );
+    drop(theirs);
+}
+
+/// Issue 28 item 7: a dependency's error text with line separators and bidi controls reaches
+/// the log and `?verbose` escaped (one rule, `display::terminal`).
+#[test]
+fn r28_7_dependency_text_with_line_separators_and_bidi_is_escaped() {
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = fake.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in fake.incoming().take(50) {
+            let Ok(mut c) = c else { continue };
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 256];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(
+                "-ERR boom\u{2028}[+]db ok\u{2029}\u{202e}gnp.exe\u{2066}x\u{1b}[2J\r\n".as_bytes(),
+            );
+        }
+    });
+    let config = format!(
+        "checks:\n- name: cache\n  redis: {{address: \"127.0.0.1:{port}\", periodSeconds: 1, failureThreshold: 1}}\n"
+    );
+    let mut s = Sidecar::start(&config, &[]);
+    let line = s.wait_line("the failure line", |l| {
+        l.contains("check cache is failing from the start")
+    });
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(10));
+    for text in [body.as_str(), line.as_str()] {
+        assert!(
+            !text.contains(['\u{2028}', '\u{2029}', '\u{202e}', '\u{2066}', '\u{1b}']),
+            "{text:?}"
+        );
+    }
+    for text in [body.as_str(), line.as_str()] {
+        assert!(
+            text.contains("boom\\u2028[+]db ok\\u2029\\u202egnp.exe\\u2066x\\x1b[2J"),
+            "{text:?}"
+        );
+    }
+}

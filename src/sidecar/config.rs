@@ -135,6 +135,10 @@ pub struct SidecarConfig {
     pub listen: SocketAddr,
     /// The sd_notify datagram socket the app writes to, when the app talks sd_notify.
     pub notify_socket: Option<PathBuf>,
+    /// `notifyAccess: all`: accept datagrams from any process, not only the app's (systemd's
+    /// `NotifyAccess=all`); the default, `main`, accepts only the process that sent the first
+    /// `READY=1` (or the PID it named with `MAINPID=`).
+    pub notify_access_all: bool,
     /// Liveness fails when the last `WATCHDOG=1` is older than this (once one came).
     pub watchdog_timeout: Option<Duration>,
     /// On SIGTERM: how long readiness fails before the sidecar exits; on `STOPPING=1`, how
@@ -160,6 +164,7 @@ pub struct Loaded {
 struct Doc {
     listen: Option<String>,
     notify_socket: Option<String>,
+    notify_access: Option<String>,
     watchdog: Option<WatchdogDoc>,
     drain: Option<DrainDoc>,
     overload: Option<OverloadDoc>,
@@ -387,6 +392,18 @@ fn resolve(
         .notify_socket
         .filter(|s| !s.is_empty())
         .map(PathBuf::from);
+    let notify_access_all = match doc.notify_access.as_deref() {
+        None | Some("main") => false,
+        Some("all") => true,
+        Some(other) => {
+            errors.push(FieldError::not_supported(
+                &root.child("notifyAccess"),
+                BadValue::Str(other.to_string()),
+                &["main", "all"],
+            ));
+            false
+        }
+    };
     if watchdog_timeout.is_some() && notify_socket.is_none() {
         errors.push(FieldError::required(
             &root.child("notifySocket"),
@@ -541,6 +558,7 @@ fn resolve(
     SidecarConfig {
         listen,
         notify_socket,
+        notify_access_all,
         watchdog_timeout,
         drain_delay,
         overload_recover,
@@ -629,12 +647,26 @@ fn split_address(s: &str) -> Option<(String, u16)> {
     Some((host.to_string(), port))
 }
 
+/// The longest duration a sidecar setting takes (a drain or watchdog longer than a day is a
+/// typo, and an unbounded one would make SIGTERM never end the process).
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// A number of seconds or a text duration, through the one parser for both
+/// ([`crate::display::parse_duration`]), bounded by [`MAX_DURATION`].
 fn to_duration(d: &DurationDoc) -> Result<Duration, String> {
-    match d {
-        DurationDoc::Seconds(s) if s.is_finite() && *s >= 0.0 => Ok(Duration::from_secs_f64(*s)),
-        DurationDoc::Seconds(_) => Err("must be a non-negative duration".into()),
+    let parsed = match d {
+        DurationDoc::Seconds(s) => crate::display::parse_duration(&s.to_string())
+            .map_err(|_| "must be a non-negative duration".to_string()),
         DurationDoc::Text(t) => crate::display::parse_duration(t),
+    }?;
+    if parsed > MAX_DURATION {
+        return Err(format!(
+            "must be at most {} ({})",
+            crate::display::go_duration(MAX_DURATION),
+            MAX_DURATION.as_secs()
+        ));
     }
+    Ok(parsed)
 }
 
 fn duration_value(d: &DurationDoc) -> BadValue {

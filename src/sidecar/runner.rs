@@ -36,6 +36,10 @@ pub struct State {
     pub datagrams: u64,
     /// Oversize datagrams dropped.
     pub oversize: u64,
+    /// Datagrams refused because they did not come from the app (`notifyAccess: main`).
+    pub refused: u64,
+    /// Who may speak for the app, and its main PID once known.
+    pub access: super::notify::Access,
     /// Reloads applied, and refused (invalid config).
     pub reloads: u64,
     /// Reloads refused.
@@ -67,6 +71,11 @@ impl Shared {
                 policy: policy_of(config),
                 datagrams: 0,
                 oversize: 0,
+                refused: 0,
+                access: super::notify::Access {
+                    all: config.notify_access_all,
+                    main: None,
+                },
                 reloads: 0,
                 reload_errors: 0,
             }),
@@ -118,6 +127,7 @@ impl Shared {
         let mut s = self.state();
         if let Some(c) = s.checks.iter_mut().find(|c| c.generation == generation) {
             let name = c.spec.name.clone();
+            let first = c.successes + c.failures + c.errors == 0;
             if c.record(completion, now) {
                 eprintln!(
                     "sidecar: check {name} is now {}{}",
@@ -125,8 +135,15 @@ impl Shared {
                     if c.published == crate::engine::ProbeResult::Success {
                         String::new()
                     } else {
-                        format!(": {}", health::escape(&c.reason))
+                        format!(": {}", crate::display::terminal(&c.reason))
                     }
+                );
+            } else if first && c.successes == 0 {
+                // Failing from the start publishes no change (readiness starts as failure),
+                // but the operator must see why (issue 26 item 8): the first result once.
+                eprintln!(
+                    "sidecar: check {name} is failing from the start: {}",
+                    crate::display::terminal(&c.reason)
                 );
             }
             drop(s);
@@ -277,7 +294,21 @@ pub async fn read_notify(shared: Arc<Shared>, listener: Listener) {
         s.datagrams += 1;
         match got {
             Received::Oversize => s.oversize += 1,
-            Received::Assignments(list) => {
+            Received::Assignments(list, sender) if !s.access.admit(sender, &list) => {
+                s.refused += 1;
+                // The first, then every 1,000th: a flood must not flood the log.
+                if s.refused % 1000 == 1 {
+                    eprintln!(
+                        "sidecar: notify socket: datagram from PID {} refused: not the app's main process ({}; {} refused so far; notifyAccess: all accepts any sender)",
+                        sender.map_or("unknown".into(), |p| p.to_string()),
+                        s.access
+                            .main
+                            .map_or("no READY=1 or MAINPID= yet".into(), |p| format!("PID {p}")),
+                        s.refused
+                    );
+                }
+            }
+            Received::Assignments(list, _) => {
                 for a in &list {
                     if s.app.apply(a, now) {
                         eprintln!(
