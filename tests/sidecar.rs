@@ -1078,3 +1078,74 @@ fn r28_7_dependency_text_with_line_separators_and_bidi_is_escaped() {
         );
     }
 }
+
+/// A fake PostgreSQL server that offers SCRAM-SHA-256 and asks for `iterations` PBKDF2
+/// rounds; its port.
+fn fake_scram_postgres(iterations: u64) -> u16 {
+    use std::io::{Read, Write};
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = fake.local_addr().unwrap().port();
+    let message = |tag: u8, body: &[u8]| {
+        let mut m = vec![tag];
+        m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    };
+    std::thread::spawn(move || {
+        for c in fake.incoming().take(20) {
+            let Ok(mut c) = c else { continue };
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 4096];
+            if c.read(&mut buf).unwrap_or(0) == 0 {
+                continue; // (the startup message)
+            }
+            let _ = c.write_all(&message(b'R', b"\0\0\0\x0aSCRAM-SHA-256\0\0"));
+            let Ok(n) = c.read(&mut buf) else { continue };
+            let text = String::from_utf8_lossy(&buf[..n]).to_string();
+            let Some(nonce) = text.split("r=").nth(1) else {
+                continue;
+            };
+            let first = format!("r={nonce}srv,s=AAAAAAAAAAAAAAAAAAAAAA==,i={iterations}");
+            let mut body = 11u32.to_be_bytes().to_vec();
+            body.extend_from_slice(first.as_bytes());
+            let _ = c.write_all(&message(b'R', &body));
+            let _ = c.read(&mut buf);
+        }
+    });
+    port
+}
+
+/// Issue 28 item 4: a server asking for 200,000,000 SCRAM iterations cannot freeze the
+/// sidecar: the check fails at once with the reason, and liveness answers within 100 ms
+/// meanwhile.
+#[test]
+fn r28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
+    let port = fake_scram_postgres(200_000_000);
+    let config = format!(
+        "checks:\n- name: db\n  postgres: {{dsn: \"postgres://app@127.0.0.1:{port}/postgres\", passwordFrom: {{env: PGPW}}, periodSeconds: 1, timeoutSeconds: 1}}\n"
+    );
+    let mut s = Sidecar::start(&config, &[("PGPW", "pw")]);
+    let started = Instant::now();
+    let line = s.wait_line("the failure", |l| {
+        l.contains("check db is failing from the start")
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        line.contains("200000000 PBKDF2 iterations, more than the 100000"),
+        "{line}"
+    );
+    for _ in 0..20 {
+        let asked = Instant::now();
+        assert_eq!(s.get("/livez").0, 200);
+        assert!(
+            asked.elapsed() < Duration::from_millis(100),
+            "{:?}",
+            asked.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
