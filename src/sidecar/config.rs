@@ -204,6 +204,17 @@ struct CheckDoc {
     probe: Option<Probe>,
     postgres: Option<PostgresDoc>,
     redis: Option<RedisDoc>,
+    // The timing may sit on the check itself, for every kind (issue 26 item 8).
+    #[serde(rename = "initialDelaySeconds")]
+    initial_delay_seconds: Option<i32>,
+    #[serde(rename = "timeoutSeconds")]
+    timeout_seconds: Option<i32>,
+    #[serde(rename = "periodSeconds")]
+    period_seconds: Option<i32>,
+    #[serde(rename = "successThreshold")]
+    success_threshold: Option<i32>,
+    #[serde(rename = "failureThreshold")]
+    failure_threshold: Option<i32>,
 }
 
 /// The timing fields of a Kubernetes `Probe`, for the protocol-native handlers.
@@ -458,6 +469,13 @@ fn resolve(
             errors.push(e);
             continue;
         }
+        let on_check = [
+            ("initialDelaySeconds", c.initial_delay_seconds),
+            ("timeoutSeconds", c.timeout_seconds),
+            ("periodSeconds", c.period_seconds),
+            ("successThreshold", c.success_threshold),
+            ("failureThreshold", c.failure_threshold),
+        ];
         let (handler, probe, handler_path) = if let Some(probe) = c.probe {
             let mut probe = probe;
             fill_host(&mut probe);
@@ -530,6 +548,27 @@ fn resolve(
             unreachable!("exactly one handler was checked above")
         };
         let mut probe = probe;
+        // Timing on the check fills the handler's; the same field in both places is an error.
+        let before_timing = errors.len();
+        for ((field, value), slot) in on_check.into_iter().zip([
+            &mut probe.initial_delay_seconds,
+            &mut probe.timeout_seconds,
+            &mut probe.period_seconds,
+            &mut probe.success_threshold,
+            &mut probe.failure_threshold,
+        ]) {
+            match (value, slot.is_some()) {
+                (Some(_), true) => errors.push(FieldError::forbidden(
+                    &path.child(field),
+                    &format!("may not be set both here and in {}", handler_path.as_str()),
+                )),
+                (Some(v), false) => *slot = Some(v),
+                (None, _) => {}
+            }
+        }
+        if errors.len() > before_timing {
+            continue;
+        }
         defaults::apply_probe(&mut probe);
         // The API server's rules for this probe type (thresholds, timeouts, handler).
         errors.extend(validate::validate_probe(&probe, probe_type, &handler_path));
@@ -824,6 +863,35 @@ checks:
         .unwrap_err()
         .to_string();
         assert!(e.contains("passwordFrom.env: Invalid value: \"PROBELET_TEST_SURELY_UNSET\": environment variable is not set"), "{e}");
+    }
+
+    #[test]
+    fn r26_8_timing_fields_on_the_check_apply_to_every_kind() {
+        let text = "checks:
+- name: db
+  periodSeconds: 3
+  failureThreshold: 4
+  postgres: {dsn: \"postgres://app@db/orders\"}
+- name: cache
+  periodSeconds: 2
+  timeoutSeconds: 2
+  redis: {address: \"cache:6379\"}
+- name: web
+  periodSeconds: 7
+  probe: {tcpSocket: {port: 80}}
+";
+        let loaded = load_str("s.yaml", text).unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let t: Vec<_> = loaded.config.checks.iter().map(|c| c.timing).collect();
+        assert_eq!((t[0].period_seconds, t[0].failure_threshold), (3, 4));
+        assert_eq!((t[1].period_seconds, t[1].timeout_seconds), (2, 2));
+        assert_eq!(t[2].period_seconds, 7);
+        let both = "checks:\n- name: db\n  periodSeconds: 3\n  redis: {address: \"c:1\", periodSeconds: 4}\n";
+        let e = load_str("s.yaml", both).unwrap_err().to_string();
+        assert!(
+            e.contains("s.yaml:3:3: checks[0].periodSeconds: Forbidden: may not be set both here and in checks[0].redis"),
+            "{e}"
+        );
     }
 
     #[test]

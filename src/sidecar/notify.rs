@@ -252,12 +252,42 @@ mod tests {
             [
                 Assignment::Ready,
                 Assignment::Status("warming up".into()),
+                Assignment::MainPid(42),
                 Assignment::Watchdog,
                 Assignment::Overloaded(true),
                 Assignment::Overloaded(false),
                 Assignment::Stopping,
             ]
         );
+    }
+
+    #[test]
+    fn r28_1_only_the_main_process_speaks_for_the_app_unless_access_is_all() {
+        let mut main = Access::default();
+        // Before READY=1 or MAINPID=, nothing else is taken.
+        assert!(!main.admit(Some(7), &[Assignment::Watchdog]));
+        assert!(main.admit(Some(7), &[Assignment::Ready]));
+        assert_eq!(main.main, Some(7));
+        assert!(main.admit(Some(7), &[Assignment::Watchdog]));
+        assert!(!main.admit(Some(8), &[Assignment::Watchdog]));
+        assert!(!main.admit(Some(8), &[Assignment::Stopping]));
+        assert!(!main.admit(None, &[Assignment::Watchdog]));
+        // The main process may hand over to another PID (a wrapper script's exec'd child).
+        assert!(main.admit(Some(7), &[Assignment::MainPid(9)]));
+        assert!(main.admit(Some(9), &[Assignment::Watchdog]));
+        assert!(!main.admit(Some(7), &[Assignment::Watchdog]));
+        // A MAINPID= first names the main process.
+        let mut named = Access::default();
+        assert!(named.admit(Some(3), &[Assignment::MainPid(4), Assignment::Ready]));
+        assert!(named.admit(Some(4), &[Assignment::Watchdog]));
+        assert!(!named.admit(Some(3), &[Assignment::Watchdog]));
+        // notifyAccess: all.
+        let mut all = Access {
+            all: true,
+            main: None,
+        };
+        assert!(all.admit(Some(8), &[Assignment::Watchdog]));
+        assert!(all.admit(None, &[Assignment::Stopping]));
     }
 
     #[tokio::test]
