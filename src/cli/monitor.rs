@@ -41,6 +41,11 @@ pub struct Args {
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
 
+    /// Probe link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata) too; by default
+    /// such a target fails with a refusal and is never connected to, as in `run` and `check`.
+    #[arg(long)]
+    pub allow_link_local: bool,
+
     /// The most HTTP connections served at once (at the cap a new one evicts the longest-idle
     /// one). Default: a quarter of the file-descriptor limit, 16 to 1,024.
     #[arg(long, value_name = "N")]
@@ -114,7 +119,10 @@ struct Out {
 }
 
 impl Out {
+    /// Every line goes through `display::terminal`: target names, outputs and errors come
+    /// from the files and programs being probed (JSON lines stay the same JSON).
     fn line(&self, text: String) {
+        let text = probelet::display::terminal(&text).into_owned();
         match &self.pending {
             Some(p) => p.lock().unwrap_or_else(|e| e.into_inner()).push(text),
             None => {
@@ -128,7 +136,11 @@ impl Out {
         match self.format {
             Format::Json => self.line(event.to_string()),
             Format::Text => {
-                let _ = writeln!(std::io::stderr().lock(), "{text}");
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "{}",
+                    probelet::display::terminal(&text)
+                );
             }
         }
     }
@@ -151,7 +163,11 @@ impl Out {
                 );
             }
             for l in lines {
-                let _ = writeln!(std::io::stderr().lock(), "invalid target: {l}");
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "invalid target: {}",
+                    probelet::display::terminal(&l)
+                );
             }
         }
     }
@@ -250,6 +266,7 @@ pub fn run(args: Args) -> ExitCode {
                 .unwrap_or(0)
         }),
         probe,
+        allow_link_local: args.allow_link_local,
     };
     let server_limits = {
         let l = probelet::server::ServerLimits::for_nofile(nofile.unwrap_or(1024));
@@ -386,7 +403,16 @@ fn reload(
     why: &str,
     cluster: Option<&probelet::monitor::cluster::node::Node>,
 ) {
-    match config::load_file(path) {
+    // A file with no document at all is a write caught half-way (or truncated), not "remove
+    // every target": refused like an invalid file (`targets: []` empties on purpose).
+    let loaded = match std::fs::read_to_string(path) {
+        Ok(text) if has_no_document(&text) => Err(format!(
+            "{}: the file is empty (caught mid-write?); write `targets: []` to remove every target",
+            path.display()
+        )),
+        _ => config::load_file(path).map_err(|e| probelet::display::error_chain(&e)),
+    };
+    match loaded {
         Ok(f) => {
             out.invalid(&shared.file, &f.invalid);
             let invalid = f.invalid.len();
@@ -411,9 +437,8 @@ fn reload(
                 ),
             );
         }
-        Err(e) => {
+        Err(text) => {
             shared.metrics.reload_failures.inc();
-            let text = probelet::display::error_chain(&e);
             out.notice(
                 json!({"time": format_rfc3339(SystemTime::now()), "event": "ReloadFailed",
                     "cause": why, "error": text}),
@@ -456,6 +481,14 @@ pub fn default_in_flight(nofile: Option<u64>) -> usize {
             .clamp(1, 4096),
         None => 4096,
     }
+}
+
+/// Whether a YAML text holds no document: only blanks and comments.
+fn has_no_document(text: &str) -> bool {
+    text.lines().all(|l| {
+        let l = l.trim();
+        l.is_empty() || l.starts_with('#') || l == "---"
+    })
 }
 
 /// Redraws a summary and the not-ready targets once a second, under the event lines.
@@ -512,7 +545,12 @@ async fn live_view(shared: Arc<Shared>, pending: Arc<Mutex<Vec<String>>>) {
         }
         let table: Vec<String> = table
             .into_iter()
-            .map(|l| l.chars().take(width).collect())
+            .map(|l| {
+                probelet::display::terminal(&l)
+                    .chars()
+                    .take(width)
+                    .collect()
+            })
             .collect();
         let frame = view.frame(&lines, &table);
         let _ = std::io::stdout().lock().write_all(frame.as_bytes());

@@ -86,6 +86,18 @@ pub enum Handler {
     Redis(RedisTarget),
 }
 
+impl Handler {
+    /// The link-local address this handler would connect to, if any.
+    pub fn link_local(&self) -> Option<std::net::IpAddr> {
+        use crate::probe::link_local::{probe_target, refused_host};
+        match self {
+            Handler::Probe(p) => probe_target(p, DEFAULT_HOST),
+            Handler::Postgres(t) => refused_host(&t.host),
+            Handler::Redis(t) => refused_host(&t.host),
+        }
+    }
+}
+
 /// One valid check.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckSpec {
@@ -139,6 +151,10 @@ pub struct SidecarConfig {
     /// `NotifyAccess=all`); the default, `main`, accepts only the process that sent the first
     /// `READY=1` (or the PID it named with `MAINPID=`).
     pub notify_access_all: bool,
+    /// `--allow-link-local` (a flag, not a config field): checks may reach link-local
+    /// (cloud metadata) addresses; by default such a check fails with the refusal `run` and
+    /// `check` give and is never connected.
+    pub allow_link_local: bool,
     /// Liveness fails when the last `WATCHDOG=1` is older than this (once one came).
     pub watchdog_timeout: Option<Duration>,
     /// On SIGTERM: how long readiness fails before the sidecar exits; on `STOPPING=1`, how
@@ -598,6 +614,7 @@ fn resolve(
         listen,
         notify_socket,
         notify_access_all,
+        allow_link_local: false,
         watchdog_timeout,
         drain_delay,
         overload_recover,

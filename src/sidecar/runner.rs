@@ -206,7 +206,12 @@ impl Checks {
                 .push(CheckState::new(spec.clone(), generation, now));
             self.tasks.insert(
                 generation,
-                spawn_check(shared.clone(), spec.clone(), generation),
+                spawn_check(
+                    shared.clone(),
+                    spec.clone(),
+                    generation,
+                    config.allow_link_local,
+                ),
             );
             summary.started += 1;
         }
@@ -232,7 +237,12 @@ impl Checks {
 /// One check's loop: wait `initialDelaySeconds`, then run every `periodSeconds`; a run never
 /// overlaps the previous one (a run longer than the period delays the next, like the kubelet's
 /// worker).
-fn spawn_check(shared: Arc<Shared>, spec: CheckSpec, generation: u64) -> JoinHandle<()> {
+fn spawn_check(
+    shared: Arc<Shared>,
+    spec: CheckSpec,
+    generation: u64,
+    allow_link_local: bool,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         tokio::time::sleep(spec.initial_delay()).await;
         let mut ticker = tokio::time::interval(spec.period().max(Duration::from_secs(1)));
@@ -242,9 +252,16 @@ fn spawn_check(shared: Arc<Shared>, spec: CheckSpec, generation: u64) -> JoinHan
             host: super::config::DEFAULT_HOST.to_string(),
             ..ProbeTarget::default()
         };
+        // The link-local guard of `run` and `check`: such a check never connects.
+        let refused = spec.handler.link_local().filter(|_| !allow_link_local);
         loop {
             ticker.tick().await;
-            let completion = run_check(&spec, &target, &cfg).await;
+            let completion = match refused {
+                Some(addr) => Completion::Errored {
+                    error: crate::probe::link_local::refusal(addr),
+                },
+                None => run_check(&spec, &target, &cfg).await,
+            };
             shared.record(generation, completion);
         }
     })
