@@ -1149,3 +1149,140 @@ fn r28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Issue 28 item 2, through the shared attacks (tests/common/hostile.rs): at `ulimit -n 256`,
+/// 500 connections that send nothing, 500 that send `P` (taken as HTTP/2) and 100 HTTP/1 gRPC
+/// requests announcing a body they never send: `/livez` answers within 100 ms all along.
+#[test]
+fn r28_2_connection_floods_on_every_path_leave_liveness_answering() {
+    use common::hostile::{Limited, assert_answers_within, flood};
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("s.yaml");
+    std::fs::write(&cfg, "listen: 127.0.0.1:0\n").unwrap();
+    let mut s = Limited::start(256, &["sidecar", cfg.to_str().unwrap()]);
+    let mut stderr = std::io::BufReader::new(s.child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let port: u16 = line
+        .split("listening on 127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let _silent = flood(port, 500, b"");
+    let _preface = flood(port, 500, b"P");
+    let _bodiless = flood(
+        port,
+        100,
+        b"POST /grpc.health.v1.Health/Check HTTP/1.1\r\nHost: x\r\nContent-Type: application/grpc\r\nContent-Length: 10\r\n\r\n",
+    );
+    assert_answers_within(
+        port,
+        "/livez",
+        200,
+        Duration::from_millis(100),
+        Duration::from_secs(3),
+    );
+}
+
+/// Resident memory of `pid` in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    kb / 1024.0
+}
+
+/// Issue 28 item 3: 24 HTTP/2 connections × 16 `Watch` streams (384, over the 256 cap) and a
+/// notify flood on top: the streams beyond the cap are refused `RESOURCE_EXHAUSTED`, RSS grows
+/// by less than 50 MB, and `/livez` answers within 100 ms.
+#[test]
+fn r28_3_watch_fan_out_is_capped_and_cheap() {
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let s = Sidecar::start("notifySocket: DIR/notify.sock\n", &[]);
+    let sock = s.dir().join("notify.sock");
+    let app = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    app.send_to(b"READY=1", &sock).unwrap();
+    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    let before = rss_mib(s.child.id());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let addr = format!("http://{}", s.addr);
+    let (streams, refused) = rt.block_on(async {
+        let mut streams = Vec::new();
+        let mut refused = 0;
+        for _ in 0..24 {
+            let ch = tonic::transport::Endpoint::from_shared(addr.clone())
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            for _ in 0..16 {
+                let mut client = HealthClient::new(ch.clone());
+                let req = HealthCheckRequest {
+                    service: "readiness".into(),
+                };
+                let answer = tokio::time::timeout(Duration::from_secs(5), client.watch(req)).await;
+                match answer.expect("Watch not answered in 5 s") {
+                    Ok(r) => {
+                        let mut stream = r.into_inner();
+                        match stream.message().await {
+                            Ok(Some(_)) => streams.push(stream),
+                            Err(e) if e.code() == tonic::Code::ResourceExhausted => refused += 1,
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                    Err(e) if e.code() == tonic::Code::ResourceExhausted => refused += 1,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        (streams, refused)
+    });
+    assert_eq!((streams.len(), refused), (256, 128));
+    // A notify flood on top (each datagram used to wake every watcher).
+    let started = Instant::now();
+    for i in 0..20_000 {
+        let _ = app.send_to(
+            if i % 2 == 0 {
+                b"WATCHDOG=1"
+            } else {
+                b"STATUS=busy"
+            },
+            &sock,
+        );
+    }
+    let asked = Instant::now();
+    assert_eq!(s.get("/livez").0, 200);
+    assert!(
+        asked.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        asked.elapsed()
+    );
+    let grown = rss_mib(s.child.id()) - before;
+    assert!(grown < 50.0, "RSS grew {grown:.1} MiB");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    drop(streams);
+}
+
+/// Issue 28 item 10 for the sidecar: a check at a link-local address never connects; it fails
+/// with `run`'s refusal, unless `--allow-link-local`.
+#[test]
+fn r28_10_sidecar_checks_at_link_local_addresses_are_refused() {
+    let config = "checks:\n- name: metadata\n  redis: {address: \"169.254.169.254:6379\", periodSeconds: 1}\n";
+    let mut s = Sidecar::start(config, &[]);
+    let line = s.wait_line("the refusal", |l| {
+        l.contains("check metadata is failing from the start")
+    });
+    assert!(
+        line.contains("is a link-local (cloud metadata) address; refused (use --allow-link-local to permit it)"),
+        "{line}"
+    );
+}
