@@ -576,7 +576,7 @@ fn resolve(
             match (value, slot.is_some()) {
                 (Some(_), true) => errors.push(FieldError::forbidden(
                     &path.child(field),
-                    &format!("may not be set both here and in {}", handler_path.as_str()),
+                    format!("may not be set both here and in {}", handler_path.as_str()),
                 )),
                 (Some(v), false) => *slot = Some(v),
                 (None, _) => {}

@@ -232,10 +232,10 @@ impl Drop for Listener {
     /// Removes the socket file if it is still the one this listener created (another process
     /// may have replaced it since).
     fn drop(&mut self) {
-        if let Ok(meta) = std::fs::symlink_metadata(&self.path) {
-            if (meta.dev(), meta.ino()) == self.file {
-                let _ = std::fs::remove_file(&self.path);
-            }
+        if let Ok(meta) = std::fs::symlink_metadata(&self.path)
+            && (meta.dev(), meta.ino()) == self.file
+        {
+            let _ = std::fs::remove_file(&self.path);
         }
     }
 }
