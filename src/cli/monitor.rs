@@ -337,9 +337,24 @@ pub fn run(args: Args) -> ExitCode {
         let reload = {
             let (shared, out, wake, path, cluster) =
                 (shared.clone(), out.clone(), wake.clone(), args.file.clone(), cluster.clone());
-            move |why: &str| match &path {
-                Some(path) => reload(&shared, &out, &wake, path, why, cluster.as_deref()),
-                None => eprintln!("probelet monitor: {why} ignored: the targets come from etcd"),
+            move |why: &'static str| {
+                let (shared, out, wake, path, cluster) =
+                    (shared.clone(), out.clone(), wake.clone(), path.clone(), cluster.clone());
+                async move {
+                    let Some(path) = path else {
+                        eprintln!("probelet monitor: {why} ignored: the targets come from etcd");
+                        return;
+                    };
+                    // Reading and parsing (100,000 targets: seconds) happen off the probing
+                    // thread (issue 28 item 13); only applying the result runs on it.
+                    let loaded = {
+                        let path = path.clone();
+                        tokio::task::spawn_blocking(move || read_targets(&path))
+                            .await
+                            .unwrap_or_else(|e| Err(e.to_string()))
+                    };
+                    reload(&shared, &out, &wake, loaded, why, cluster.as_deref());
+                }
             }
         };
         match signal(SignalKind::hangup()) {
@@ -347,7 +362,7 @@ pub fn run(args: Args) -> ExitCode {
                 let reload = reload.clone();
                 tokio::spawn(async move {
                     while hup.recv().await.is_some() {
-                        reload("SIGHUP");
+                        reload("SIGHUP").await;
                     }
                 });
             }
@@ -362,7 +377,7 @@ pub fn run(args: Args) -> ExitCode {
                     let now = stamp(&path);
                     if now != seen {
                         seen = now;
-                        reload("file change");
+                        reload("file change").await;
                     }
                 }
             });
@@ -399,19 +414,10 @@ fn reload(
     shared: &Shared,
     out: &Out,
     wake: &tokio::sync::Notify,
-    path: &Path,
+    loaded: Result<config::TargetsFile, String>,
     why: &str,
     cluster: Option<&probelet::monitor::cluster::node::Node>,
 ) {
-    // A file with no document at all is a write caught half-way (or truncated), not "remove
-    // every target": refused like an invalid file (`targets: []` empties on purpose).
-    let loaded = match std::fs::read_to_string(path) {
-        Ok(text) if has_no_document(&text) => Err(format!(
-            "{}: the file is empty (caught mid-write?); write `targets: []` to remove every target",
-            path.display()
-        )),
-        _ => config::load_file(path).map_err(|e| probelet::display::error_chain(&e)),
-    };
     match loaded {
         Ok(f) => {
             out.invalid(&shared.file, &f.invalid);
@@ -480,6 +486,19 @@ pub fn default_in_flight(nofile: Option<u64>) -> usize {
             .unwrap_or(4096)
             .clamp(1, 4096),
         None => 4096,
+    }
+}
+
+/// Reads and parses the targets file for a reload. A file with no document at all is a write
+/// caught half-way (or truncated), not "remove every target": refused like an invalid file
+/// (`targets: []` empties on purpose).
+fn read_targets(path: &Path) -> Result<config::TargetsFile, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if has_no_document(&text) => Err(format!(
+            "{}: the file is empty (caught mid-write?); write `targets: []` to remove every target",
+            path.display()
+        )),
+        _ => config::load_file(path).map_err(|e| probelet::display::error_chain(&e)),
     }
 }
 
