@@ -15,6 +15,8 @@
 //! * [`alerts`]: the alert lifecycle (pure) and the Alertmanager client (an edge task).
 //! * [`calibrate`]: `probelet calibrate`: probe settings from measured start-up and latency,
 //!   proved by simulation.
+//! * [`server`]: the one server edge (connection cap, timeouts, accept back-off) every
+//!   server probelet runs goes through.
 //! * [`sidecar`]: `probelet sidecar`, the application-side health proxy (cached checks,
 //!   sd_notify watchdog, drain).
 //! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual
@@ -32,6 +34,7 @@ pub mod monitor;
 pub mod outcome;
 pub mod probe;
 pub mod runtime;
+pub mod server;
 pub mod sidecar;
 pub mod sim;
 pub mod spec;

@@ -4,6 +4,7 @@
 
 mod common;
 use common::free_port;
+use common::hostile::{get, wait_for};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -65,33 +66,6 @@ spec:
         port,
         _dir: dir,
     }
-}
-
-/// The status code of `GET path` on a fresh connection, or `None` when the server does not
-/// answer within 2 s.
-fn get(port: u16, path: &str) -> Option<u16> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
-}
-
-/// Retries `GET path` (every 50 ms, up to `limit`) until it answers `code`.
-fn wait_for(port: u16, path: &str, code: u16, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if get(port, path) == Some(code) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }
 
 const READY: &str = "/api/v1/namespaces/default/pods/idle/ready";

@@ -1093,3 +1093,36 @@ fn measure_writes_and_cpu() {
     stop.store(true, Ordering::SeqCst);
     let _ = flipper.join();
 }
+
+/// Issue 28 item 12: a key under `members/` without a lease is no member: written before a
+/// monitor joins (the resync path) or while it runs (the watch path), it takes no targets
+/// from the live member.
+#[test]
+fn r28_12_a_member_key_without_a_lease_is_not_counted() {
+    let _serial = serial();
+    let etcd = Etcd::start();
+    let targets = Targets::start();
+    let list = names(10);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(&dir, &targets.yaml(&list));
+    let prefix = "/ghosts";
+    etcd.read(async |c| {
+        c.put(&format!("{prefix}/members/ghost-1"), b"{}", 0)
+            .await
+            .unwrap()
+    });
+    let m1 = Monitor::start("m1", &etcd, prefix, Some(&file));
+    wait_for_assignment(&etcd, prefix, &list, &["m1"], Duration::from_secs(15));
+    etcd.read(async |c| {
+        c.put(&format!("{prefix}/members/ghost-2"), b"{}", 0)
+            .await
+            .unwrap()
+    });
+    // Longer than a keep-alive period (members are polled at every keep-alive).
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(m1.metric("probelet_monitor_cluster_members"), Some(1.0));
+    assert_eq!(
+        m1.metric("probelet_monitor_cluster_owned_targets"),
+        Some(10.0)
+    );
+}

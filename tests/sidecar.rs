@@ -887,3 +887,402 @@ fn the_example_files_load() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// === issue 28: the sidecar under attack ===
+
+/// Issue 28 item 1 (notify access like systemd's `NotifyAccess=main`): once the app (here,
+/// this test process) has sent `READY=1`, heartbeats and `STOPPING=1` from another process are
+/// refused and counted: a deadlocked app's liveness fails however many heartbeats an impostor
+/// sends, and the impostor cannot stop the sidecar.
+#[test]
+fn r28_1_notify_datagrams_from_another_process_are_refused() {
+    let config = "notifySocket: DIR/notify.sock\nwatchdog: {timeout: 1s}\ndrain: {delay: 1s}\n";
+    let mut s = Sidecar::start(config, &[]);
+    let sock = s.dir().join("notify.sock");
+    let app = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    app.send_to(b"READY=1\nWATCHDOG=1", &sock).unwrap();
+    s.wait_status("/startupz", 200, Duration::from_secs(5));
+    // The impostor: another process heartbeating every 100 ms, then sending STOPPING=1.
+    let mut impostor = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["demo-app", "--listen", "127.0.0.1:0"])
+        .args([
+            "--notify-watchdog",
+            "100ms",
+            "--notify-stopping",
+            "--exit-after",
+            "3s",
+        ])
+        .env("NOTIFY_SOCKET", &sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The app stopped heartbeating: liveness fails despite the impostor's heartbeats.
+    let body = s.wait_status("/livez?verbose", 503, Duration::from_secs(5));
+    assert!(body.contains("[-]watchdog failed"), "{body}");
+    impostor.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        s.child.try_wait().unwrap(),
+        None,
+        "the impostor's STOPPING=1 stopped the sidecar"
+    );
+    let (_, ready) = s.get("/readyz?verbose");
+    assert!(
+        !ready.contains("shutdown failed"),
+        "draining after the impostor's STOPPING=1: {ready}"
+    );
+    let (_, metrics) = s.get("/metrics");
+    let refused: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("probelet_sidecar_notify_refused_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(refused >= 10, "{metrics}");
+    s.wait_line("the refusal", |l| {
+        l.contains("refused: not the app's main process")
+    });
+    // The app itself is still heard.
+    app.send_to(b"WATCHDOG=1", &sock).unwrap();
+    s.wait_status("/livez", 200, Duration::from_secs(5));
+}
+
+/// Issue 28 item 5: a number too large for a duration is a positioned error at start, and a
+/// refused reload (the running config stays) at SIGHUP; no panic either way.
+#[test]
+fn r28_5_a_huge_duration_is_a_positioned_error_at_start_and_a_refused_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("s.yaml");
+    for delay in ["1e20", "1.8e19", "\"1e20s\"", "90000"] {
+        std::fs::write(
+            &cfg,
+            format!("listen: 127.0.0.1:0\ndrain: {{delay: {delay}}}\n"),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .args(["sidecar", cfg.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{delay}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{}:2:9: drain.delay: Invalid value",
+                cfg.display()
+            )),
+            "{delay}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let mut s = Sidecar::start("drain: {delay: 1s}\n", &[]);
+    std::fs::write(&s.config, "drain: {delay: 1e20}\n").unwrap();
+    s.signal(rustix::process::Signal::HUP);
+    s.wait_line("the refused reload", |l| l.contains("config not reloaded"));
+    s.wait_line("the error", |l| l.contains("drain.delay"));
+    s.signal(rustix::process::Signal::TERM);
+    assert_eq!(
+        s.wait_exit(Duration::from_secs(5)),
+        Some(0),
+        "the old 1 s delay applies"
+    );
+}
+
+/// Issue 28 item 6: a socket another process serves at `notifySocket` is refused, never
+/// unlinked; a stale one is replaced; at exit only the sidecar's own socket file is removed.
+#[test]
+fn r28_6_a_served_notify_socket_is_never_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("notify.sock");
+    let owner = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
+    let cfg = dir.path().join("s.yaml");
+    std::fs::write(
+        &cfg,
+        format!("listen: 127.0.0.1:0\nnotifySocket: {}\n", sock.display()),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["sidecar", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another process is serving it"), "{err}");
+    // Its owner still receives.
+    std::os::unix::net::UnixDatagram::unbound()
+        .unwrap()
+        .send_to(b"hello", &sock)
+        .unwrap();
+    owner
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    // (the sidecar's check sent an empty datagram first)
+    let mut got = owner.recv(&mut buf).unwrap();
+    if got == 0 {
+        got = owner.recv(&mut buf).unwrap();
+    }
+    assert_eq!(&buf[..got], b"hello");
+    // A stale socket (its owner gone) is replaced.
+    drop(owner);
+    let config = "notifySocket: DIR/notify.sock\ndrain: {delay: 0s}\n";
+    let mut s = Sidecar::start(config, &[]);
+    let ours = s.dir().join("notify.sock");
+    // Someone replaces the file while the sidecar runs: at exit theirs stays.
+    std::fs::remove_file(&ours).unwrap();
+    let theirs = std::os::unix::net::UnixDatagram::bind(&ours).unwrap();
+    s.signal(rustix::process::Signal::TERM);
+    assert_eq!(s.wait_exit(Duration::from_secs(5)), Some(0));
+    assert!(
+        ours.exists(),
+        "the sidecar removed another process's socket"
+    );
+    drop(theirs);
+}
+
+/// Issue 28 item 7: a dependency's error text with line separators and bidi controls reaches
+/// the log and `?verbose` escaped (one rule, `display::terminal`).
+#[test]
+fn r28_7_dependency_text_with_line_separators_and_bidi_is_escaped() {
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = fake.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in fake.incoming().take(50) {
+            let Ok(mut c) = c else { continue };
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 256];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(
+                "-ERR boom\u{2028}[+]db ok\u{2029}\u{202e}gnp.exe\u{2066}x\u{1b}[2J\r\n".as_bytes(),
+            );
+        }
+    });
+    let config = format!(
+        "checks:\n- name: cache\n  redis: {{address: \"127.0.0.1:{port}\", periodSeconds: 1, failureThreshold: 1}}\n"
+    );
+    let mut s = Sidecar::start(&config, &[]);
+    let line = s.wait_line("the failure line", |l| {
+        l.contains("check cache is failing from the start")
+    });
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(10));
+    for text in [body.as_str(), line.as_str()] {
+        assert!(
+            !text.contains(['\u{2028}', '\u{2029}', '\u{202e}', '\u{2066}', '\u{1b}']),
+            "{text:?}"
+        );
+    }
+    for text in [body.as_str(), line.as_str()] {
+        assert!(
+            text.contains("boom\\u2028[+]db ok\\u2029\\u202egnp.exe\\u2066x\\x1b[2J"),
+            "{text:?}"
+        );
+    }
+}
+
+/// A fake PostgreSQL server that offers SCRAM-SHA-256 and asks for `iterations` PBKDF2
+/// rounds; its port.
+fn fake_scram_postgres(iterations: u64) -> u16 {
+    use std::io::{Read, Write};
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = fake.local_addr().unwrap().port();
+    let message = |tag: u8, body: &[u8]| {
+        let mut m = vec![tag];
+        m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    };
+    std::thread::spawn(move || {
+        for c in fake.incoming().take(20) {
+            let Ok(mut c) = c else { continue };
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 4096];
+            if c.read(&mut buf).unwrap_or(0) == 0 {
+                continue; // (the startup message)
+            }
+            let _ = c.write_all(&message(b'R', b"\0\0\0\x0aSCRAM-SHA-256\0\0"));
+            let Ok(n) = c.read(&mut buf) else { continue };
+            let text = String::from_utf8_lossy(&buf[..n]).to_string();
+            let Some(nonce) = text.split("r=").nth(1) else {
+                continue;
+            };
+            let first = format!("r={nonce}srv,s=AAAAAAAAAAAAAAAAAAAAAA==,i={iterations}");
+            let mut body = 11u32.to_be_bytes().to_vec();
+            body.extend_from_slice(first.as_bytes());
+            let _ = c.write_all(&message(b'R', &body));
+            let _ = c.read(&mut buf);
+        }
+    });
+    port
+}
+
+/// Issue 28 item 4: a server asking for 200,000,000 SCRAM iterations cannot freeze the
+/// sidecar: the check fails at once with the reason, and liveness answers within 100 ms
+/// meanwhile.
+#[test]
+fn r28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
+    let port = fake_scram_postgres(200_000_000);
+    let config = format!(
+        "checks:\n- name: db\n  postgres: {{dsn: \"postgres://app@127.0.0.1:{port}/postgres\", passwordFrom: {{env: PGPW}}, periodSeconds: 1, timeoutSeconds: 1}}\n"
+    );
+    let mut s = Sidecar::start(&config, &[("PGPW", "pw")]);
+    let started = Instant::now();
+    let line = s.wait_line("the failure", |l| {
+        l.contains("check db is failing from the start")
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        line.contains("200000000 PBKDF2 iterations, more than the 100000"),
+        "{line}"
+    );
+    for _ in 0..20 {
+        let asked = Instant::now();
+        assert_eq!(s.get("/livez").0, 200);
+        assert!(
+            asked.elapsed() < Duration::from_millis(100),
+            "{:?}",
+            asked.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Issue 28 item 2, through the shared attacks (tests/common/hostile.rs): at `ulimit -n 256`,
+/// 500 connections that send nothing, 500 that send `P` (taken as HTTP/2) and 100 HTTP/1 gRPC
+/// requests announcing a body they never send: `/livez` answers within 100 ms all along.
+#[test]
+fn r28_2_connection_floods_on_every_path_leave_liveness_answering() {
+    use common::hostile::{Limited, assert_answers_within, flood};
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("s.yaml");
+    std::fs::write(&cfg, "listen: 127.0.0.1:0\n").unwrap();
+    let mut s = Limited::start(256, &["sidecar", cfg.to_str().unwrap()]);
+    let mut stderr = std::io::BufReader::new(s.child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let port: u16 = line
+        .split("listening on 127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let _silent = flood(port, 500, b"");
+    let _preface = flood(port, 500, b"P");
+    let _bodiless = flood(
+        port,
+        100,
+        b"POST /grpc.health.v1.Health/Check HTTP/1.1\r\nHost: x\r\nContent-Type: application/grpc\r\nContent-Length: 10\r\n\r\n",
+    );
+    assert_answers_within(
+        port,
+        "/livez",
+        200,
+        Duration::from_millis(100),
+        Duration::from_secs(3),
+    );
+}
+
+/// Resident memory of `pid` in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    kb / 1024.0
+}
+
+/// Issue 28 item 3: 24 HTTP/2 connections × 16 `Watch` streams (384, over the 256 cap) and a
+/// notify flood on top: the streams beyond the cap are refused `RESOURCE_EXHAUSTED`, RSS grows
+/// by less than 50 MB, and `/livez` answers within 100 ms.
+#[test]
+fn r28_3_watch_fan_out_is_capped_and_cheap() {
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let s = Sidecar::start("notifySocket: DIR/notify.sock\n", &[]);
+    let sock = s.dir().join("notify.sock");
+    let app = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    app.send_to(b"READY=1", &sock).unwrap();
+    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    let before = rss_mib(s.child.id());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let addr = format!("http://{}", s.addr);
+    let (streams, refused) = rt.block_on(async {
+        let mut streams = Vec::new();
+        let mut refused = 0;
+        for _ in 0..24 {
+            let ch = tonic::transport::Endpoint::from_shared(addr.clone())
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            for _ in 0..16 {
+                let mut client = HealthClient::new(ch.clone());
+                let req = HealthCheckRequest {
+                    service: "readiness".into(),
+                };
+                let answer = tokio::time::timeout(Duration::from_secs(5), client.watch(req)).await;
+                match answer.expect("Watch not answered in 5 s") {
+                    Ok(r) => {
+                        let mut stream = r.into_inner();
+                        match stream.message().await {
+                            Ok(Some(_)) => streams.push(stream),
+                            Err(e) if e.code() == tonic::Code::ResourceExhausted => refused += 1,
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                    Err(e) if e.code() == tonic::Code::ResourceExhausted => refused += 1,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        (streams, refused)
+    });
+    assert_eq!((streams.len(), refused), (256, 128));
+    // A notify flood on top (each datagram used to wake every watcher).
+    let started = Instant::now();
+    for i in 0..20_000 {
+        let _ = app.send_to(
+            if i % 2 == 0 {
+                b"WATCHDOG=1"
+            } else {
+                b"STATUS=busy"
+            },
+            &sock,
+        );
+    }
+    let asked = Instant::now();
+    assert_eq!(s.get("/livez").0, 200);
+    assert!(
+        asked.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        asked.elapsed()
+    );
+    let grown = rss_mib(s.child.id()) - before;
+    assert!(grown < 50.0, "RSS grew {grown:.1} MiB");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    drop(streams);
+}
+
+/// Issue 28 item 10 for the sidecar: a check at a link-local address never connects; it fails
+/// with `run`'s refusal, unless `--allow-link-local`.
+#[test]
+fn r28_10_sidecar_checks_at_link_local_addresses_are_refused() {
+    let config = "checks:\n- name: metadata\n  redis: {address: \"169.254.169.254:6379\", periodSeconds: 1}\n";
+    let mut s = Sidecar::start(config, &[]);
+    let line = s.wait_line("the refusal", |l| {
+        l.contains("check metadata is failing from the start")
+    });
+    assert!(
+        line.contains("is a link-local (cloud metadata) address; refused (use --allow-link-local to permit it)"),
+        "{line}"
+    );
+}

@@ -222,8 +222,10 @@ async fn post_loop(endpoint: Endpoint, queue: Arc<Queue>, metrics: AlertMetrics)
                     if attempt >= MAX_ATTEMPTS {
                         metrics.dropped.inc_by(count);
                         eprintln!(
-                            "probelet: alerts: dropped {count} alerts for {} after {attempt} attempts: {e}",
-                            endpoint.display
+                            "probelet: alerts: dropped {count} alerts for {} after {attempt} attempts: {}",
+                            endpoint.display,
+                            // Alertmanager's answer body is in it: not for the terminal to obey.
+                            crate::display::terminal(&e)
                         );
                         break;
                     }

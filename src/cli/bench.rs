@@ -148,6 +148,7 @@ fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<ser
                 close: args.close,
                 ..Default::default()
             },
+            allow_link_local: false,
         };
         let rss_before = proc_status_kb("VmRSS");
         let shared = Shared::new(&config, "bench");

@@ -41,6 +41,16 @@ pub struct Args {
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
 
+    /// Probe link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata) too; by default
+    /// such a target fails with a refusal and is never connected to, as in `run` and `check`.
+    #[arg(long)]
+    pub allow_link_local: bool,
+
+    /// The most HTTP connections served at once (at the cap a new one evicts the longest-idle
+    /// one). Default: a quarter of the file-descriptor limit, 16 to 1,024.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+
     /// How to print events: `text` lines (with a live table on a terminal) or `json` lines.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
     pub output: Format,
@@ -109,7 +119,10 @@ struct Out {
 }
 
 impl Out {
+    /// Every line goes through `display::terminal`: target names, outputs and errors come
+    /// from the files and programs being probed (JSON lines stay the same JSON).
     fn line(&self, text: String) {
+        let text = probelet::display::terminal(&text).into_owned();
         match &self.pending {
             Some(p) => p.lock().unwrap_or_else(|e| e.into_inner()).push(text),
             None => {
@@ -123,7 +136,11 @@ impl Out {
         match self.format {
             Format::Json => self.line(event.to_string()),
             Format::Text => {
-                let _ = writeln!(std::io::stderr().lock(), "{text}");
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "{}",
+                    probelet::display::terminal(&text)
+                );
             }
         }
     }
@@ -146,7 +163,11 @@ impl Out {
                 );
             }
             for l in lines {
-                let _ = writeln!(std::io::stderr().lock(), "invalid target: {l}");
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "invalid target: {}",
+                    probelet::display::terminal(&l)
+                );
             }
         }
     }
@@ -247,6 +268,14 @@ pub fn run(args: Args) -> ExitCode {
                 .unwrap_or(0)
         }),
         probe,
+        allow_link_local: args.allow_link_local,
+    };
+    let server_limits = {
+        let l = probelet::server::ServerLimits::for_nofile(nofile.unwrap_or(1024));
+        probelet::server::ServerLimits {
+            max_connections: args.max_connections.unwrap_or(l.max_connections).max(1),
+            ..l
+        }
     };
     let runtime = match runtime(args.threads) {
         Ok(rt) => rt,
@@ -299,19 +328,35 @@ pub fn run(args: Args) -> ExitCode {
                 summary.added
             ),
         );
-        let server = axum::serve(listener, probelet::monitor::http::router(shared.clone()));
-        tokio::spawn(async move {
-            if let Err(e) = server.await {
-                eprintln!("probelet monitor: HTTP server stopped: {e}");
-            }
-        });
+        // The one server edge: connection cap, idle/header/write timeouts, accept back-off.
+        tokio::spawn(probelet::server::serve(
+            listener,
+            probelet::monitor::http::router(shared.clone()),
+            probelet::server::Protocols::Http1,
+            server_limits,
+        ));
         // Reloads: SIGHUP, and file changes with --watch.
         let reload = {
             let (shared, out, wake, path, cluster) =
                 (shared.clone(), out.clone(), wake.clone(), args.file.clone(), cluster.clone());
-            move |why: &str| match &path {
-                Some(path) => reload(&shared, &out, &wake, path, why, cluster.as_deref()),
-                None => eprintln!("probelet monitor: {why} ignored: the targets come from etcd"),
+            move |why: &'static str| {
+                let (shared, out, wake, path, cluster) =
+                    (shared.clone(), out.clone(), wake.clone(), path.clone(), cluster.clone());
+                async move {
+                    let Some(path) = path else {
+                        eprintln!("probelet monitor: {why} ignored: the targets come from etcd");
+                        return;
+                    };
+                    // Reading and parsing (100,000 targets: seconds) happen off the probing
+                    // thread (issue 28 item 13); only applying the result runs on it.
+                    let loaded = {
+                        let path = path.clone();
+                        tokio::task::spawn_blocking(move || read_targets(&path))
+                            .await
+                            .unwrap_or_else(|e| Err(e.to_string()))
+                    };
+                    reload(&shared, &out, &wake, loaded, why, cluster.as_deref());
+                }
             }
         };
         match signal(SignalKind::hangup()) {
@@ -319,7 +364,7 @@ pub fn run(args: Args) -> ExitCode {
                 let reload = reload.clone();
                 tokio::spawn(async move {
                     while hup.recv().await.is_some() {
-                        reload("SIGHUP");
+                        reload("SIGHUP").await;
                     }
                 });
             }
@@ -334,7 +379,7 @@ pub fn run(args: Args) -> ExitCode {
                     let now = stamp(&path);
                     if now != seen {
                         seen = now;
-                        reload("file change");
+                        reload("file change").await;
                     }
                 }
             });
@@ -371,11 +416,11 @@ fn reload(
     shared: &Shared,
     out: &Out,
     wake: &tokio::sync::Notify,
-    path: &Path,
+    loaded: Result<config::TargetsFile, String>,
     why: &str,
     cluster: Option<&probelet::monitor::cluster::node::Node>,
 ) {
-    match config::load_file(path) {
+    match loaded {
         Ok(f) => {
             out.invalid(&shared.file, &f.invalid);
             let invalid = f.invalid.len();
@@ -400,9 +445,8 @@ fn reload(
                 ),
             );
         }
-        Err(e) => {
+        Err(text) => {
             shared.metrics.reload_failures.inc();
-            let text = probelet::display::error_chain(&e);
             out.notice(
                 json!({"time": format_rfc3339(SystemTime::now()), "event": "ReloadFailed",
                     "cause": why, "error": text}),
@@ -445,6 +489,27 @@ pub fn default_in_flight(nofile: Option<u64>) -> usize {
             .clamp(1, 4096),
         None => 4096,
     }
+}
+
+/// Reads and parses the targets file for a reload. A file with no document at all is a write
+/// caught half-way (or truncated), not "remove every target": refused like an invalid file
+/// (`targets: []` empties on purpose).
+fn read_targets(path: &Path) -> Result<config::TargetsFile, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if has_no_document(&text) => Err(format!(
+            "{}: the file is empty (caught mid-write?); write `targets: []` to remove every target",
+            path.display()
+        )),
+        _ => config::load_file(path).map_err(|e| probelet::display::error_chain(&e)),
+    }
+}
+
+/// Whether a YAML text holds no document: only blanks and comments.
+fn has_no_document(text: &str) -> bool {
+    text.lines().all(|l| {
+        let l = l.trim();
+        l.is_empty() || l.starts_with('#') || l == "---"
+    })
 }
 
 /// Redraws a summary and the not-ready targets once a second, under the event lines.
@@ -501,7 +566,12 @@ async fn live_view(shared: Arc<Shared>, pending: Arc<Mutex<Vec<String>>>) {
         }
         let table: Vec<String> = table
             .into_iter()
-            .map(|l| l.chars().take(width).collect())
+            .map(|l| {
+                probelet::display::terminal(&l)
+                    .chars()
+                    .take(width)
+                    .collect()
+            })
             .collect();
         let frame = view.frame(&lines, &table);
         let _ = std::io::stdout().lock().write_all(frame.as_bytes());

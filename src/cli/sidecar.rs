@@ -36,6 +36,11 @@ pub struct Args {
     /// a free port, printed at start.
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<SocketAddr>,
+
+    /// Let checks reach link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata); by
+    /// default such a check fails with a refusal and is never connected, as in `run`.
+    #[arg(long)]
+    pub allow_link_local: bool,
 }
 
 /// Runs the sidecar until it has drained.
@@ -52,6 +57,7 @@ pub fn run(args: Args) -> ExitCode {
     }
     let mut cfg = loaded.config;
     let pinned = args.listen.is_some();
+    cfg.allow_link_local = args.allow_link_local;
     if let Some(l) = args.listen {
         cfg.listen = l;
     }
@@ -236,6 +242,7 @@ async fn reload(
                 eprintln!("warning: {w}");
             }
             let mut cfg = loaded.config;
+            cfg.allow_link_local = running.allow_link_local;
             if cfg.notify_socket != running.notify_socket {
                 // The app's NOTIFY_SOCKET names the old path and cannot be changed from here:
                 // moving the socket would only cut the app off.

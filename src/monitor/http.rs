@@ -113,9 +113,16 @@ struct TargetsView {
 
 /// The router of every endpoint.
 pub fn router(shared: Arc<Shared>) -> Router {
+    let rendered = Arc::new(Rendered::default());
     Router::new()
         .route("/metrics", get(metrics))
-        .route("/targets", get(targets))
+        .route(
+            "/targets",
+            get(move |State(shared): State<Arc<Shared>>| {
+                let rendered = rendered.clone();
+                async move { targets(&shared, &rendered) }
+            }),
+        )
         .route("/targets/{name}", get(target))
         .route("/targets/{name}/ready", get(ready))
         .route("/healthz", get(healthz))
@@ -137,10 +144,34 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
-async fn targets(State(shared): State<Arc<Shared>>) -> Response {
+/// The last `/targets` body and when it was rendered: clients asking within
+/// [`RENDER_REUSE`] share it (one allocation, whatever their number), so that many clients that
+/// ask and never read cost one body, not one each (issue 28 item 8).
+#[derive(Default)]
+struct Rendered(std::sync::Mutex<Option<(tokio::time::Instant, bytes::Bytes)>>);
+
+/// How long a rendered `/targets` body is served again.
+const RENDER_REUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn targets(shared: &Arc<Shared>, rendered: &Rendered) -> Response {
+    let mut last = rendered.0.lock().unwrap_or_else(|e| e.into_inner());
+    let now = tokio::time::Instant::now();
+    let body = match &*last {
+        Some((at, body)) if now.saturating_duration_since(*at) < RENDER_REUSE => body.clone(),
+        _ => {
+            let body = bytes::Bytes::from(render_targets(shared));
+            *last = Some((now, body.clone()));
+            body
+        }
+    };
+    drop(last);
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn render_targets(shared: &Arc<Shared>) -> Vec<u8> {
     let targets = {
         let s = shared.scheduler();
-        s.targets().map(|t| view(&shared, t)).collect()
+        s.targets().map(|t| view(shared, t)).collect()
     };
     let invalid = shared
         .invalid()
@@ -153,7 +184,7 @@ async fn targets(State(shared): State<Arc<Shared>>) -> Response {
             errors: i.errors.clone(),
         })
         .collect();
-    axum::Json(TargetsView { targets, invalid }).into_response()
+    serde_json::to_vec(&TargetsView { targets, invalid }).unwrap_or_default()
 }
 
 async fn target(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> Response {

@@ -114,6 +114,24 @@ impl Check {
         Check::Invalid(probe::ProbeError::MissingHandler.to_string().into())
     }
 
+    /// [`Check::new`], with the link-local guard of `run` and `check`: unless `allow_link_local`,
+    /// a target whose address is link-local (cloud metadata) is never connected to; each of its
+    /// probes fails with the refusal.
+    pub fn guarded(spec: &TargetSpec, allow_link_local: bool) -> Check {
+        let check = Check::new(spec);
+        let host = match &check {
+            Check::Http(t) => &*t.url.hostname,
+            Check::Tcp { host, .. } | Check::Grpc { host, .. } => &**host,
+            Check::Exec { .. } | Check::Invalid(_) => return check,
+        };
+        match probe::link_local::refused_host(host) {
+            Some(addr) if !allow_link_local => {
+                Check::Invalid(probe::link_local::refusal(addr).into())
+            }
+            _ => check,
+        }
+    }
+
     /// Which handler runs it.
     pub fn kind(&self) -> HandlerKind {
         match self {
@@ -379,6 +397,10 @@ pub struct MonitorConfig {
     pub seed: u64,
     /// The emulated kubelet's settings (User-Agent, exec timeout gate).
     pub probe: ProbeConfig,
+    /// `--allow-link-local`: probe link-local (cloud metadata) addresses too; by default such
+    /// a target fails with the refusal `run` and `check` give
+    /// ([`crate::probe::link_local`]).
+    pub allow_link_local: bool,
 }
 
 impl Default for MonitorConfig {
@@ -387,6 +409,7 @@ impl Default for MonitorConfig {
             max_in_flight: 4096,
             seed: 0,
             probe: ProbeConfig::default(),
+            allow_link_local: false,
         }
     }
 }
@@ -434,6 +457,8 @@ pub struct Shared {
     pub cluster: std::sync::OnceLock<Arc<super::cluster::ClusterStatus>>,
     /// Transition history and alerts, fed after every completed probe.
     pub watch: super::alerting::Watch,
+    /// [`MonitorConfig::allow_link_local`].
+    allow_link_local: bool,
 }
 
 impl Shared {
@@ -449,6 +474,7 @@ impl Shared {
             file: file.into(),
             cluster: std::sync::OnceLock::new(),
             watch: Default::default(),
+            allow_link_local: config.allow_link_local,
         })
     }
 
@@ -485,7 +511,10 @@ impl Shared {
         let summary = {
             let mut s = self.scheduler();
             self.watch.targets_loaded(&file.targets, now);
-            let summary = s.reload(file.targets, now, |spec| Arc::new(Check::new(spec)));
+            let allow = self.allow_link_local;
+            let summary = s.reload(file.targets, now, |spec| {
+                Arc::new(Check::guarded(spec, allow))
+            });
             self.metrics.targets.set(s.len() as i64);
             summary
         };

@@ -321,8 +321,16 @@ async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), String> {
                 scram = Some(s);
             }
             Some(11) => {
-                let s = scram.as_mut().ok_or("SASL continue without a SASL start")?;
-                let fin = s.client_final(&String::from_utf8_lossy(data))?;
+                let mut s = scram.take().ok_or("SASL continue without a SASL start")?;
+                let server_first = String::from_utf8_lossy(data).into_owned();
+                // PBKDF2 is CPU-bound: off the runtime thread, so that the check's timeout
+                // can abandon it and nothing else waits (issue 28 item 4).
+                let (s, fin) = tokio::task::spawn_blocking(move || {
+                    s.client_final(&server_first).map(|fin| (s, fin))
+                })
+                .await
+                .map_err(|e| format!("SCRAM: {e}"))??;
+                scram = Some(s);
                 c.send(Some(b'p'), fin.as_bytes()).await?;
             }
             Some(12) => {
@@ -361,6 +369,11 @@ fn error_response(body: &[u8]) -> String {
     }
     format!("{severity} {code}: {message}")
 }
+
+/// The most SCRAM iterations computed. PostgreSQL's default is 4,096 and libpq or pgx accept
+/// any count, but a health check refuses more: an untrusted server could otherwise make every
+/// check burn seconds of CPU (issue 28 item 4).
+pub const MAX_SCRAM_ITERATIONS: u32 = 100_000;
 
 /// The client side of SCRAM-SHA-256 (RFC 5802 / RFC 7677) as PostgreSQL uses it: no channel
 /// binding (`n,,`), an empty user name (the server takes the startup message's).
@@ -407,6 +420,11 @@ impl Scram {
             .parse()
             .map_err(|_| "SCRAM: bad iteration count".to_string())?;
         let iterations = std::num::NonZeroU32::new(iterations).ok_or("SCRAM: zero iterations")?;
+        if iterations.get() > MAX_SCRAM_ITERATIONS {
+            return Err(format!(
+                "SCRAM: the server asks for {iterations} PBKDF2 iterations, more than the {MAX_SCRAM_ITERATIONS} a health check computes"
+            ));
+        }
         let mut salted = [0u8; 32];
         ring::pbkdf2::derive(
             ring::pbkdf2::PBKDF2_HMAC_SHA256,
@@ -524,6 +542,19 @@ mod tests {
         );
         s.verify_server(&good).unwrap();
         assert!(s.client_final("r=someone-else,s=AA==,i=1").is_err());
+    }
+
+    #[test]
+    fn r28_4_scram_refuses_more_than_100000_iterations() {
+        let mut s = Scram::new("pencil").unwrap();
+        let first = format!("r={}x,s=AA==,i=200000000", s.nonce);
+        let e = s.client_final(&first).unwrap_err();
+        assert!(
+            e.contains("200000000 PBKDF2 iterations, more than the 100000"),
+            "{e}"
+        );
+        let first = format!("r={}x,s=AA==,i=100000", s.nonce);
+        assert!(s.client_final(&first).is_ok());
     }
 
     #[test]

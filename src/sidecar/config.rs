@@ -86,6 +86,18 @@ pub enum Handler {
     Redis(RedisTarget),
 }
 
+impl Handler {
+    /// The link-local address this handler would connect to, if any.
+    pub fn link_local(&self) -> Option<std::net::IpAddr> {
+        use crate::probe::link_local::{probe_target, refused_host};
+        match self {
+            Handler::Probe(p) => probe_target(p, DEFAULT_HOST),
+            Handler::Postgres(t) => refused_host(&t.host),
+            Handler::Redis(t) => refused_host(&t.host),
+        }
+    }
+}
+
 /// One valid check.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckSpec {
@@ -135,6 +147,14 @@ pub struct SidecarConfig {
     pub listen: SocketAddr,
     /// The sd_notify datagram socket the app writes to, when the app talks sd_notify.
     pub notify_socket: Option<PathBuf>,
+    /// `notifyAccess: all`: accept datagrams from any process, not only the app's (systemd's
+    /// `NotifyAccess=all`); the default, `main`, accepts only the process that sent the first
+    /// `READY=1` (or the PID it named with `MAINPID=`).
+    pub notify_access_all: bool,
+    /// `--allow-link-local` (a flag, not a config field): checks may reach link-local
+    /// (cloud metadata) addresses; by default such a check fails with the refusal `run` and
+    /// `check` give and is never connected.
+    pub allow_link_local: bool,
     /// Liveness fails when the last `WATCHDOG=1` is older than this (once one came).
     pub watchdog_timeout: Option<Duration>,
     /// On SIGTERM: how long readiness fails before the sidecar exits; on `STOPPING=1`, how
@@ -160,6 +180,7 @@ pub struct Loaded {
 struct Doc {
     listen: Option<String>,
     notify_socket: Option<String>,
+    notify_access: Option<String>,
     watchdog: Option<WatchdogDoc>,
     drain: Option<DrainDoc>,
     overload: Option<OverloadDoc>,
@@ -199,6 +220,17 @@ struct CheckDoc {
     probe: Option<Probe>,
     postgres: Option<PostgresDoc>,
     redis: Option<RedisDoc>,
+    // The timing may sit on the check itself, for every kind (issue 26 item 8).
+    #[serde(rename = "initialDelaySeconds")]
+    initial_delay_seconds: Option<i32>,
+    #[serde(rename = "timeoutSeconds")]
+    timeout_seconds: Option<i32>,
+    #[serde(rename = "periodSeconds")]
+    period_seconds: Option<i32>,
+    #[serde(rename = "successThreshold")]
+    success_threshold: Option<i32>,
+    #[serde(rename = "failureThreshold")]
+    failure_threshold: Option<i32>,
 }
 
 /// The timing fields of a Kubernetes `Probe`, for the protocol-native handlers.
@@ -387,6 +419,18 @@ fn resolve(
         .notify_socket
         .filter(|s| !s.is_empty())
         .map(PathBuf::from);
+    let notify_access_all = match doc.notify_access.as_deref() {
+        None | Some("main") => false,
+        Some("all") => true,
+        Some(other) => {
+            errors.push(FieldError::not_supported(
+                &root.child("notifyAccess"),
+                BadValue::Str(other.to_string()),
+                &["main", "all"],
+            ));
+            false
+        }
+    };
     if watchdog_timeout.is_some() && notify_socket.is_none() {
         errors.push(FieldError::required(
             &root.child("notifySocket"),
@@ -441,6 +485,13 @@ fn resolve(
             errors.push(e);
             continue;
         }
+        let on_check = [
+            ("initialDelaySeconds", c.initial_delay_seconds),
+            ("timeoutSeconds", c.timeout_seconds),
+            ("periodSeconds", c.period_seconds),
+            ("successThreshold", c.success_threshold),
+            ("failureThreshold", c.failure_threshold),
+        ];
         let (handler, probe, handler_path) = if let Some(probe) = c.probe {
             let mut probe = probe;
             fill_host(&mut probe);
@@ -513,6 +564,27 @@ fn resolve(
             unreachable!("exactly one handler was checked above")
         };
         let mut probe = probe;
+        // Timing on the check fills the handler's; the same field in both places is an error.
+        let before_timing = errors.len();
+        for ((field, value), slot) in on_check.into_iter().zip([
+            &mut probe.initial_delay_seconds,
+            &mut probe.timeout_seconds,
+            &mut probe.period_seconds,
+            &mut probe.success_threshold,
+            &mut probe.failure_threshold,
+        ]) {
+            match (value, slot.is_some()) {
+                (Some(_), true) => errors.push(FieldError::forbidden(
+                    &path.child(field),
+                    format!("may not be set both here and in {}", handler_path.as_str()),
+                )),
+                (Some(v), false) => *slot = Some(v),
+                (None, _) => {}
+            }
+        }
+        if errors.len() > before_timing {
+            continue;
+        }
         defaults::apply_probe(&mut probe);
         // The API server's rules for this probe type (thresholds, timeouts, handler).
         errors.extend(validate::validate_probe(&probe, probe_type, &handler_path));
@@ -541,6 +613,8 @@ fn resolve(
     SidecarConfig {
         listen,
         notify_socket,
+        notify_access_all,
+        allow_link_local: false,
         watchdog_timeout,
         drain_delay,
         overload_recover,
@@ -629,12 +703,26 @@ fn split_address(s: &str) -> Option<(String, u16)> {
     Some((host.to_string(), port))
 }
 
+/// The longest duration a sidecar setting takes (a drain or watchdog longer than a day is a
+/// typo, and an unbounded one would make SIGTERM never end the process).
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// A number of seconds or a text duration, through the one parser for both
+/// ([`crate::display::parse_duration`]), bounded by [`MAX_DURATION`].
 fn to_duration(d: &DurationDoc) -> Result<Duration, String> {
-    match d {
-        DurationDoc::Seconds(s) if s.is_finite() && *s >= 0.0 => Ok(Duration::from_secs_f64(*s)),
-        DurationDoc::Seconds(_) => Err("must be a non-negative duration".into()),
+    let parsed = match d {
+        DurationDoc::Seconds(s) => crate::display::parse_duration(&s.to_string())
+            .map_err(|_| "must be a non-negative duration".to_string()),
         DurationDoc::Text(t) => crate::display::parse_duration(t),
+    }?;
+    if parsed > MAX_DURATION {
+        return Err(format!(
+            "must be at most {} ({})",
+            crate::display::go_duration(MAX_DURATION),
+            MAX_DURATION.as_secs()
+        ));
     }
+    Ok(parsed)
 }
 
 fn duration_value(d: &DurationDoc) -> BadValue {
@@ -792,6 +880,35 @@ checks:
         .unwrap_err()
         .to_string();
         assert!(e.contains("passwordFrom.env: Invalid value: \"PROBELET_TEST_SURELY_UNSET\": environment variable is not set"), "{e}");
+    }
+
+    #[test]
+    fn r26_8_timing_fields_on_the_check_apply_to_every_kind() {
+        let text = "checks:
+- name: db
+  periodSeconds: 3
+  failureThreshold: 4
+  postgres: {dsn: \"postgres://app@db/orders\"}
+- name: cache
+  periodSeconds: 2
+  timeoutSeconds: 2
+  redis: {address: \"cache:6379\"}
+- name: web
+  periodSeconds: 7
+  probe: {tcpSocket: {port: 80}}
+";
+        let loaded = load_str("s.yaml", text).unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let t: Vec<_> = loaded.config.checks.iter().map(|c| c.timing).collect();
+        assert_eq!((t[0].period_seconds, t[0].failure_threshold), (3, 4));
+        assert_eq!((t[1].period_seconds, t[1].timeout_seconds), (2, 2));
+        assert_eq!(t[2].period_seconds, 7);
+        let both = "checks:\n- name: db\n  periodSeconds: 3\n  redis: {address: \"c:1\", periodSeconds: 4}\n";
+        let e = load_str("s.yaml", both).unwrap_err().to_string();
+        assert!(
+            e.contains("s.yaml:3:3: checks[0].periodSeconds: Forbidden: may not be set both here and in checks[0].redis"),
+            "{e}"
+        );
     }
 
     #[test]

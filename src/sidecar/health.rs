@@ -225,6 +225,7 @@ impl AppState {
             Assignment::Watchdog => self.last_watchdog = Some(now),
             Assignment::Stopping => return self.begin_drain(now, "STOPPING=1"),
             Assignment::Status(s) => self.status = Some(clip(s)),
+            Assignment::MainPid(_) => {} // for the notify access only
             Assignment::Overloaded(true) => {
                 self.overloaded = true;
                 self.overload_cleared_at = None;
@@ -421,7 +422,7 @@ impl Report {
                 (None, false) => out.push_str(&format!("[+]{} ok\n", l.name)),
                 (Some(reason), false) => {
                     let reason = if verbose {
-                        escape(reason)
+                        crate::display::terminal(reason)
                     } else {
                         "reason withheld".into()
                     };
@@ -435,7 +436,7 @@ impl Report {
             let quoted: Vec<String> = self
                 .unmatched
                 .iter()
-                .map(|u| format!("{:?}", escape(u)))
+                .map(|u| format!("{:?}", crate::display::terminal(u)))
                 .collect();
             out.push_str(&format!(
                 "warn: some health checks cannot be excluded: no matches for {}\n",
@@ -443,26 +444,12 @@ impl Report {
             ));
         }
         if verbose && let Some(s) = &self.status {
-            out.push_str(&format!("status: {}\n", escape(s)));
+            out.push_str(&format!("status: {}\n", crate::display::terminal(s)));
         }
         let verdict = if self.ok { "passed" } else { "failed" };
         out.push_str(&format!("{name} check {verdict}\n"));
         out
     }
-}
-
-/// Text that reaches a client or a terminal: control characters (escape sequences included)
-/// shown as `\u{..}`, so a check's output cannot rewrite a terminal.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// At most [`MAX_TEXT`] characters, on one line.
@@ -699,7 +686,7 @@ checks:
         assert_eq!(r.render(false), "ok");
         assert_eq!(
             r.render(true),
-            "[+]app-ready ok\nstatus: warming \\u{1b}[31mcaches\nstartupz check passed\n"
+            "[+]app-ready ok\nstatus: warming \\x1b[31mcaches\nstartupz check passed\n"
         );
     }
 

@@ -8,7 +8,7 @@
 //! | `probelet_sidecar_check_age_seconds` | age of the cached result (absent before the first) |
 //! | `probelet_sidecar_check_transitions_total` | changes of the published result |
 //! | `probelet_sidecar_endpoint_up` | `endpoint`: 1 when `/livez`, `/readyz`, `/startupz` answer 200 |
-//! | `probelet_sidecar_notify_datagrams_total`, `probelet_sidecar_notify_oversize_total` | |
+//! | `probelet_sidecar_notify_datagrams_total`, `probelet_sidecar_notify_oversize_total`, `probelet_sidecar_notify_refused_total` | |
 //! | `probelet_sidecar_draining`, `probelet_sidecar_overloaded` | |
 //!
 //! Nothing here carries a check's output or target: outputs can hold anything a dependency
@@ -159,6 +159,13 @@ pub fn render(shared: &Shared) -> String {
         "sd_notify datagrams dropped for being larger than 4096 bytes",
     );
     let _ = writeln!(out, "probelet_sidecar_notify_oversize_total {}", s.oversize);
+    family(
+        &mut out,
+        "probelet_sidecar_notify_refused_total",
+        "counter",
+        "sd_notify datagrams refused for not coming from the app's main process",
+    );
+    let _ = writeln!(out, "probelet_sidecar_notify_refused_total {}", s.refused);
     family(
         &mut out,
         "probelet_sidecar_draining",

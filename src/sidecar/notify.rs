@@ -7,7 +7,7 @@
 //! them.
 
 use std::io;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use tokio::net::UnixDatagram;
@@ -29,10 +29,55 @@ pub enum Assignment {
     Status(String),
     /// `X-PROBELET-OVERLOADED=1` / `=0`: back-pressure (readiness only).
     Overloaded(bool),
+    /// `MAINPID=N`: the app's main process (only for [`Access`]).
+    MainPid(u32),
+}
+
+/// Who may speak for the app on the notify socket, as systemd's `NotifyAccess=`: with
+/// `main` (the default) only the app's main process, known from the first datagram that
+/// carries `READY=1` or `MAINPID=` (the sender's PID from `SCM_CREDENTIALS`, or the PID
+/// `MAINPID=` names); before that only such a datagram is taken. With `all`, anyone who can
+/// write to the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Access {
+    /// `notifyAccess: all`.
+    pub all: bool,
+    /// The app's main PID, once known.
+    pub main: Option<u32>,
+}
+
+impl Access {
+    /// Whether a datagram from `sender` with `list` is the app's; learns the main PID.
+    pub fn admit(&mut self, sender: Option<u32>, list: &[Assignment]) -> bool {
+        let named = list.iter().find_map(|a| match a {
+            Assignment::MainPid(p) => Some(*p),
+            _ => None,
+        });
+        let announces = named.is_some() || list.contains(&Assignment::Ready);
+        if self.all {
+            if let Some(p) = named.or(if announces { sender } else { None }) {
+                self.main.get_or_insert(p);
+            }
+            return true;
+        }
+        match (self.main, sender) {
+            (Some(main), Some(from)) if main == from => {
+                if let Some(p) = named {
+                    self.main = Some(p);
+                }
+                true
+            }
+            (None, Some(from)) if announces => {
+                self.main = Some(named.unwrap_or(from));
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The assignments of one datagram, in order; unknown keys and other values are skipped
-/// (systemd ignores them too, e.g. `MAINPID=`, `WATCHDOG=trigger`).
+/// (systemd ignores them too, e.g. `WATCHDOG=trigger`).
 pub fn parse(datagram: &[u8]) -> Vec<Assignment> {
     let text = String::from_utf8_lossy(datagram);
     text.split('\n')
@@ -45,6 +90,7 @@ pub fn parse(datagram: &[u8]) -> Vec<Assignment> {
                 ("STATUS", s) => Assignment::Status(s.to_string()),
                 ("X-PROBELET-OVERLOADED", "1") => Assignment::Overloaded(true),
                 ("X-PROBELET-OVERLOADED", "0") => Assignment::Overloaded(false),
+                ("MAINPID", pid) => Assignment::MainPid(pid.parse().ok().filter(|p| *p > 0)?),
                 _ => return None,
             })
         })
@@ -69,6 +115,12 @@ pub enum NotifyError {
         /// The path.
         path: PathBuf,
     },
+    /// Another process serves a socket at the path (refused rather than taken over).
+    #[error("notify socket {path}: another process is serving it")]
+    InUse {
+        /// The path.
+        path: PathBuf,
+    },
 }
 
 /// The bound socket.
@@ -76,19 +128,23 @@ pub enum NotifyError {
 pub struct Listener {
     socket: UnixDatagram,
     path: PathBuf,
+    /// The socket file's (device, inode), so that only the file this listener created is
+    /// removed at exit.
+    file: (u64, u64),
 }
 
 /// What [`Listener::recv`] got.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Received {
-    /// A datagram's assignments.
-    Assignments(Vec<Assignment>),
+    /// A datagram's assignments, and its sender's PID (from `SCM_CREDENTIALS`).
+    Assignments(Vec<Assignment>, Option<u32>),
     /// A datagram larger than [`MAX_DATAGRAM`], dropped.
     Oversize,
 }
 
-/// Creates the socket at `path` with mode 0660. A stale socket left by an earlier run is
-/// replaced; any other file is refused.
+/// Creates the socket at `path` with mode 0660, receiving its senders' credentials. A stale
+/// socket left by an earlier run (nobody receives on it: a datagram sent to it is refused) is
+/// replaced; a socket another process still serves, and any other file, are refused.
 pub fn bind(path: &Path) -> Result<Listener, NotifyError> {
     let bind_err = |source| NotifyError::Bind {
         path: path.to_path_buf(),
@@ -100,14 +156,35 @@ pub fn bind(path: &Path) -> Result<Listener, NotifyError> {
                 path: path.to_path_buf(),
             });
         }
+        if is_served(path) {
+            return Err(NotifyError::InUse {
+                path: path.to_path_buf(),
+            });
+        }
         std::fs::remove_file(path).map_err(bind_err)?;
     }
     let socket = UnixDatagram::bind(path).map_err(bind_err)?;
+    rustix::net::sockopt::set_socket_passcred(&socket, true).map_err(|e| bind_err(e.into()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(bind_err)?;
+    let meta = std::fs::symlink_metadata(path).map_err(bind_err)?;
     Ok(Listener {
         socket,
         path: path.to_path_buf(),
+        file: (meta.dev(), meta.ino()),
     })
+}
+
+/// Whether a live process receives on the datagram socket at `path`: an empty datagram (which
+/// sd_notify readers ignore) is refused with `ECONNREFUSED` only by a socket nobody has open.
+fn is_served(path: &Path) -> bool {
+    let sent = std::os::unix::net::UnixDatagram::unbound().and_then(|probe| {
+        probe.set_nonblocking(true)?;
+        probe.send_to(b"", path)
+    });
+    match sent {
+        Ok(_) => true,
+        Err(e) => e.raw_os_error() != Some(libc::ECONNREFUSED),
+    }
 }
 
 impl Listener {
@@ -115,11 +192,16 @@ impl Listener {
     /// fit is recognised (the kernel truncates it silently) and dropped whole.
     pub async fn recv(&self) -> io::Result<Received> {
         let mut buf = [0u8; MAX_DATAGRAM + 1];
-        let n = self.socket.recv(&mut buf).await?;
+        let (n, sender) = self
+            .socket
+            .async_io(tokio::io::Interest::READABLE, || {
+                recv_with_sender(&self.socket, &mut buf)
+            })
+            .await?;
         if n > MAX_DATAGRAM {
             return Ok(Received::Oversize);
         }
-        Ok(Received::Assignments(parse(&buf[..n])))
+        Ok(Received::Assignments(parse(&buf[..n]), sender))
     }
 
     /// The socket's path.
@@ -128,9 +210,33 @@ impl Listener {
     }
 }
 
+/// One datagram into `buf` (non-blocking) and its sender's PID.
+fn recv_with_sender(socket: &UnixDatagram, buf: &mut [u8]) -> io::Result<(usize, Option<u32>)> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmCredentials(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = rustix::net::recvmsg(
+        socket,
+        &mut [io::IoSliceMut::new(buf)],
+        &mut control,
+        RecvFlags::DONTWAIT,
+    )?;
+    let sender = control.drain().find_map(|m| match m {
+        RecvAncillaryMessage::ScmCredentials(c) => u32::try_from(c.pid.as_raw_nonzero().get()).ok(),
+        _ => None,
+    });
+    Ok((got.bytes, sender))
+}
+
 impl Drop for Listener {
+    /// Removes the socket file if it is still the one this listener created (another process
+    /// may have replaced it since).
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        if let Ok(meta) = std::fs::symlink_metadata(&self.path)
+            && (meta.dev(), meta.ino()) == self.file
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -146,12 +252,42 @@ mod tests {
             [
                 Assignment::Ready,
                 Assignment::Status("warming up".into()),
+                Assignment::MainPid(42),
                 Assignment::Watchdog,
                 Assignment::Overloaded(true),
                 Assignment::Overloaded(false),
                 Assignment::Stopping,
             ]
         );
+    }
+
+    #[test]
+    fn r28_1_only_the_main_process_speaks_for_the_app_unless_access_is_all() {
+        let mut main = Access::default();
+        // Before READY=1 or MAINPID=, nothing else is taken.
+        assert!(!main.admit(Some(7), &[Assignment::Watchdog]));
+        assert!(main.admit(Some(7), &[Assignment::Ready]));
+        assert_eq!(main.main, Some(7));
+        assert!(main.admit(Some(7), &[Assignment::Watchdog]));
+        assert!(!main.admit(Some(8), &[Assignment::Watchdog]));
+        assert!(!main.admit(Some(8), &[Assignment::Stopping]));
+        assert!(!main.admit(None, &[Assignment::Watchdog]));
+        // The main process may hand over to another PID (a wrapper script's exec'd child).
+        assert!(main.admit(Some(7), &[Assignment::MainPid(9)]));
+        assert!(main.admit(Some(9), &[Assignment::Watchdog]));
+        assert!(!main.admit(Some(7), &[Assignment::Watchdog]));
+        // A MAINPID= first names the main process.
+        let mut named = Access::default();
+        assert!(named.admit(Some(3), &[Assignment::MainPid(4), Assignment::Ready]));
+        assert!(named.admit(Some(4), &[Assignment::Watchdog]));
+        assert!(!named.admit(Some(3), &[Assignment::Watchdog]));
+        // notifyAccess: all.
+        let mut all = Access {
+            all: true,
+            main: None,
+        };
+        assert!(all.admit(Some(8), &[Assignment::Watchdog]));
+        assert!(all.admit(None, &[Assignment::Stopping]));
     }
 
     #[tokio::test]
@@ -169,7 +305,7 @@ mod tests {
         assert_eq!(l.recv().await.unwrap(), Received::Oversize);
         assert_eq!(
             l.recv().await.unwrap(),
-            Received::Assignments(vec![Assignment::Ready])
+            Received::Assignments(vec![Assignment::Ready], Some(std::process::id()))
         );
         // A second bind replaces a stale socket; a regular file is refused.
         drop(l);

@@ -36,6 +36,10 @@ pub struct State {
     pub datagrams: u64,
     /// Oversize datagrams dropped.
     pub oversize: u64,
+    /// Datagrams refused because they did not come from the app (`notifyAccess: main`).
+    pub refused: u64,
+    /// Who may speak for the app, and its main PID once known.
+    pub access: super::notify::Access,
     /// Reloads applied, and refused (invalid config).
     pub reloads: u64,
     /// Reloads refused.
@@ -48,8 +52,10 @@ pub struct Shared {
     state: Mutex<State>,
     origin: tokio::time::Instant,
     generation: AtomicU64,
-    /// Bumped on every change an endpoint could see (for gRPC `Watch`).
-    pub changed: tokio::sync::watch::Sender<u64>,
+    /// The endpoints' answers, re-evaluated on every change and every second (statuses also
+    /// change with time alone: watchdog age, staleness); gRPC `Watch` streams read it and wake
+    /// only when an answer changes.
+    statuses: tokio::sync::watch::Sender<super::server::Statuses>,
     /// Woken when the app's `STOPPING=1` starts a drain, so that the main task exits after
     /// `drain.delay` as it does after SIGTERM (a permit is kept if it is not waiting yet).
     pub stop_requested: tokio::sync::Notify,
@@ -65,12 +71,17 @@ impl Shared {
                 policy: policy_of(config),
                 datagrams: 0,
                 oversize: 0,
+                refused: 0,
+                access: super::notify::Access {
+                    all: config.notify_access_all,
+                    main: None,
+                },
                 reloads: 0,
                 reload_errors: 0,
             }),
             origin: tokio::time::Instant::now(),
             generation: AtomicU64::new(0),
-            changed: tokio::sync::watch::channel(0).0,
+            statuses: tokio::sync::watch::channel(Default::default()).0,
             stop_requested: tokio::sync::Notify::new(),
         })
     }
@@ -93,8 +104,21 @@ impl Shared {
         health::evaluate(endpoint, &s.checks, &s.app, &s.policy, now, exclude)
     }
 
-    fn bump(&self) {
-        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    /// Re-evaluates the endpoints' answers for `Watch` (one evaluation, whatever the number
+    /// of watchers; they are woken only when an answer changed).
+    pub fn bump(&self) {
+        let now = super::server::Statuses::now(self);
+        self.statuses.send_if_modified(|s| {
+            let changed = *s != now;
+            *s = now;
+            changed
+        });
+    }
+
+    /// The endpoints' answers, for a `Watch` stream.
+    pub fn statuses(&self) -> tokio::sync::watch::Receiver<super::server::Statuses> {
+        self.bump();
+        self.statuses.subscribe()
     }
 
     /// Records a check's completion, if `generation` is still that check's.
@@ -103,6 +127,7 @@ impl Shared {
         let mut s = self.state();
         if let Some(c) = s.checks.iter_mut().find(|c| c.generation == generation) {
             let name = c.spec.name.clone();
+            let first = c.successes + c.failures + c.errors == 0;
             if c.record(completion, now) {
                 eprintln!(
                     "sidecar: check {name} is now {}{}",
@@ -110,8 +135,15 @@ impl Shared {
                     if c.published == crate::engine::ProbeResult::Success {
                         String::new()
                     } else {
-                        format!(": {}", health::escape(&c.reason))
+                        format!(": {}", crate::display::terminal(&c.reason))
                     }
+                );
+            } else if first && c.successes == 0 {
+                // Failing from the start publishes no change (readiness starts as failure),
+                // but the operator must see why (issue 26 item 8): the first result once.
+                eprintln!(
+                    "sidecar: check {name} is failing from the start: {}",
+                    crate::display::terminal(&c.reason)
                 );
             }
             drop(s);
@@ -174,7 +206,12 @@ impl Checks {
                 .push(CheckState::new(spec.clone(), generation, now));
             self.tasks.insert(
                 generation,
-                spawn_check(shared.clone(), spec.clone(), generation),
+                spawn_check(
+                    shared.clone(),
+                    spec.clone(),
+                    generation,
+                    config.allow_link_local,
+                ),
             );
             summary.started += 1;
         }
@@ -200,7 +237,12 @@ impl Checks {
 /// One check's loop: wait `initialDelaySeconds`, then run every `periodSeconds`; a run never
 /// overlaps the previous one (a run longer than the period delays the next, like the kubelet's
 /// worker).
-fn spawn_check(shared: Arc<Shared>, spec: CheckSpec, generation: u64) -> JoinHandle<()> {
+fn spawn_check(
+    shared: Arc<Shared>,
+    spec: CheckSpec,
+    generation: u64,
+    allow_link_local: bool,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         tokio::time::sleep(spec.initial_delay()).await;
         let mut ticker = tokio::time::interval(spec.period().max(Duration::from_secs(1)));
@@ -210,9 +252,16 @@ fn spawn_check(shared: Arc<Shared>, spec: CheckSpec, generation: u64) -> JoinHan
             host: super::config::DEFAULT_HOST.to_string(),
             ..ProbeTarget::default()
         };
+        // The link-local guard of `run` and `check`: such a check never connects.
+        let refused = spec.handler.link_local().filter(|_| !allow_link_local);
         loop {
             ticker.tick().await;
-            let completion = run_check(&spec, &target, &cfg).await;
+            let completion = match refused {
+                Some(addr) => Completion::Errored {
+                    error: crate::probe::link_local::refusal(addr),
+                },
+                None => run_check(&spec, &target, &cfg).await,
+            };
             shared.record(generation, completion);
         }
     })
@@ -262,7 +311,21 @@ pub async fn read_notify(shared: Arc<Shared>, listener: Listener) {
         s.datagrams += 1;
         match got {
             Received::Oversize => s.oversize += 1,
-            Received::Assignments(list) => {
+            Received::Assignments(list, sender) if !s.access.admit(sender, &list) => {
+                s.refused += 1;
+                // The first, then every 1,000th: a flood must not flood the log.
+                if s.refused % 1000 == 1 {
+                    eprintln!(
+                        "sidecar: notify socket: datagram from PID {} refused: not the app's main process ({}; {} refused so far; notifyAccess: all accepts any sender)",
+                        sender.map_or("unknown".into(), |p| p.to_string()),
+                        s.access
+                            .main
+                            .map_or("no READY=1 or MAINPID= yet".into(), |p| format!("PID {p}")),
+                        s.refused
+                    );
+                }
+            }
+            Received::Assignments(list, _) => {
                 for a in &list {
                     if s.app.apply(a, now) {
                         eprintln!(

@@ -11,8 +11,12 @@
 //! than with tonic's server, whose `transport`/`router` features would add axum's router and
 //! tower layers to the release build for two methods with one-field messages.
 //!
-//! Limits: at most [`MAX_CONNECTIONS`] at once (more are closed at accept), request heads must
-//! arrive within [`HEAD_TIMEOUT`], gRPC request bodies are capped at [`MAX_GRPC_BODY`].
+//! Limits: the one server edge ([`crate::server`]: connection cap with eviction of idle
+//! connections, handshake, header, idle and write timeouts, accept back-off); gRPC request
+//! bodies are capped at [`MAX_GRPC_BODY`] and must arrive within the header timeout; `Watch`
+//! streams are capped per connection ([`MAX_STREAMS`]) and in total ([`MAX_WATCHES`]), and
+//! their fan-out costs one evaluation per change, not one per watcher
+//! ([`Shared::statuses`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -22,18 +26,19 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 use super::health::Report;
 use super::runner::Shared;
+use crate::server::{Protocols, ServerLimits};
 use crate::spec::ProbeType;
 
-/// Connections served at once.
-pub const MAX_CONNECTIONS: usize = 512;
+/// Concurrent HTTP/2 streams per connection.
+pub const MAX_STREAMS: u32 = 16;
 
-/// Time allowed for a request head (and for the first bytes that pick HTTP/1 or HTTP/2).
-pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// gRPC `Watch` streams open at once, over all connections; more are answered
+/// `RESOURCE_EXHAUSTED` at once.
+pub const MAX_WATCHES: usize = 256;
 
 /// The largest gRPC request body read (a health request is a few bytes).
 pub const MAX_GRPC_BODY: usize = 4096;
@@ -62,55 +67,51 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
-/// Serves `listener` until the task is dropped.
+/// The sidecar's requests, as the server edge sees them.
+#[derive(Clone)]
+struct Sidecar {
+    shared: Arc<Shared>,
+    limits: ServerLimits,
+    watches: Arc<tokio::sync::Semaphore>,
+}
+
+impl crate::server::Handler for Sidecar {
+    async fn handle(&self, req: Request<Incoming>) -> Response<axum::body::Body> {
+        handle(req, self).await.map(axum::body::Body::new)
+    }
+}
+
+/// Serves `listener` until the task is dropped, with the limits this process's open-file
+/// limit allows.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let Ok((conn, _)) = listener.accept().await else {
-            // EMFILE and the like: back off instead of spinning.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            drop(conn);
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            serve_conn(conn, shared).await;
-            drop(permit);
-        });
-    }
+    serve_with(listener, shared, ServerLimits::for_this_process()).await
 }
 
-async fn serve_conn(conn: TcpStream, shared: Arc<Shared>) {
-    let _ = conn.set_nodelay(true);
-    let mut peek = [0u8; 3];
-    let h2 = match tokio::time::timeout(HEAD_TIMEOUT, conn.peek(&mut peek)).await {
-        Ok(Ok(n)) if n > 0 => peek[..n] == b"PRI"[..n],
-        _ => return,
+/// Serves `listener` with explicit `limits` until the task is dropped.
+pub async fn serve_with(listener: TcpListener, shared: Arc<Shared>, limits: ServerLimits) {
+    let sidecar = Sidecar {
+        shared,
+        limits,
+        watches: Arc::new(tokio::sync::Semaphore::new(MAX_WATCHES)),
     };
-    let service = hyper::service::service_fn(move |req| {
-        let shared = shared.clone();
-        async move { Ok::<_, Infallible>(handle(req, shared).await) }
-    });
-    let io = TokioIo::new(conn);
-    if h2 {
-        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .max_concurrent_streams(64)
-            .serve_connection(io, service)
-            .await;
-    } else {
-        let _ = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEAD_TIMEOUT)
-            .serve_connection(io, service)
-            .await;
+    let protocols = Protocols::Http1AndH2 {
+        max_streams: MAX_STREAMS,
+    };
+    let shared = sidecar.shared.clone();
+    let every_second = async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            shared.bump();
+        }
+    };
+    tokio::select! {
+        () = crate::server::serve(listener, sidecar, protocols, limits) => {}
+        () = every_second => {}
     }
 }
 
-async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
+async fn handle(req: Request<Incoming>, sidecar: &Sidecar) -> Response<Body> {
+    let shared = &sidecar.shared;
     let path = req.uri().path().to_string();
     let endpoint = match path.as_str() {
         "/livez" => Some(ProbeType::Liveness),
@@ -127,10 +128,10 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
         "/metrics" => text(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            super::metrics::render(&shared),
+            super::metrics::render(shared),
         ),
-        "/grpc.health.v1.Health/Check" => grpc_check(req, shared).await,
-        "/grpc.health.v1.Health/Watch" => grpc_watch(req, shared).await,
+        "/grpc.health.v1.Health/Check" => grpc_check(req, sidecar).await,
+        "/grpc.health.v1.Health/Watch" => grpc_watch(req, sidecar).await,
         p if p.starts_with("/grpc.health.v1.Health/") => grpc_status_only(12, "unknown method"),
         _ => text(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
     }
@@ -192,15 +193,50 @@ fn serving(shared: &Shared, endpoint: ProbeType) -> u8 {
     }
 }
 
+/// The three endpoints' answers at one moment, as `Watch` streams them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Statuses {
+    liveness: bool,
+    readiness: bool,
+    startup: bool,
+}
+
+impl Statuses {
+    /// The endpoints' answers now.
+    pub fn now(shared: &Shared) -> Statuses {
+        let ok = |e| shared.report(e, &[]).ok;
+        Statuses {
+            liveness: ok(ProbeType::Liveness),
+            readiness: ok(ProbeType::Readiness),
+            startup: ok(ProbeType::Startup),
+        }
+    }
+
+    fn of(&self, endpoint: ProbeType) -> u8 {
+        let ok = match endpoint {
+            ProbeType::Liveness => self.liveness,
+            ProbeType::Readiness => self.readiness,
+            ProbeType::Startup => self.startup,
+        };
+        if ok { SERVING } else { NOT_SERVING }
+    }
+}
+
 /// One length-prefixed `HealthCheckResponse { status }`.
 fn response_frame(status: u8) -> Bytes {
     Bytes::from(vec![0, 0, 0, 0, 2, 0x08, status])
 }
 
-async fn read_service(req: Request<Incoming>) -> Result<String, &'static str> {
-    let body = Limited::new(req.into_body(), MAX_GRPC_BODY)
-        .collect()
+/// The request's `service`; the body must arrive within the header timeout (a client that
+/// announces a body and never sends it holds its stream no longer).
+async fn read_service(
+    req: Request<Incoming>,
+    limits: &ServerLimits,
+) -> Result<String, &'static str> {
+    let body = Limited::new(req.into_body(), MAX_GRPC_BODY).collect();
+    let body = tokio::time::timeout(limits.header_timeout, body)
         .await
+        .map_err(|_| "request body not sent in time")?
         .map_err(|_| "request too large or broken")?
         .to_bytes();
     parse_health_request(&body)
@@ -275,8 +311,9 @@ fn grpc_status_only(code: u8, message: &str) -> Response<Body> {
     )
 }
 
-async fn grpc_check(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
-    let service = match read_service(req).await {
+async fn grpc_check(req: Request<Incoming>, sidecar: &Sidecar) -> Response<Body> {
+    let shared = &sidecar.shared;
+    let service = match read_service(req, &sidecar.limits).await {
         Ok(s) => s,
         Err(e) => return grpc_status_only(3, e), // INVALID_ARGUMENT
     };
@@ -285,27 +322,32 @@ async fn grpc_check(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
     };
     let t = trailers(0, "");
     grpc_response(
-        Full::new(response_frame(serving(&shared, endpoint)))
+        Full::new(response_frame(serving(shared, endpoint)))
             .with_trailers(async move { Some(Ok(t)) })
             .boxed(),
     )
 }
 
-/// `Watch`: the current status at once, then every change (checked on each cache change and
-/// every second, since statuses also change with time alone: watchdog age, staleness). The
-/// task ends when the client goes away (the body, and with it the receiver, is dropped).
-async fn grpc_watch(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
-    let service = match read_service(req).await {
+/// `Watch`: the current status at once, then every change. Statuses are evaluated once per
+/// change for all watchers ([`Shared::statuses`]), so a notify flood costs one evaluation
+/// per datagram, and a watcher wakes only when a status it could see has changed. The task
+/// ends when the client goes away (the body, and with it the receiver, is dropped).
+async fn grpc_watch(req: Request<Incoming>, sidecar: &Sidecar) -> Response<Body> {
+    let Ok(permit) = sidecar.watches.clone().try_acquire_owned() else {
+        return grpc_status_only(8, "too many Watch streams"); // RESOURCE_EXHAUSTED
+    };
+    let service = match read_service(req, &sidecar.limits).await {
         Ok(s) => s,
         Err(e) => return grpc_status_only(3, e),
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(2);
     let endpoint = grpc_endpoint(&service);
+    let mut statuses = sidecar.shared.statuses();
     tokio::spawn(async move {
-        let mut changes = shared.changed.subscribe();
+        let _permit = permit;
         let mut last = None;
         loop {
-            let status = endpoint.map_or(SERVICE_UNKNOWN, |e| serving(&shared, e));
+            let status = endpoint.map_or(SERVICE_UNKNOWN, |e| statuses.borrow_and_update().of(e));
             if last != Some(status) {
                 if tx.send(response_frame(status)).await.is_err() {
                     return;
@@ -313,9 +355,8 @@ async fn grpc_watch(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Bod
                 last = Some(status);
             }
             tokio::select! {
-                r = changes.changed() => if r.is_err() { return },
+                r = statuses.changed() => if r.is_err() { return },
                 _ = tx.closed() => return,
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
         }
     });

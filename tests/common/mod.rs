@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test crate uses its own subset
 
+pub mod hostile;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

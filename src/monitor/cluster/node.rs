@@ -326,9 +326,10 @@ impl Node {
             let mut st = self.state();
             for kv in &kvs {
                 match self.keys.classify(&kv.key) {
-                    KeyKind::Member(id) => {
+                    KeyKind::Member(id) if is_live_member(kv) => {
                         members.insert(id.to_string());
                     }
+                    KeyKind::Member(_) => {}
                     KeyKind::Target(name) => {
                         if let Some(r) = TargetRecord::from_json(&kv.value) {
                             st.records.insert(name.to_string(), r);
@@ -642,14 +643,14 @@ impl Node {
         }
     }
 
-    /// The members as etcd has them now; a difference from the watch's view (a stalled
+    /// The members as etcd has them now (keys with a lease only); a difference from the watch's view (a stalled
     /// watch) is applied.
     async fn poll_members(&self) -> Result<(), EtcdError> {
         let (kvs, _) = self.client.range_prefix(&self.keys.members()).await?;
         let mut members: BTreeSet<String> = kvs
             .iter()
             .filter_map(|kv| match self.keys.classify(&kv.key) {
-                KeyKind::Member(id) => Some(id.to_string()),
+                KeyKind::Member(id) if is_live_member(kv) => Some(id.to_string()),
                 _ => None,
             })
             .collect();
@@ -718,13 +719,20 @@ impl Node {
         {
             let mut st = self.state();
             for e in events {
-                let (put, Kv { key, value, .. }) = match e {
+                let (
+                    put,
+                    Kv {
+                        key, value, lease, ..
+                    },
+                ) = match e {
                     Event::Put(kv) => (true, kv),
                     Event::Delete(kv) => (false, kv),
                 };
                 match self.keys.classify(&key) {
                     KeyKind::Member(id) if id != self.id => {
-                        members_changed |= if put {
+                        // A member key with no lease is no member (it would count for ever):
+                        // as if deleted (issue 28 item 12).
+                        members_changed |= if put && lease != 0 {
                             st.members.insert(id.to_string())
                         } else {
                             st.members.remove(id)
@@ -775,6 +783,12 @@ fn instant_of(shared: &Shared, at: SystemTime) -> Instant {
     let origin = shared.wall(Instant::default());
     let nanos = at.duration_since(origin).unwrap_or_default().as_nanos();
     Instant::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)).min(shared.now())
+}
+
+/// Whether a `members/` key is a live member: attached to a lease (etcd deletes it when the
+/// lease expires). A key written without one would count for ever (issue 28 item 12).
+fn is_live_member(kv: &Kv) -> bool {
+    kv.lease != 0
 }
 
 #[cfg(test)]

@@ -1,0 +1,108 @@
+//! The attacks the hostile tests share (issue 28: `run`'s API, the monitor and the sidecar
+//! are attacked the same way): plain requests with a deadline, floods of connections that
+//! send nothing or one byte, and a check that a server keeps answering quickly meanwhile.
+//! Loopback only, bounded in count and time.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The status code of `GET path` on a fresh connection to `127.0.0.1:port`, or `None` when
+/// the server does not answer within 2 s.
+pub fn get(port: u16, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// Retries `GET path` (every 50 ms, up to `limit`) until it answers `code`.
+pub fn wait_for(port: u16, path: &str, code: u16, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if get(port, path) == Some(code) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Up to `n` connections that each send `first` (maybe nothing) and then stay silent; the
+/// ones the kernel accepted (it may refuse some when descriptors run out).
+pub fn flood(port: u16, n: usize, first: &[u8]) -> Vec<TcpStream> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(mut s) => {
+                let _ = s.write_all(first);
+                held.push(s);
+            }
+            Err(_) => break, // this process is out of descriptors: enough
+        }
+    }
+    held
+}
+
+/// Asserts that `GET path` answers `code` every 100 ms for `during`: each answer within 1 s
+/// (the kubelet's default `timeoutSeconds`, so no probe would fail), and their median within
+/// `within` (a single slow sample on a shared, loaded test machine is not the attack's doing;
+/// before the fixes every request failed).
+pub fn assert_answers_within(port: u16, path: &str, code: u16, within: Duration, during: Duration) {
+    let until = Instant::now() + during;
+    let mut took = Vec::new();
+    while Instant::now() < until {
+        let asked = Instant::now();
+        let got = get(port, path);
+        let t = asked.elapsed();
+        assert_eq!(got, Some(code), "{path} under attack");
+        assert!(
+            t <= Duration::from_secs(1),
+            "{path} took {t:?} under attack"
+        );
+        took.push(t);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    took.sort();
+    let median = took[took.len() / 2];
+    assert!(
+        median <= within,
+        "{path}: median {median:?} under attack (bound {within:?}): {took:?}"
+    );
+}
+
+/// A probelet process under `ulimit -n nofile` (soft and hard), killed on drop.
+pub struct Limited {
+    /// The process.
+    pub child: Child,
+}
+
+impl Limited {
+    /// Starts `probelet args…` under `ulimit -n nofile`, stdout and stderr piped.
+    pub fn start(nofile: u32, args: &[&str]) -> Limited {
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_probelet"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Limited { child }
+    }
+}
+
+impl Drop for Limited {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
