@@ -17,6 +17,11 @@ use common::{free_port, http};
 
 // === a running sidecar ===
 
+/// `probelet sidecar`: the full binary's subcommand.
+const PROBELET_SIDECAR: (&str, &[&str]) = (env!("CARGO_BIN_EXE_probelet"), &["sidecar"]);
+/// `probelet-sidecar`: the same source built alone, for images (issue 25).
+const SMALL_SIDECAR: (&str, &[&str]) = (env!("CARGO_BIN_EXE_probelet-sidecar"), &[]);
+
 struct Sidecar {
     child: Child,
     addr: String,
@@ -35,12 +40,23 @@ impl Sidecar {
 
     /// [`Sidecar::start`] with `args` after the config path instead of `--listen 127.0.0.1:0`.
     fn start_with(config: &str, env: &[(&str, &str)], args: &[&str]) -> Sidecar {
+        Sidecar::start_program(&PROBELET_SIDECAR, config, env, args)
+    }
+
+    /// [`Sidecar::start_with`] run by `program`: `probelet sidecar` or `probelet-sidecar`.
+    fn start_program(
+        program: &(&str, &[&str]),
+        config: &str,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Sidecar {
         let dir = tempfile::tempdir().unwrap();
         let text = config.replace("DIR", dir.path().to_str().unwrap());
         let path = dir.path().join("sidecar.yaml");
         std::fs::write(&path, text).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
-            .args(["sidecar", path.to_str().unwrap()])
+        let mut child = Command::new(program.0)
+            .args(program.1)
+            .arg(path.to_str().unwrap())
             .args(args)
             .envs(env.iter().copied())
             .stdout(Stdio::null())
@@ -621,10 +637,22 @@ overload: {recover: 1s}
     assert!(!sock.exists(), "the socket file is removed on exit");
 }
 
-/// SIGTERM: readiness fails at once, liveness holds, exit 0 after drain.delay.
+/// SIGTERM: readiness fails at once, liveness holds, exit 0 after drain.delay; the same from
+/// `probelet sidecar` and from the small `probelet-sidecar` built from the same source.
 #[test]
 fn sigterm_drains_then_exits_zero() {
-    let mut s = Sidecar::start("drain: {delay: 2s}\n", &[]);
+    for program in [PROBELET_SIDECAR, SMALL_SIDECAR] {
+        sigterm_drains_then_exits_zero_with(&program);
+    }
+}
+
+fn sigterm_drains_then_exits_zero_with(program: &(&str, &[&str])) {
+    let mut s = Sidecar::start_program(
+        program,
+        "drain: {delay: 2s}\n",
+        &[],
+        &["--listen", "127.0.0.1:0"],
+    );
     s.wait_status("/readyz", 200, Duration::from_secs(5));
     s.signal(rustix::process::Signal::TERM);
     let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(5));
