@@ -532,3 +532,24 @@ fn r8_15_simulate_shows_sidecars_stopping_after_the_app_in_reverse_order() {
     assert_eq!(row("a          turn to stop: SIGTERM"), "00:01:04.000");
     assert_eq!(row("a          exited 143 (SIGTERM)"), "00:01:05.000");
 }
+
+/// Issue 26 item 10: one legend entry has one meaning. A scenario window (db-hiccups) and a
+/// back-off (slow-start-killed's CrashLoopBackOff) are drawn with different patterns, each with
+/// its own legend entry.
+#[test]
+fn r26_10_back_off_and_scenario_windows_have_their_own_legend_entries() {
+    let windows = probelet::sim::svg::render(&example("db-hiccups"));
+    assert!(
+        windows.contains(r#"fill="url(#window)" opacity"#),
+        "a scenario window drawn"
+    );
+    let backoff = probelet::sim::svg::render(&example("slow-start-killed"));
+    assert!(
+        backoff.contains(r#"fill="url(#hatch)" stroke"#),
+        "a back-off drawn"
+    );
+    for svg in [&windows, &backoff] {
+        assert!(!svg.contains("back-off / scenario window"));
+        assert!(svg.contains(">back-off<") && svg.contains(">scenario window<"));
+    }
+}

@@ -126,6 +126,7 @@ pub fn render(t: &Timeline) -> String {
 <svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0}" viewBox="0 0 {WIDTH} {height:.0}" font-family="{FONT}" font-size="12">
 <defs>
 <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff4e0"/><line x1="0" y1="0" x2="0" y2="6" stroke="{AMBER}" stroke-width="2"/></pattern>
+<pattern id="window" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(-45)"><rect width="6" height="6" fill="#e8f0fb"/><line x1="0" y1="0" x2="0" y2="6" stroke="#6c8ebf" stroke-width="2"/></pattern>
 <pattern id="starting" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#f0f0f3"/><line x1="0" y1="0" x2="0" y2="6" stroke="#c5c8ce" stroke-width="2"/></pattern>
 </defs>
 <rect width="100%" height="100%" fill="white"/>"##
@@ -380,10 +381,12 @@ pub fn render(t: &Timeline) -> String {
                 .filter(|w| w.container == name && w.probes.contains(probe))
             {
                 let (xa, xb) = (c.x(w.from), c.x(w.to));
+                // Its own pattern: the amber hatch means back-off, and a legend entry has one
+                // meaning.
                 let fill = if w.starting {
                     "url(#starting)"
                 } else {
-                    "url(#hatch)"
+                    "url(#window)"
                 };
                 let _ = writeln!(
                     c.out,
@@ -485,7 +488,7 @@ pub fn render(t: &Timeline) -> String {
     // Legend.
     let ly = grid_bottom + 40.0;
     // Swatches are written relative to `X`, replaced by each item's position.
-    let items: [(String, &str); 10] = [
+    let items: [(String, &str); 11] = [
         (
             format!(r#"<circle cx="X" cy="{ly}" r="4" fill="{GREEN}"/>"#),
             "probe success",
@@ -521,7 +524,14 @@ pub fn render(t: &Timeline) -> String {
                 r#"<rect x="X" y="{}" width="14" height="12" fill="url(#hatch)" stroke="{AMBER}"/>"#,
                 ly - 6.0
             ),
-            "back-off / scenario window",
+            "back-off",
+        ),
+        (
+            format!(
+                r#"<rect x="X" y="{}" width="14" height="12" fill="url(#window)"/>"#,
+                ly - 6.0
+            ),
+            "scenario window",
         ),
         (
             format!(
