@@ -4,6 +4,7 @@
 //! (see `docs/architecture.md`):
 //!
 //! * [`spec`]: Kubernetes manifests in, API-server defaults and validation, effective probes out.
+//! * [`wall`]: RFC 3339 times and UIDs, the wall-clock vocabulary every room shares.
 //! * [`outcome`]: the vocabulary a probe handler answers with (R6.1), shared by handlers and engine.
 //! * [`probe`]: the HTTP, TCP, gRPC and exec handlers, bounded in time and memory (§6–§7).
 //! * [`lint`]: rules over pod templates that find probe mistakes before deployment.
@@ -38,3 +39,4 @@ pub mod server;
 pub mod sidecar;
 pub mod sim;
 pub mod spec;
+pub mod wall;

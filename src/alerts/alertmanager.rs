@@ -21,8 +21,8 @@ use prometheus_client::registry::Registry;
 use tokio::sync::Notify;
 
 use super::lifecycle::Notification;
-use crate::driver::real::format_rfc3339;
 use crate::probe::url::{ProbeUrl, UrlError};
+use crate::wall::format_rfc3339;
 
 /// Alerts waiting per Alertmanager, at most.
 pub const QUEUE_CAPACITY: usize = 10_000;

@@ -4,7 +4,7 @@
 //! Pure functions: the wall-clock origin is passed in, so the same inputs give the same
 //! objects.
 
-use crate::driver::events::StoredEvent;
+use crate::engine::events::StoredEvent;
 use crate::engine::{
     ConditionType, ContainerKind, ContainerState, Instant, PodPhase, PodStatus, status::Terminated,
 };

@@ -9,8 +9,8 @@
 
 use super::metrics::ProbeMetrics;
 use super::objects::{self, PodRef, WallClock};
-use crate::driver::events::StoredEvent;
 use crate::engine::PodId;
+use crate::engine::events::StoredEvent;
 use crate::runtime::logs::ContainerLogs;
 use k8s_openapi::api::core::v1 as core;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -330,7 +330,7 @@ impl Publisher {
             // One UID per owner while its pod is published, as a controller's object keeps.
             let uid = match self.pods.get(&key).and_then(|p| p.owner.as_ref()) {
                 Some(old) => old.metadata.uid.clone(),
-                None => Some(crate::driver::real::new_uid()),
+                None => Some(crate::wall::new_uid()),
             };
             owner.metadata.uid = uid;
         }

@@ -11,11 +11,11 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use probelet::driver::real::format_rfc3339;
 use probelet::driver::view::LiveView;
 use probelet::monitor::config::{self, InvalidTarget};
 use probelet::monitor::runner::{self, MonitorConfig, MonitorEvent, Shared, reason_text};
 use probelet::monitor::scheduler::ReloadSummary;
+use probelet::wall::format_rfc3339;
 use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 

@@ -215,7 +215,7 @@ fn rebalanced_text(
 
 /// When a line is printed (the text lines start with it, as `monitor`'s do).
 fn now() -> String {
-    probelet::driver::real::format_rfc3339(std::time::SystemTime::now())
+    probelet::wall::format_rfc3339(std::time::SystemTime::now())
 }
 
 /// One published change, as a line: text lines start with the time it was seen.
@@ -344,8 +344,8 @@ pub async fn join(
     ),
     ExitCode,
 > {
-    use probelet::driver::real::format_rfc3339;
     use probelet::monitor::cluster::node::{ClusterEvent, Node};
+    use probelet::wall::format_rfc3339;
     let endpoints = settings.endpoints.clone();
     // Said at once: an unreachable etcd takes its full timeout to fail.
     eprintln!("probelet monitor: joining the monitor cluster through etcd at {endpoints}...");

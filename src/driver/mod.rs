@@ -1,12 +1,10 @@
 //! Drivers feed the engine time and outcomes and carry out what it asks for.
 //!
-//! * [`events`]: the event store, identical events merged (R9.3), bounded.
 //! * [`hooks`]: `postStart` / `preStop` lifecycle hooks.
 //! * [`real`]: the engine on tokio with real probes and processes (`probelet run`).
 //! * [`view`]: the live status table of `probelet run`.
 //! * [`virtual_driver`]: virtual time, scripted targets and processes (tests, `simulate`).
 
-pub mod events;
 pub mod hooks;
 pub mod real;
 pub mod view;

@@ -6,12 +6,12 @@
 //! and is fed to the engine with the time it happened. The engine's clock is tokio's, so tests
 //! can run the whole supervisor under a paused clock.
 
-use super::events::{EventStore, SPAM_BURST, SPAM_REFILL, SpamFilter, StoredEvent};
 use super::hooks::run_hook;
 use crate::api::metrics::{ProbeKey, ProbeMetrics};
 use crate::api::objects::{self, Placement, PodIdentity, WallClock};
 use crate::api::store::{ApiStore, Control, DeleteRefused, PodEntry, Publisher};
 use crate::api::workloads;
+use crate::engine::events::{EventStore, SPAM_BURST, SPAM_REFILL, SpamFilter, StoredEvent};
 use crate::engine::kill::KillGrace;
 use crate::engine::{
     Action, ContainerId, EngineConfig, EventType, Instant, KillRequest, Manager, PodId, PodInfo,
@@ -23,6 +23,7 @@ pub use crate::runtime::logs::ContainerLogs;
 use crate::runtime::logs::Stream;
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
 use crate::spec::{PodTemplate, ProbeType};
+use crate::wall::{format_rfc3339, new_uid};
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -1258,77 +1259,4 @@ fn container_of(field_path: &str) -> String {
         .and_then(|(_, rest)| rest.strip_suffix('}'))
         .unwrap_or("")
         .to_string()
-}
-
-/// A random (version 4) UUID, as Kubernetes gives pods.
-pub fn new_uid() -> String {
-    let mut b = [0u8; 16];
-    if rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).is_err() {
-        // No entropy source: fall back on time and address bits; uniqueness within one
-        // process is all a local pod UID needs.
-        let t = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        b.copy_from_slice(&t.to_le_bytes());
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-/// RFC 3339 UTC with milliseconds (`2026-11-29T18:23:24.123Z`).
-pub fn format_rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = if month <= 2 { y + 1 } else { y };
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3339_formatting() {
-        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_976_604_123);
-        assert_eq!(format_rfc3339(t), "2026-11-29T18:23:24.123Z");
-        assert_eq!(
-            format_rfc3339(SystemTime::UNIX_EPOCH),
-            "1970-01-01T00:00:00.000Z"
-        );
-    }
-
-    #[test]
-    fn uids_are_v4_uuids() {
-        let a = new_uid();
-        assert_eq!(a.len(), 36);
-        assert_eq!(&a[14..15], "4");
-        assert_ne!(a, new_uid());
-    }
 }

@@ -13,8 +13,10 @@
 //! | [`status`] | `UpdatePodStatus`, status/generate.go, `getPhase` |
 //! | [`backoff`] | client-go flowcontrol.Backoff as `doBackOff` uses it |
 //! | [`kill`] | kuberuntime_container.go `killContainer`, grace periods |
+//! | [`events`] | client-go tools/record: events merged (R9.3), the per-pod spam filter; shared by `run` and the API |
 
 pub mod backoff;
+pub mod events;
 pub mod kill;
 pub mod manager;
 pub mod pod;

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::runner::{Check, Shared};
 use super::scheduler::{REASONS, Target};
-use crate::driver::real::format_rfc3339;
+use crate::wall::format_rfc3339;
 
 /// One target as `/targets` shows it.
 #[derive(Debug, Serialize)]

@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use crate::driver::real::format_rfc3339;
+use crate::wall::format_rfc3339;
 
 /// What `/healthz` and `/metrics` show about the cluster; updated by [`node`].
 #[derive(Debug, Default)]

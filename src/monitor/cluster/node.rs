@@ -29,11 +29,11 @@ use super::ClusterStatus;
 use super::etcd::{Client, EtcdError, Event, Kv};
 use super::hrw;
 use super::record::{INITIAL_REASON, KeyKind, Keys, MemberRecord, TargetRecord};
-use crate::driver::real::format_rfc3339;
 use crate::engine::Instant;
 use crate::monitor::config::{self, TargetsFile};
 use crate::monitor::runner::{MonitorEvent, Shared};
 use crate::monitor::scheduler::ReloadSummary;
+use crate::wall::format_rfc3339;
 
 /// etcd's default `--max-txn-ops`: records per write transaction.
 pub const MAX_TXN_OPS: usize = 128;

@@ -1,11 +1,11 @@
 //! What the cluster stores in etcd: the key layout under the prefix and the per-target state
 //! record (JSON). Pure: no I/O.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::driver::real::format_rfc3339;
+use crate::wall::{format_rfc3339, parse_rfc3339};
 
 /// The keys under one prefix (`/probelet` by default).
 ///
@@ -156,66 +156,6 @@ impl MemberRecord {
     }
 }
 
-/// Parses RFC 3339 UTC or with an offset (`2026-11-29T18:23:24.123Z`,
-/// `2026-11-29T19:23:24+01:00`); fractions of any length. `None` for anything else.
-pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
-    let b = text.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let s = text.get(r)?;
-        s.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| s.parse().ok())?
-    };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if b[13] != b':' || b[16] != b':' || !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
-        return None;
-    }
-    if h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut nanos: u64 = 0;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            if i - start < 9 {
-                nanos = nanos * 10 + u64::from(b[i] - b'0');
-            }
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        for _ in (i - start)..9 {
-            nanos *= 10;
-        }
-    }
-    let offset = match &text[i..] {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && matches!(&o[..1], "+" | "-") && &o[3..4] == ":" => {
-            let sign = if &o[..1] == "-" { -1 } else { 1 };
-            sign * (num(i + 1..i + 3)? * 3600 + num(i + 4..i + 6)? * 60)
-        }
-        _ => return None,
-    };
-    // Days-from-civil (Howard Hinnant's algorithm), the inverse of `format_rfc3339`'s.
-    let yy = if mo <= 2 { y - 1 } else { y };
-    let era = yy.div_euclid(400);
-    let yoe = yy - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset;
-    let secs = u64::try_from(secs).ok()?;
-    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_nanos(nanos))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,29 +190,5 @@ mod tests {
         assert_eq!(TargetRecord::from_json(json.as_bytes()), Some(r));
         assert_eq!(TargetRecord::from_json(b"{\"name\":1}"), None);
         assert_eq!(TargetRecord::from_json(b"\xff"), None);
-    }
-
-    #[test]
-    fn rfc3339_parses_what_format_writes() {
-        for ms in [0u64, 1_795_976_604_123, 951_782_400_000, 4_102_444_799_999] {
-            let t = SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
-            assert_eq!(parse_rfc3339(&format_rfc3339(t)), Some(t), "{ms}");
-        }
-        let t = parse_rfc3339("2026-11-29T19:23:24+01:00").unwrap();
-        assert_eq!(format_rfc3339(t), "2026-11-29T18:23:24.000Z");
-        let t = parse_rfc3339("2026-11-29T18:23:24.5Z").unwrap();
-        assert_eq!(format_rfc3339(t), "2026-11-29T18:23:24.500Z");
-        for bad in [
-            "",
-            "2026-11-29",
-            "2026-13-29T18:23:24Z",
-            "2026-11-29T18:23:24",
-            "2026-11-29T18:23:24.Z",
-            "2026-11-29T18:23:24+0100",
-            "20x6-11-29T18:23:24Z",
-            "1969-12-31T23:59:59Z",
-        ] {
-            assert_eq!(parse_rfc3339(bad), None, "{bad}");
-        }
     }
 }
