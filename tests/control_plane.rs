@@ -118,7 +118,11 @@ fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
     let _down = Down(&dir);
     assert!(out.status.success(), "up: {}", text(&out));
     let kubeconfig = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    assert_eq!(kubeconfig, dir.join("kubeconfig"), "up prints the kubeconfig path");
+    assert_eq!(
+        kubeconfig,
+        dir.join("kubeconfig"),
+        "up prints the kubeconfig path"
+    );
 
     let procs = recorded(&dir);
     let names: Vec<&str> = procs.iter().map(|p| p.0.as_str()).collect();
@@ -147,7 +151,12 @@ fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
     // component's listening sockets.
     let server = kubectl_ok(
         &kubeconfig,
-        &["config", "view", "-o", "jsonpath={.clusters[0].cluster.server}"],
+        &[
+            "config",
+            "view",
+            "-o",
+            "jsonpath={.clusters[0].cluster.server}",
+        ],
     );
     assert!(server.starts_with("https://127.0.0.1:"), "{server}");
     let ss = Command::new("ss").arg("-Htlnp").output().unwrap();
@@ -180,19 +189,23 @@ fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
             "--replicas=2",
         ],
     );
-    let rs = wait_until("the Deployment's ReplicaSet", Duration::from_secs(60), || {
-        let out = kubectl_ok(&kubeconfig, &["-n", "cp-test", "get", "rs", "-o", "json"]);
-        let v: Value = serde_json::from_str(&out).unwrap();
-        v["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|rs| {
-                rs["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
-                    && rs["metadata"]["ownerReferences"][0]["name"] == "web"
-            })
-            .cloned()
-    });
+    let rs = wait_until(
+        "the Deployment's ReplicaSet",
+        Duration::from_secs(60),
+        || {
+            let out = kubectl_ok(&kubeconfig, &["-n", "cp-test", "get", "rs", "-o", "json"]);
+            let v: Value = serde_json::from_str(&out).unwrap();
+            v["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|rs| {
+                    rs["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
+                        && rs["metadata"]["ownerReferences"][0]["name"] == "web"
+                })
+                .cloned()
+        },
+    );
     assert_eq!(rs["spec"]["replicas"], 2);
     let pods = wait_until(
         "two pods that the scheduler found no node for",
@@ -215,7 +228,10 @@ fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
             (items.len() == 2 && unschedulable).then_some(items)
         },
     );
-    assert!(pods.iter().all(|p| p["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"));
+    assert!(
+        pods.iter()
+            .all(|p| p["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet")
+    );
 
     // A second `up` of the same DIR refuses, and leaves the running one alone.
     let again = control_plane(&["up"], &dir, &[]);
@@ -252,8 +268,15 @@ fn r29_1_a_component_that_fails_shows_its_log_and_up_stops_what_it_started() {
 
     // An "etcd" that says why it fails and exits: up reports it with the end of its log.
     let dir = tmp.path().join("exits");
-    let exits = fake_etcd("etcd-exits", "echo 'etcdmain: injected failure' >&2; exit 1");
-    let out = control_plane(&["up"], &dir, &[("PROBELET_CP_ETCD", exits.to_str().unwrap())]);
+    let exits = fake_etcd(
+        "etcd-exits",
+        "echo 'etcdmain: injected failure' >&2; exit 1",
+    );
+    let out = control_plane(
+        &["up"],
+        &dir,
+        &[("PROBELET_CP_ETCD", exits.to_str().unwrap())],
+    );
     let _down = Down(&dir);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -292,18 +315,26 @@ fn r29_1_a_component_that_fails_shows_its_log_and_up_stops_what_it_started() {
         "{}",
         text(&out)
     );
-    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(!dir.join("pids").exists());
     let pid: u32 = std::fs::read_to_string(tmp.path().join("hang.pid"))
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    wait_until("the hanging etcd to be gone", Duration::from_secs(5), || {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
-        let gone = stat.is_none_or(|s| s.rfind(") ").map(|i| &s[i + 2..i + 3]) == Some("Z"));
-        gone.then_some(())
-    });
+    wait_until(
+        "the hanging etcd to be gone",
+        Duration::from_secs(5),
+        || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+            let gone = stat.is_none_or(|s| s.rfind(") ").map(|i| &s[i + 2..i + 3]) == Some("Z"));
+            gone.then_some(())
+        },
+    );
 }
 
 /// `down` stops exactly the processes recorded in DIR/pids: a recorded PID whose process has
@@ -335,9 +366,15 @@ fn r29_1_down_stops_exactly_the_recorded_processes() {
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(15)
     );
-    assert!(alive(stranger.id(), &stranger_start), "a reused PID is not ours to stop");
+    assert!(
+        alive(stranger.id(), &stranger_start),
+        "a reused PID is not ours to stop"
+    );
     assert!(stranger.try_wait().unwrap().is_none());
-    assert!(bystander.try_wait().unwrap().is_none(), "an unrecorded process runs on");
+    assert!(
+        bystander.try_wait().unwrap().is_none(),
+        "an unrecorded process runs on"
+    );
     assert!(!dir.join("pids").exists());
     for c in [&mut stranger, &mut bystander] {
         c.kill().unwrap();

@@ -30,7 +30,8 @@ enum How {
 use How::*;
 
 const DEMO_SESSION: &str = "r26_3_the_demo_terminal_shows_killing_and_backoff_after_60s";
-const CONTROL_PLANE: &str = "r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process";
+const CONTROL_PLANE: &str =
+    "r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process";
 const APP_SESSION: &str = "docs_check_and_monitor_against_the_demo_app";
 
 /// Every documented command, as written (comments after two spaces and `# ` cut off).
