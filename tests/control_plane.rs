@@ -383,7 +383,7 @@ fn r29_1_down_stops_exactly_the_recorded_processes() {
 }
 
 #[test]
-fn r29_1_wrong_usage_exits_2_with_the_usage_line() {
+fn r29_1_wrong_usage_and_bad_settings_are_refused() {
     for args in [&[][..], &["up"][..], &["start", "x"][..]] {
         let out = Command::new(script()).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
@@ -396,4 +396,14 @@ fn r29_1_wrong_usage_exits_2_with_the_usage_line() {
     let out = control_plane(&["down"], Path::new("/nonexistent/probelet-cp"), &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    // A bad setting is refused before anything is built or started.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = control_plane(&["up"], tmp.path(), &[("PROBELET_CP_TIMEOUT", "soon")]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("PROBELET_CP_TIMEOUT must be a number"),
+        "{}",
+        text(&out)
+    );
+    assert!(!tmp.path().join("pids").exists());
 }
