@@ -30,6 +30,8 @@ enum How {
 use How::*;
 
 const DEMO_SESSION: &str = "r26_3_the_demo_terminal_shows_killing_and_backoff_after_60s";
+const CONTROL_PLANE: &str =
+    "r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process";
 const APP_SESSION: &str = "docs_check_and_monitor_against_the_demo_app";
 
 /// Every documented command, as written (comments after two spaces and `# ` cut off).
@@ -248,6 +250,17 @@ const TABLE: &[(&str, How)] = &[
     (
         "curl -s localhost:8086/livez",
         ByTest("a_paused_postgres_fails_readiness_and_never_liveness"),
+    ),
+    // docs/control-plane.md (its tests are #[ignore]d: the first `up` builds Kubernetes)
+    ("scripts/control-plane up /tmp/cp", ByTest(CONTROL_PLANE)),
+    (
+        "kubectl --kubeconfig /tmp/cp/kubeconfig get --raw /readyz",
+        ByTest(CONTROL_PLANE),
+    ),
+    ("scripts/control-plane down /tmp/cp", ByTest(CONTROL_PLANE)),
+    (
+        "cargo test --test control_plane -- --ignored",
+        Not("runs the tests that build and start Kubernetes; too long for the CI run for now"),
     ),
 ];
 
