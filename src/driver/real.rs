@@ -834,9 +834,9 @@ impl Supervisor {
     ///
     /// The terminal is where a local user watches the kubelet decide, so every decision (a
     /// kill, a start, a back-off: bounded by the restarts themselves) is printed even when the
-    /// spam filter kept it from the API. Only the per-probe lines (`Unhealthy`,
-    /// `ProbeWarning`), which repeat every period, are filtered like the API's, with a note
-    /// the first time a pod's are.
+    /// spam filter kept it from the API. Only repeats ([`Self::repeats_on_terminal`]: the
+    /// per-probe lines, and a `BackOff` repeated at every sync) are filtered like the API's,
+    /// with a note the first time a pod's are.
     fn record_event(
         &mut self,
         pod: PodId,
