@@ -3,6 +3,8 @@
 //! request in flight. The server and its clients are real loopback sockets; the clock is
 //! tokio's paused clock, so the 90 s pass in no real time and are measured exactly.
 
+mod common;
+
 use probelet::api::server::{ServerLimits, serve_with};
 use probelet::api::store::Publisher;
 use probelet::api::tls::{DualListener, ServerIdentity};
@@ -30,39 +32,6 @@ async fn start(
     (addr.port(), control_rx)
 }
 
-/// Sends one keep-alive `GET /version` and reads its whole response (by Content-Length).
-async fn request(c: &mut TcpStream) {
-    c.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = c.read(&mut buf).await.unwrap();
-        assert!(
-            n > 0,
-            "closed before the response: {:?}",
-            String::from_utf8_lossy(&got)
-        );
-        got.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&got);
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse().unwrap())
-                })
-                .expect("a Content-Length");
-            if body.len() >= len {
-                assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-                return;
-            }
-        }
-    }
-}
-
 /// Waits until the server closes `c` (EOF or reset); the virtual time that took.
 async fn time_to_close(c: &mut TcpStream) -> Duration {
     let since = Instant::now();
@@ -79,7 +48,7 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_90_s_idle_timeout() {
     assert_eq!(limits.idle_timeout, Duration::from_secs(90));
     let (port, _control) = start(limits).await;
     let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    request(&mut c).await;
+    assert_eq!(common::keep_alive_get(&mut c, "/version").await, 200);
     let idle = time_to_close(&mut c).await;
     // Closed at the idle timeout, give or take the one-second check: not at the header
     // timeout (10 s), and not never.
@@ -96,10 +65,10 @@ async fn a_connection_in_use_is_not_closed_by_the_idle_timeout() {
     let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     // A request every 60 s (each gap shorter than the idle timeout) for 5 minutes.
     for _ in 0..5 {
-        request(&mut c).await;
+        assert_eq!(common::keep_alive_get(&mut c, "/version").await, 200);
         tokio::time::sleep(Duration::from_secs(60)).await;
     }
-    request(&mut c).await;
+    assert_eq!(common::keep_alive_get(&mut c, "/version").await, 200);
     let idle = time_to_close(&mut c).await;
     assert!(idle >= limits.idle_timeout, "closed after {idle:?} idle");
 }
@@ -139,7 +108,7 @@ async fn a_request_head_begun_must_be_complete_within_the_header_timeout() {
     let limits = ServerLimits::for_nofile(1024);
     let (port, _control) = start(limits).await;
     let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    request(&mut c).await;
+    assert_eq!(common::keep_alive_get(&mut c, "/version").await, 200);
     // Idle for 50 s (under the idle timeout), then half a request head, then nothing.
     tokio::time::sleep(Duration::from_secs(50)).await;
     c.write_all(b"GET /version HTTP/1.1\r\nHost:")

@@ -6,6 +6,8 @@
 //! yet. Run them with `cargo test --test control_plane -- --ignored`. The `down` test needs no
 //! build and always runs.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::sync::Mutex;
@@ -94,18 +96,8 @@ fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < end,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    common::poll_until(what, timeout, Duration::from_millis(200), f)
 }
 
 #[test]

@@ -39,18 +39,8 @@ fn signal(child: &Child, sig: Signal) {
     let _ = kill_process(pid, sig);
 }
 
-fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < end,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    common::poll_until(what, timeout, Duration::from_millis(50), f)
 }
 
 /// A plain HTTP GET on loopback: status and body.

@@ -7,6 +7,8 @@
 //! time and are measured exactly. The EMFILE half of the suite starts the real binaries under
 //! a low `ulimit -n` (tests/server_edge_bin.rs).
 
+mod common;
+
 use probelet::server::ServerLimits;
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,34 +87,6 @@ fn limits() -> ServerLimits {
     }
 }
 
-/// Sends `GET path` on `c` (keep-alive) and reads the whole response; its status code.
-async fn request(c: &mut TcpStream, path: &str) -> u16 {
-    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = c.read(&mut buf).await.unwrap();
-        assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&got);
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse().unwrap())
-                })
-                .expect("a Content-Length");
-            if body.len() >= len {
-                return head[9..12].parse().unwrap();
-            }
-        }
-    }
-}
-
 /// Waits until the server closes `c`; the virtual time that took. Bytes the server sends
 /// first (hyper may answer 408, HTTP/2 its SETTINGS) are skipped.
 async fn time_to_close(c: &mut TcpStream) -> Duration {
@@ -138,7 +112,11 @@ async fn edge_idle_keep_alive_connections_close_after_the_90_s_idle_timeout() {
     for server in ALL {
         let port = server.start(limits()).await;
         let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        assert_eq!(request(&mut c, server.health()).await, 200, "{server:?}");
+        assert_eq!(
+            common::keep_alive_get(&mut c, server.health()).await,
+            200,
+            "{server:?}"
+        );
         let took = time_to_close(&mut c).await;
         assert_about("idle", server, took, Duration::from_secs(90));
     }
@@ -149,7 +127,11 @@ async fn edge_slowloris_heads_close_10_s_after_their_first_byte() {
     for server in ALL {
         let port = server.start(limits()).await;
         let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        assert_eq!(request(&mut c, server.health()).await, 200, "{server:?}");
+        assert_eq!(
+            common::keep_alive_get(&mut c, server.health()).await,
+            200,
+            "{server:?}"
+        );
         tokio::time::sleep(Duration::from_secs(50)).await;
         c.write_all(b"GET / HTTP/1.1\r\nHost:").await.unwrap();
         let took = time_to_close(&mut c).await;
@@ -200,7 +182,11 @@ async fn edge_clients_that_send_nothing_cannot_hold_the_connection_cap() {
         tokio::task::yield_now().await;
         let started = Instant::now();
         let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        assert_eq!(request(&mut c, server.health()).await, 200, "{server:?}");
+        assert_eq!(
+            common::keep_alive_get(&mut c, server.health()).await,
+            200,
+            "{server:?}"
+        );
         assert!(started.elapsed() < Duration::from_millis(100), "{server:?}");
     }
 }

@@ -275,3 +275,58 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Calls `f` every `every` until it returns `Some`, and returns that; fails the test naming
+/// `what` after `timeout`.
+pub fn poll_until<T>(
+    what: &str,
+    timeout: std::time::Duration,
+    every: std::time::Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let end = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(every);
+    }
+}
+
+/// Sends `GET path` on the keep-alive connection `c` and reads the whole response (by its
+/// Content-Length); its status code. Fails the test if the server closes first.
+pub async fn keep_alive_get(c: &mut tokio::net::TcpStream, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = c.read(&mut buf).await.unwrap();
+        assert!(
+            n > 0,
+            "closed before the response: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .expect("a Content-Length");
+            if body.len() >= len {
+                return head[9..12].parse().unwrap();
+            }
+        }
+    }
+}
