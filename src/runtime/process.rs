@@ -8,6 +8,7 @@
 
 use super::containment::{self, ContainerCgroup};
 use super::logs::Stream;
+use super::netns::Netns;
 use crate::spec::env::{EnvError, container_env, expand_all};
 use k8s_openapi::api::core::v1::Container;
 use rustix::process::{Pid, Signal};
@@ -31,6 +32,9 @@ pub struct ProcessSpec {
     pub env: Vec<(String, String)>,
     /// `workingDir`.
     pub working_dir: Option<PathBuf>,
+    /// The pod's network sandbox, entered before the program starts; `None`: the host's
+    /// network (`--pod-network host`).
+    pub netns: Option<Netns>,
 }
 
 /// Why a container process could not be described or started.
@@ -72,6 +76,7 @@ impl ProcessSpec {
             argv: expand_all(&raw, &env),
             env,
             working_dir: c.working_dir.as_ref().map(PathBuf::from),
+            netns: None,
         })
     }
 }
@@ -151,6 +156,9 @@ impl Process {
                 rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
                     .map_err(io::Error::from)
             });
+        }
+        if let Some(netns) = &spec.netns {
+            netns.enter_on_spawn(&mut cmd);
         }
         let (mut child, registration) = match crate::children::spawn(&mut cmd) {
             Ok(spawned) => spawned,
@@ -341,6 +349,7 @@ mod tests {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             env: vec![("GREETING".into(), "hello".into())],
             working_dir: None,
+            netns: None,
         }
     }
 
