@@ -129,7 +129,11 @@ fn mounts_under(dir: &Path) -> Vec<String> {
     std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
         .lines()
-        .filter(|l| l.split_whitespace().nth(4).is_some_and(|m| m.starts_with(&dir)))
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(4)
+                .is_some_and(|m| m.starts_with(&dir))
+        })
         .map(str::to_string)
         .collect()
 }
@@ -213,7 +217,9 @@ fn pod_network_two_sandboxes_serve_the_same_port_each_at_its_own_pod_ip() {
             working_dir: Some(root),
             netns: Some(sandbox.netns.clone()),
         };
-        let process = rt.block_on(async { Process::spawn(&spec, |_, _| {}) }).unwrap();
+        let process = rt
+            .block_on(async { Process::spawn(&spec, |_, _| {}) })
+            .unwrap();
         servers.push(process);
         sandboxes.push(sandbox);
     }
@@ -238,8 +244,12 @@ fn pod_network_two_sandboxes_serve_the_same_port_each_at_its_own_pod_ip() {
             ..Default::default()
         };
         for netns in [None, Some(&sandbox.netns)] {
-            let (outcome, stats) =
-                rt.block_on(run_probe_in(&http_probe(8080, "/who"), &target, &cfg, netns));
+            let (outcome, stats) = rt.block_on(run_probe_in(
+                &http_probe(8080, "/who"),
+                &target,
+                &cfg,
+                netns,
+            ));
             assert!(
                 matches!(
                     outcome,
@@ -279,7 +289,10 @@ fn pod_network_exec_in_a_sandbox_sees_only_lo_and_eth0_and_the_default_route() {
     let cfg = ProbeConfig::default();
     let target = ProbeTarget::default();
     let run = |argv: &[&str], netns| {
-        output(rt.block_on(run_probe_in(&exec_probe(argv), &target, &cfg, netns)).0)
+        output(
+            rt.block_on(run_probe_in(&exec_probe(argv), &target, &cfg, netns))
+                .0,
+        )
     };
     let inside = run(&["cat", "/proc/net/dev"], Some(&sandbox.netns));
     assert_eq!(interfaces(&inside), ["eth0", "lo"]);
@@ -319,7 +332,11 @@ fn pod_network_exec_in_a_sandbox_sees_only_lo_and_eth0_and_the_default_route() {
         network.gateway()
     );
     let seen_from = run(&["python3", "-c", &reach], Some(&sandbox.netns));
-    assert_eq!(seen_from.trim(), sandbox.ip.to_string(), "it connects from the pod IP");
+    assert_eq!(
+        seen_from.trim(),
+        sandbox.ip.to_string(),
+        "it connects from the pod IP"
+    );
     // A spawned container process is in the sandbox too.
     let (tx, rx) = std::sync::mpsc::channel();
     let spec = ProcessSpec {
@@ -428,6 +445,7 @@ fn pod_network_removal_leaves_no_veth_namespace_mount_or_own_bridge() {
     let a = network.add_sandbox("a").unwrap();
     let b = network.add_sandbox("b").unwrap();
     let (a_inode, b_inode) = (a.netns.inode(), b.netns.inode());
+    let a_veth = a.host_veth.clone();
     assert_ne!(a_inode, b_inode);
     assert!(links().contains(&a.host_veth) && links().contains(&b.host_veth));
     assert_eq!(mounts_under(&run_dir).len(), 2);
@@ -438,18 +456,29 @@ fn pod_network_removal_leaves_no_veth_namespace_mount_or_own_bridge() {
         working_dir: None,
         netns: Some(a.netns.clone()),
     };
-    let mut sleeper = rt.block_on(async { Process::spawn(&spec, |_, _| {}) }).unwrap();
+    let mut sleeper = rt
+        .block_on(async { Process::spawn(&spec, |_, _| {}) })
+        .unwrap();
     let in_a = std::fs::read_link(format!("/proc/{}/ns/net", sleeper.pid())).unwrap();
     assert_eq!(in_a.to_string_lossy(), format!("net:[{a_inode}]"));
     assert!(holders(a_inode).iter().any(|h| h.starts_with("process")));
     rt.block_on(sleeper.stop(Duration::from_secs(5)));
     drop((a, b, spec));
     assert!(network.remove_sandbox("a").unwrap());
-    assert_eq!(holders(a_inode), Vec::<String>::new(), "namespace a is held");
+    assert!(!links().contains(&a_veth), "the veth goes at once");
+    assert_eq!(
+        holders(a_inode),
+        Vec::<String>::new(),
+        "namespace a is held"
+    );
     assert!(mounts_under(&run_dir).len() == 1 && recorded(&run_dir) == ["b"]);
     // Dropping the network removes what is left, and the bridge it created.
     drop(network);
-    assert_eq!(holders(b_inode), Vec::<String>::new(), "namespace b is held");
+    assert_eq!(
+        holders(b_inode),
+        Vec::<String>::new(),
+        "namespace b is held"
+    );
     assert_eq!(mounts_under(&run_dir), Vec::<String>::new());
     assert_eq!(recorded(&run_dir), Vec::<String>::new());
     assert_eq!(links(), before, "no veth or bridge left");
@@ -509,7 +538,11 @@ fn pod_network_second_network_cleans_a_stale_run_directory_and_reuses_the_bridge
     expected.sort();
     assert_eq!(links(), expected, "the stale veths are gone");
     let fresh = network.add_sandbox("fresh").unwrap();
-    assert_eq!(fresh.ip, Ipv4Addr::new(10, 244, 4, 2), "the stale IPs are free");
+    assert_eq!(
+        fresh.ip,
+        Ipv4Addr::new(10, 244, 4, 2),
+        "the stale IPs are free"
+    );
     drop(fresh);
     drop(network);
     assert_eq!(links(), expected, "a reused bridge stays");

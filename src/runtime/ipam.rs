@@ -21,7 +21,9 @@ pub enum IpamError {
     #[error("invalid pod CIDR {0:?}: expected an IPv4 CIDR such as 10.244.0.0/24")]
     Syntax(String),
     /// Fewer than two pod addresses would remain after the network, gateway and broadcast.
-    #[error("pod CIDR {0} is too small: a /30 or larger is needed (network, gateway, pods, broadcast)")]
+    #[error(
+        "pod CIDR {0} is too small: a /30 or larger is needed (network, gateway, pods, broadcast)"
+    )]
     TooSmall(Cidr),
     /// Every pod address is in use.
     #[error("no free pod IP in {cidr}: all {pods} pod addresses are in use")]
@@ -175,8 +177,18 @@ mod tests {
         assert_eq!(c.gateway(), Ipv4Addr::new(10, 244, 3, 1));
         assert_eq!(c.pod_addresses(), 253);
         // Host bits are cleared.
-        assert_eq!(cidr("10.244.3.77/24").network(), Ipv4Addr::new(10, 244, 3, 0));
-        for bad in ["10.244.0.0", "10.244.0.0/33", "10.244.0/24", "x/24", "10.0.0.0/+8", ""] {
+        assert_eq!(
+            cidr("10.244.3.77/24").network(),
+            Ipv4Addr::new(10, 244, 3, 0)
+        );
+        for bad in [
+            "10.244.0.0",
+            "10.244.0.0/33",
+            "10.244.0/24",
+            "x/24",
+            "10.0.0.0/+8",
+            "",
+        ] {
             assert!(
                 matches!(bad.parse::<Cidr>(), Err(IpamError::Syntax(_))),
                 "{bad}"

@@ -321,9 +321,7 @@ impl Msg {
     }
 
     fn align(&mut self) {
-        while self.buf.len() % 4 != 0 {
-            self.buf.push(0);
-        }
+        self.buf.resize(align4(self.buf.len()), 0);
     }
 
     fn finish(mut self, seq: u32) -> Vec<u8> {
@@ -354,7 +352,9 @@ impl<'a> Iterator for Replies<'a> {
         }
         let header = self.rest.get(..16);
         let len = header.map(|h| u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize);
-        let Some((h, len)) = header.zip(len).filter(|(_, l)| *l >= 16 && *l <= self.rest.len())
+        let Some((h, len)) = header
+            .zip(len)
+            .filter(|(_, l)| *l >= 16 && *l <= self.rest.len())
         else {
             self.rest = &[];
             return Some(Err(truncated("reply")));
@@ -439,7 +439,11 @@ mod tests {
         let attrs: Vec<_> = attrs(&bytes[32..]).collect();
         assert_eq!(attrs[0], (IFLA_IFNAME, &b"br0\0"[..]));
         assert_eq!(attrs[1].0, IFLA_LINKINFO);
-        assert_eq!(attrs[1].1.len(), 12, "the nest's length covers its padded child");
+        assert_eq!(
+            attrs[1].1.len(),
+            12,
+            "the nest's length covers its padded child"
+        );
         let link = {
             let mut payload = vec![0u8; 16];
             payload[4..8].copy_from_slice(&5u32.to_ne_bytes());

@@ -69,7 +69,9 @@ pub enum NetnsError {
     #[error("sandbox {0:?} already exists")]
     SandboxExists(String),
     /// A link with the bridge's name exists and is something else.
-    #[error("link {name:?} exists and is not a bridge (it is {kind:?}): choose another bridge name")]
+    #[error(
+        "link {name:?} exists and is not a bridge (it is {kind:?}): choose another bridge name"
+    )]
     NotABridge {
         /// The link name.
         name: String,
@@ -344,7 +346,10 @@ impl PodNetwork {
             .map_err(io_err("looking the veth up"))?
             .ok_or_else(|| vanished(&record.host_veth))?;
         host.set_up(veth.index, Some(self.bridge_index))
-            .map_err(io_err(format!("attaching {} to the bridge", record.host_veth)))?;
+            .map_err(io_err(format!(
+                "attaching {} to the bridge",
+                record.host_veth
+            )))?;
         let eth0 = inside
             .link(POD_INTERFACE)
             .map_err(io_err("looking eth0 up in the sandbox"))?
@@ -449,7 +454,9 @@ fn teardown(host: &mut Netlink, dir: &Path) -> Result<(), NetnsError> {
         // EINVAL: not a mount point (never mounted); ENOENT: no file.
         Ok(()) | Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOENT) => {}
         Err(e) => {
-            return Err(io_err(format!("unmounting {}", ns_path.display()))(e.into()));
+            return Err(io_err(format!("unmounting {}", ns_path.display()))(
+                e.into(),
+            ));
         }
     }
     match std::fs::remove_dir_all(dir) {
