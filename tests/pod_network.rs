@@ -235,6 +235,18 @@ fn pod_network_two_sandboxes_serve_the_same_port_each_at_its_own_pod_ip() {
     }
     // Neither listens in the host namespace: the port is free there.
     assert!(std::net::TcpListener::bind("0.0.0.0:8080").is_ok());
+    // Pods reach each other at their IPs across the bridge: from inside pod-a, pod-b answers.
+    let fetch = format!(
+        "import urllib.request; print(urllib.request.urlopen('http://{}:8080/who', timeout=5).read().decode())",
+        sandboxes[1].ip
+    );
+    let (outcome, _) = rt.block_on(run_probe_in(
+        &exec_probe(&["python3", "-c", &fetch]),
+        &ProbeTarget::default(),
+        &ProbeConfig::default(),
+        Some(&sandboxes[0].netns),
+    ));
+    assert_eq!(output(outcome).trim(), "pod-b");
     // An HTTP probe runs from the host namespace against the pod IP, as the kubelet's does; so
     // does one handed the sandbox (only exec enters it).
     let cfg = ProbeConfig::default();
