@@ -429,6 +429,19 @@ mod tests {
         assert_eq!(err.to_string(), "cannot start \"/nonexistent/prog\"");
     }
 
+    #[tokio::test]
+    async fn a_sandbox_that_cannot_be_entered_is_a_start_failure_not_a_host_process() {
+        // setns refuses a descriptor that is not a namespace (EINVAL) before anything runs.
+        let not_a_namespace = Netns::open(std::path::Path::new("/dev/null")).unwrap();
+        let mut s = spec(&["true"]);
+        s.netns = Some(not_a_namespace);
+        let err = Process::spawn(&s, |_, _| {}).unwrap_err();
+        let SpawnError::Start { source, .. } = err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(source.raw_os_error(), Some(libc::EINVAL));
+    }
+
     /// Processes in group `pgid` that are not zombies (a reparented zombie still has the
     /// group ID until its new parent reaps it).
     fn live_group_members(pgid: i32) -> usize {
