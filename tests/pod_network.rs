@@ -534,8 +534,10 @@ fn pod_network_second_network_cleans_a_stale_run_directory_and_reuses_the_bridge
             assert_eq!(recorded(&run_dir), ["stale-1", "stale-2"]);
             assert_eq!(mounts_under(&run_dir).len(), 2);
             assert_eq!(links().len(), before.len() + 3);
+            // And a stray file where a sandbox directory would be does not stop the next run.
+            std::fs::write(run_dir.join("sandboxes/stray"), "junk").unwrap();
             let network = PodNetwork::create(config(&run_dir, "10.244.4.0/24")).unwrap();
-            assert_eq!(network.stale_removed(), ["stale-1", "stale-2"]);
+            assert_eq!(network.stale_removed(), ["stale-1", "stale-2", "stray"]);
             assert!(!network.created_bridge(), "the bridge is reused");
             assert_eq!(recorded(&run_dir), Vec::<String>::new());
             assert_eq!(mounts_under(&run_dir), Vec::<String>::new());

@@ -451,15 +451,22 @@ fn teardown(host: &mut Netlink, dir: &Path) -> Result<(), NetnsError> {
     }
     let ns_path = dir.join("net");
     match rustix::mount::unmount(&ns_path, rustix::mount::UnmountFlags::DETACH) {
-        // EINVAL: not a mount point (never mounted); ENOENT: no file.
-        Ok(()) | Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOENT) => {}
+        // EINVAL: not a mount point (never mounted); ENOENT, ENOTDIR: no such file (a stray
+        // file where a sandbox directory should be).
+        Ok(())
+        | Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => {}
         Err(e) => {
             return Err(io_err(format!("unmounting {}", ns_path.display()))(
                 e.into(),
             ));
         }
     }
-    match std::fs::remove_dir_all(dir) {
+    let removed = if dir.is_dir() {
+        std::fs::remove_dir_all(dir)
+    } else {
+        std::fs::remove_file(dir)
+    };
+    match removed {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(io_err(format!("removing {}", dir.display()))(e)),
