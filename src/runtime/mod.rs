@@ -6,7 +6,7 @@ pub mod containment;
 pub mod ipam;
 pub mod limits;
 pub mod logs;
-pub mod netlink;
+pub(crate) mod netlink;
 pub mod netns;
 pub mod process;
 pub mod signals;
