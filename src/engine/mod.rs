@@ -8,13 +8,15 @@
 //! | module | mirrors upstream |
 //! | --- | --- |
 //! | [`worker`] (crate-private) | pkg/kubelet/prober/worker.go |
-//! | [`manager`] | prober_manager.go, plus the probe-driven parts of kubelet.go and kuberuntime_manager.go |
+//! | [`action`] | the vocabulary towards drivers: pod and worker IDs, the actions the manager hands out |
+//! | [`manager`] | prober_manager.go (`manager/workers.rs`), plus the probe-driven parts of kubelet.go and kuberuntime_manager.go (`manager/sync.rs`) |
 //! | [`results`] | pkg/kubelet/prober/results/results_manager.go |
 //! | [`status`] | `UpdatePodStatus`, status/generate.go, `getPhase` |
 //! | [`backoff`] | client-go flowcontrol.Backoff as `doBackOff` uses it |
 //! | [`kill`] | kuberuntime_container.go `killContainer`, grace periods |
 //! | [`events`] | client-go tools/record: events merged (R9.3), the per-pod spam filter; shared by `run` and the API |
 
+pub mod action;
 pub mod backoff;
 pub mod events;
 pub mod kill;

@@ -1,0 +1,465 @@
+//! Pod sync inside the manager: status and conditions from probe results, then kills,
+//! restarts with back-off and starts, and termination in order (pkg/kubelet/kubelet.go
+//! `syncPod`, kuberuntime_manager.go `computePodActions`, `doBackOff`, `killPodWithSyncResult`).
+
+use super::*;
+
+impl Manager {
+    /// One pod sync: status (with readiness triggers), then kills and starts, then the next
+    /// resync.
+    pub(super) fn sync_pod(&mut self, pod: PodId, now: Instant) {
+        let triggers = self.update_status(pod, now);
+        let in_backoff = self.compute_actions(pod, now);
+        self.update_conditions(pod, now);
+        if self
+            .pod(pod)
+            .is_some_and(|p| p.status.phase.is_terminal() && !p.finished)
+        {
+            // R3.3-1: nothing restarts in a Failed or Succeeded pod; its workers exit.
+            self.finish_pod(pod);
+        }
+        for w in triggers {
+            self.trigger_worker(w, now);
+        }
+        // Next resync: the kubelet requeues a pod after every sync, sooner while in back-off.
+        let Some(p) = self.pod(pod) else { return };
+        if p.finished {
+            return;
+        }
+        let base = if in_backoff {
+            self.config.backoff_resync
+        } else {
+            self.config.sync_frequency
+        };
+        let jitter = base.mul_f64(self.config.resync_jitter * self.rng.next_f64());
+        let at = now + base + jitter;
+        let p = self.pod_mut(pod).expect("pod checked above");
+        if p.next_sync.is_none_or(|t| t > at || t <= now) {
+            p.next_sync = Some(at);
+            self.timers.push(Reverse((at, Timer::Sync(pod))));
+        }
+    }
+
+    /// `UpdatePodStatus`: `started` (R5.1) and `ready` (R5.2, R5.3) for every container, and the
+    /// readiness workers to trigger (R5.4).
+    pub(super) fn update_status(&mut self, pod: PodId, _now: Instant) -> Vec<WorkerId> {
+        let keep = self.config.keep_status_across_manager_restart;
+        let Some(p) = self.pod(pod) else {
+            return Vec::new();
+        };
+        let mut computed = Vec::with_capacity(p.info.containers.len());
+        let mut triggers = Vec::new();
+        for (ci, c) in p.info.containers.iter().enumerate() {
+            let s = &p.status.containers[ci];
+            let rt = &p.runtime[ci];
+            let adopted = rt.adopted.filter(|_| keep);
+            let workers = &p.workers[ci];
+            let cached = |t: ProbeType| {
+                s.container_id
+                    .as_ref()
+                    .and_then(|id| self.caches[probe_index(t)].get(id))
+            };
+            // R5.1.
+            let started = if !s.is_running() {
+                false
+            } else if let Some(r) = cached(ProbeType::Startup) {
+                r == ProbeResult::Success
+            } else if adopted.is_some_and(|a| a.started) {
+                true
+            } else {
+                workers[probe_index(ProbeType::Startup)].is_none()
+            };
+            let ready = match c.kind {
+                // R5.3: ordinary init containers are ready when they exited 0.
+                ContainerKind::Init => status::init_succeeded(s),
+                _ if !started || !s.is_running() => false,
+                _ => match cached(ProbeType::Readiness) {
+                    Some(ProbeResult::Success) => true,
+                    _ => {
+                        let worker = workers[probe_index(ProbeType::Readiness)];
+                        if let Some(w) = worker {
+                            triggers.push(w); // R5.4
+                        }
+                        match (adopted, cached(ProbeType::Readiness)) {
+                            // R3.17: keep the pre-restart readiness until probed.
+                            (Some(a), None) => worker.is_none() || a.pod_was_ready,
+                            _ => worker.is_none(),
+                        }
+                    }
+                },
+            };
+            computed.push((started, ready));
+        }
+        let p = self.pod_mut(pod).expect("pod checked above");
+        for (s, (started, ready)) in p.status.containers.iter_mut().zip(computed) {
+            s.started = started;
+            s.ready = ready;
+        }
+        triggers
+    }
+
+    /// Phase and conditions (R5.5), with transition times.
+    pub(super) fn update_conditions(&mut self, pod: PodId, now: Instant) {
+        use crate::engine::status::ConditionType as C;
+        let Some(p) = self.pod_mut(pod) else { return };
+        let info = p.info.clone();
+        if !p.finished {
+            let restarting: Vec<bool> = p
+                .runtime
+                .iter()
+                .zip(&p.status.containers)
+                .map(|(rt, s)| rt.start_pending || is_crash_looping(&s.state))
+                .collect();
+            p.status.phase = status::phase(&info, &p.status, &restarting);
+        }
+        let initialized = p.initialized || status::init_complete(&info, &p.status);
+        let completed = p.status.phase == PodPhase::Succeeded;
+        let containers_ready = !completed
+            && info
+                .containers
+                .iter()
+                .zip(&p.status.containers)
+                .filter(|(c, _)| c.kind != ContainerKind::Init)
+                .all(|(_, s)| s.ready);
+        let gates_ok = info.readiness_gates == 0;
+        let not_ready_reason = if completed {
+            "PodCompleted"
+        } else {
+            "ContainersNotReady"
+        };
+        let status = &mut p.status;
+        status.set_condition(
+            C::Initialized,
+            initialized,
+            if initialized {
+                ""
+            } else {
+                "ContainersNotInitialized"
+            },
+            now,
+        );
+        status.set_condition(
+            C::ContainersReady,
+            containers_ready,
+            if containers_ready {
+                ""
+            } else {
+                not_ready_reason
+            },
+            now,
+        );
+        let ready = containers_ready && gates_ok;
+        let reason = match (containers_ready, gates_ok) {
+            (true, true) => "",
+            (true, false) => "ReadinessGatesNotReady",
+            _ => not_ready_reason,
+        };
+        status.set_condition(C::Ready, ready, reason, now);
+    }
+
+    /// `computePodActions` for probes: kills on liveness/startup failure (R8.1–R8.3), starts and
+    /// restarts with back-off (R8.9–R8.13), termination (R8.14). Returns whether a container
+    /// is waiting in back-off.
+    pub(super) fn compute_actions(&mut self, pod: PodId, now: Instant) -> bool {
+        let Some(p) = self.pod(pod) else { return false };
+        if p.finished {
+            return false;
+        }
+        let info = p.info.clone();
+        if let Some(grace) = p.deletion_grace {
+            self.sync_terminating(pod, &info, grace, now);
+            return false;
+        }
+        // Kills for probe failures, running containers only (R8.1).
+        for (ci, c) in info.containers.iter().enumerate() {
+            if c.kind == ContainerKind::Init {
+                continue;
+            }
+            let p = self.pod(pod).expect("pod exists");
+            let s = &p.status.containers[ci];
+            if !s.is_running() || p.runtime[ci].kill_pending {
+                continue;
+            }
+            let Some(id) = s.container_id.clone() else {
+                continue;
+            };
+            let failed =
+                |t: ProbeType| self.caches[probe_index(t)].get(&id) == Some(ProbeResult::Failure);
+            let reason = if failed(ProbeType::Liveness) {
+                KillReason::LivenessFailed
+            } else if failed(ProbeType::Startup) {
+                KillReason::StartupFailed
+            } else {
+                continue;
+            };
+            let restart =
+                c.kind == ContainerKind::Sidecar || info.restart_policy != RestartPolicy::Never;
+            self.kill(pod, &info, ci, id, reason, restart, None, now);
+        }
+        // Starts: init containers in order, then sidecars' startup gate, then the rest.
+        let mut in_backoff = false;
+        let mut init_done = self.pod(pod).is_some_and(|p| p.initialized);
+        if !init_done {
+            init_done = true;
+            for (ci, c) in info.containers.iter().enumerate() {
+                if c.kind == ContainerKind::Regular {
+                    continue;
+                }
+                let p = self.pod(pod).expect("pod exists");
+                let (s, rt) = (&p.status.containers[ci], &p.runtime[ci]);
+                let done = match c.kind {
+                    ContainerKind::Init => status::init_succeeded(s),
+                    _ => s.started,
+                };
+                if done {
+                    continue;
+                }
+                init_done = false;
+                if rt.start_pending || s.is_running() {
+                    // Starting or running: wait for it.
+                } else if !rt.ever_started {
+                    self.start(pod, ci);
+                } else {
+                    in_backoff |= self.maybe_restart(pod, &info, ci, now);
+                }
+                break; // The next one waits for this one (R5.3; sidecar startup gate).
+            }
+            if init_done && let Some(p) = self.pod_mut(pod) {
+                p.initialized = true;
+            }
+        }
+        if init_done {
+            for (ci, c) in info.containers.iter().enumerate() {
+                if c.kind == ContainerKind::Init {
+                    continue;
+                }
+                let p = self.pod(pod).expect("pod exists");
+                let (s, rt) = (&p.status.containers[ci], &p.runtime[ci]);
+                if rt.start_pending {
+                    continue;
+                }
+                if !rt.ever_started {
+                    self.start(pod, ci);
+                } else if !s.is_running() {
+                    in_backoff |= self.maybe_restart(pod, &info, ci, now);
+                }
+            }
+        }
+        in_backoff
+    }
+
+    pub(super) fn start(&mut self, pod: PodId, ci: usize) {
+        let Some(p) = self.pod_mut(pod) else { return };
+        p.runtime[ci].start_pending = true;
+        let container = p.info.containers[ci].name.clone();
+        self.actions.push_back(Action::Start { pod, container });
+    }
+
+    /// Restart decision for an exited container. Returns true when it waits in back-off.
+    pub(super) fn maybe_restart(
+        &mut self,
+        pod: PodId,
+        info: &PodInfo,
+        ci: usize,
+        now: Instant,
+    ) -> bool {
+        let c = &info.containers[ci];
+        let p = self.pod(pod).expect("pod exists");
+        let (s, rt) = (&p.status.containers[ci], &p.runtime[ci]);
+        let exit_code = match &s.state {
+            ContainerState::Terminated(t) => t.exit_code,
+            _ => s.last_state.as_ref().map_or(0, |t| t.exit_code),
+        };
+        let wants_restart = match (c.kind, info.restart_policy) {
+            (ContainerKind::Sidecar, _) => true,
+            (_, RestartPolicy::Never) => false,
+            (ContainerKind::Init, _) => exit_code != 0,
+            (_, RestartPolicy::Always) => true,
+            // R8.2: a probe kill restarts under OnFailure whatever the exit code.
+            (_, RestartPolicy::OnFailure) => exit_code != 0 || rt.killed_for_restart,
+        };
+        if !wants_restart {
+            return false;
+        }
+        let key = BackoffKey {
+            pod: info.full_name(),
+            container: c.name.to_string(),
+            spec_hash: c.spec_hash,
+        };
+        let basis = rt.backoff_basis;
+        match self.backoff.decide(&key, basis, now) {
+            BackoffDecision::Start { .. } => {
+                self.start(pod, ci);
+                false
+            }
+            BackoffDecision::InBackoff { delay, .. } => {
+                let full_name = info.full_name();
+                let resync = self.config.backoff_resync;
+                let p = self.pod_mut(pod).expect("pod exists");
+                let (s, rt) = (&mut p.status.containers[ci], &mut p.runtime[ci]);
+                // From now on the most recent exited instance is this one (R8.13).
+                if let ContainerState::Terminated(t) = &s.state {
+                    rt.backoff_basis = Some(t.finished_at);
+                    s.last_state = Some(t.clone());
+                }
+                // R8.12: waiting in CrashLoopBackOff, and a BackOff event per blocked attempt.
+                s.state = ContainerState::Waiting {
+                    reason: "CrashLoopBackOff".to_string(),
+                    message: format!(
+                        "back-off {} restarting failed container={} pod={full_name}",
+                        go_duration(delay),
+                        c.name
+                    ),
+                };
+                // One BackOff per blocked attempt of *this* container: its own exit, or the
+                // back-off resync. Every sibling's exit also syncs the pod; repeating the event
+                // then made the count grow with the square of the failing containers.
+                let basis = rt.backoff_basis;
+                let due = rt.backoff_event.is_none_or(|(b, at)| {
+                    b != basis || now.saturating_duration_since(at) >= resync
+                });
+                if due {
+                    rt.backoff_event = Some((basis, now));
+                    let message = format!(
+                        "Back-off restarting failed container {} in pod {full_name}",
+                        c.name
+                    );
+                    self.event(pod, ci, "BackOff", EventType::Warning, message, now);
+                }
+                true
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn kill(
+        &mut self,
+        pod: PodId,
+        info: &PodInfo,
+        ci: usize,
+        container_id: ContainerId,
+        reason: KillReason,
+        restart: bool,
+        deletion_grace: Option<i64>,
+        now: Instant,
+    ) {
+        let c = &info.containers[ci];
+        let grace_period = kill::grace_period(info, c, reason, deletion_grace);
+        let grace_override = kill::deletion_override(deletion_grace);
+        let message = kill::kill_message(&c.name, reason, restart);
+        // R8.15: only a pod stopping as a whole orders its containers' SIGTERMs.
+        let turn_after = match (reason, self.pod(pod)) {
+            (KillReason::PodTerminating, Some(p)) => {
+                let running: Vec<bool> =
+                    p.status.containers.iter().map(|s| s.is_running()).collect();
+                kill::termination_prerequisites(info, ci, &running)
+            }
+            _ => Vec::new(),
+        };
+        let waits_for = turn_after
+            .iter()
+            .map(|&i| info.containers[i].name.clone())
+            .collect();
+        if let Some(p) = self.pod_mut(pod) {
+            p.runtime[ci].kill_pending = true;
+            p.runtime[ci].killed_for_restart = restart;
+            p.runtime[ci].turn_after = turn_after;
+        }
+        self.event(pod, ci, "Killing", EventType::Normal, message.clone(), now);
+        self.actions.push_back(Action::Kill(KillRequest {
+            pod,
+            container: c.name.clone(),
+            container_id,
+            reason,
+            grace_period,
+            grace_override,
+            waits_for,
+            message,
+        }));
+    }
+
+    /// A terminating pod: kill what runs (R8.14), telling each waiting sidecar when its turn has
+    /// come (R8.15); once nothing runs, remove all workers.
+    pub(super) fn sync_terminating(
+        &mut self,
+        pod: PodId,
+        info: &PodInfo,
+        grace: i64,
+        now: Instant,
+    ) {
+        let mut running = false;
+        for ci in 0..info.containers.len() {
+            let p = self.pod(pod).expect("pod exists");
+            let s = &p.status.containers[ci];
+            if !s.is_running() {
+                continue;
+            }
+            running = true;
+            if p.runtime[ci].kill_pending {
+                continue;
+            }
+            let Some(id) = s.container_id.clone() else {
+                continue;
+            };
+            self.kill(
+                pod,
+                info,
+                ci,
+                id,
+                KillReason::PodTerminating,
+                false,
+                Some(grace),
+                now,
+            );
+        }
+        self.stop_turns(pod, info);
+        if !running {
+            let p = self.pod_mut(pod).expect("pod exists");
+            let all_zero = p.status.containers.iter().all(|s| match &s.state {
+                ContainerState::Terminated(t) => t.exit_code == 0,
+                _ => true,
+            });
+            p.status.phase = if all_zero {
+                PodPhase::Succeeded
+            } else {
+                PodPhase::Failed
+            };
+            self.finish_pod(pod);
+        }
+    }
+
+    /// R8.15: a sidecar's turn comes once every container it waits for has exited.
+    pub(super) fn stop_turns(&mut self, pod: PodId, info: &PodInfo) {
+        let Some(p) = self.pod(pod) else { return };
+        let due: Vec<usize> = (0..info.containers.len())
+            .filter(|&ci| {
+                let after = &p.runtime[ci].turn_after;
+                !after.is_empty() && after.iter().all(|&i| !p.status.containers[i].is_running())
+            })
+            .collect();
+        for ci in due {
+            let Some(p) = self.pod_mut(pod) else { return };
+            p.runtime[ci].turn_after.clear();
+            if p.status.containers[ci].is_running() {
+                let container = info.containers[ci].name.clone();
+                self.actions.push_back(Action::StopTurn { pod, container });
+            }
+        }
+    }
+
+    /// Nothing will run in this pod any more: every worker goes (R3.3).
+    pub(super) fn finish_pod(&mut self, pod: PodId) {
+        let Some(p) = self.pod_mut(pod) else { return };
+        p.finished = true;
+        p.next_sync = None;
+        let workers: Vec<WorkerId> = p.workers.iter().flatten().flatten().copied().collect();
+        for w in workers {
+            self.stop_worker(w);
+        }
+    }
+}
+
+/// Waiting in CrashLoopBackOff: the kubelet will restart it once the back-off expires.
+fn is_crash_looping(state: &ContainerState) -> bool {
+    matches!(state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff")
+}
