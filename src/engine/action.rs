@@ -24,7 +24,7 @@ pub struct WorkerId {
     pub(super) generation: u32,
 }
 
-/// Run this probe now and report with [`Manager::probe_completed`].
+/// Run this probe now and report with [`Manager::probe_completed`](super::Manager::probe_completed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeRequest {
     /// The worker asking.
