@@ -1,6 +1,6 @@
-//! Text for people, printed the way the kubelet (a Go program) prints it: error chains and
-//! Go-style durations; and [`terminal`], which every string from a manifest or a probe target
-//! goes through before it reaches a terminal.
+//! Text for people, printed the way the kubelet (a Go program) prints it: error chains,
+//! Go-style and kubectl-style (`5m`, `2d4h`) durations; and [`terminal`], which every string
+//! from a manifest or a probe target goes through before it reaches a terminal.
 
 use std::borrow::Cow;
 use std::error::Error;
@@ -127,9 +127,76 @@ pub fn secs_to_duration(secs: f64) -> Option<Duration> {
     (secs.is_finite() && (0.0..1.0e10).contains(&secs)).then(|| Duration::from_secs_f64(secs))
 }
 
+/// apimachinery's `duration.HumanDuration`: `45s`, `2m5s`, `10m`, `3h20m`, `2d4h`, `1y30d`.
+pub fn human_duration(d: Duration) -> String {
+    let seconds = d.as_secs();
+    if seconds < 120 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 180 {
+        return format!("{minutes}m");
+    }
+    let hours = seconds / 3600;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{h}h", hours / 24)
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        return if dy == 0 {
+            format!("{}y", hours / 24 / 365)
+        } else {
+            format!("{}y{dy}d", hours / 24 / 365)
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_durations_match_apimachinery() {
+        let s = |n: u64| human_duration(Duration::from_secs(n));
+        assert_eq!(s(0), "0s");
+        assert_eq!(s(119), "119s");
+        assert_eq!(s(125), "2m5s");
+        assert_eq!(s(180), "3m");
+        assert_eq!(s(600), "10m");
+        assert_eq!(s(3 * 3600 + 1200), "3h20m");
+        assert_eq!(s(10 * 3600), "10h");
+        assert_eq!(s(52 * 3600), "2d4h");
+        assert_eq!(s(30 * 86400), "30d");
+        assert_eq!(s(800 * 86400), "2y70d");
+    }
 
     #[test]
     fn joins_causes() {

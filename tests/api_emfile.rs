@@ -5,9 +5,10 @@
 //! A test binary of its own: it lowers this process's RLIMIT_NOFILE, which no other test may
 //! share.
 
-use probelet::api::server::{ServerLimits, serve_with};
+use probelet::api::connections::serve_with;
 use probelet::api::store::Publisher;
 use probelet::api::tls::{DualListener, ServerIdentity};
+use probelet::server::ServerLimits;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;

@@ -5,9 +5,10 @@
 
 mod common;
 
-use probelet::api::server::{ServerLimits, serve_with};
+use probelet::api::connections::serve_with;
 use probelet::api::store::Publisher;
 use probelet::api::tls::{DualListener, ServerIdentity};
+use probelet::server::ServerLimits;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

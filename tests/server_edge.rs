@@ -49,7 +49,7 @@ impl Server {
                 std::mem::forget(control_rx); // the control channel stays open
                 let publisher = Publisher::new(Arc::default(), "t".into(), "n".into(), control);
                 let listener = DualListener::new(listener, &identity).unwrap();
-                tokio::spawn(probelet::api::server::serve_with(
+                tokio::spawn(probelet::api::connections::serve_with(
                     listener,
                     publisher.store(),
                     limits,

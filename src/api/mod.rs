@@ -13,7 +13,7 @@
 //! * [`workloads`]: Deployments, Jobs, ... with the status their controllers would set (pure).
 //! * [`tls`]: the self-signed certificate and the listener that serves HTTPS and HTTP on one port.
 
-mod connections;
+pub mod connections;
 pub mod kubeconfig;
 pub mod log_options;
 pub mod metrics;

@@ -29,8 +29,6 @@ const MAX_QUERY: usize = 16 * 1024;
 /// The Kubernetes minor version the API reports (the emulated kubelet's).
 const SERVER_MINOR: &str = "33";
 
-pub use super::connections::{ServerLimits, serve, serve_with};
-
 /// The router serving `store`.
 pub fn router(store: Arc<ApiStore>) -> Router {
     Router::new().fallback(handle).with_state(store)
@@ -1497,7 +1495,7 @@ fn container_running(pod: &core::Pod, container: &str) -> bool {
 
 #[cfg(test)]
 mod limit_tests {
-    use super::ServerLimits;
+    use crate::server::ServerLimits;
 
     /// The cap leaves three quarters of the descriptors to probes and containers.
     #[test]

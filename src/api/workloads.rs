@@ -443,7 +443,7 @@ pub fn cells(object: &Value, now: SystemTime) -> Vec<Value> {
                 time(&status["completionTime"]).or(Some(now)),
             ) {
                 (Some(s), Some(e)) => {
-                    super::table::human_duration(e.duration_since(s).unwrap_or_default())
+                    crate::display::human_duration(e.duration_since(s).unwrap_or_default())
                 }
                 _ => String::new(),
             };
@@ -466,7 +466,7 @@ fn time(v: &Value) -> Option<SystemTime> {
 
 fn age(created: &Value, now: SystemTime) -> Value {
     match time(created) {
-        Some(t) => json!(super::table::human_duration(
+        Some(t) => json!(crate::display::human_duration(
             now.duration_since(t).unwrap_or_default()
         )),
         None => json!("<unknown>"),

@@ -6,7 +6,7 @@ use super::tabwriter::TabWriter;
 use anyhow::Context;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::jiff::Timestamp;
-use probelet::api::table::human_duration;
+use probelet::display::human_duration;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;

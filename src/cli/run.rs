@@ -383,7 +383,7 @@ fn start_api(
     let store = supervisor.enable_api(token);
     let alert_store = store.clone();
     let mut limits =
-        probelet::api::server::ServerLimits::for_nofile(probelet::runtime::limits::nofile());
+        probelet::server::ServerLimits::for_nofile(probelet::runtime::limits::nofile());
     limits.max_connections = args.api_max_connections.unwrap_or(limits.max_connections);
     if let Some(t) = args.api_header_timeout {
         (limits.header_timeout, limits.handshake_timeout) = (t, t);
@@ -398,7 +398,7 @@ fn start_api(
                     rt.block_on(async move {
                         let listener = tokio::net::TcpListener::from_std(listener)?;
                         let listener = probelet::api::tls::DualListener::new(listener, &identity)?;
-                        probelet::api::server::serve_with(listener, store, limits).await
+                        probelet::api::connections::serve_with(listener, store, limits).await
                     })
                 });
             // Never silent: one line, the containers killed, a non-zero exit.

@@ -25,6 +25,7 @@ use k8s_openapi::api::core::v1::HTTPGetAction;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
+use super::http1::is_followed;
 use super::tcp::ProbeIo;
 use super::url::ProbeUrl;
 use super::{CloseStyle, MAX_OUTPUT, ProbeConfig, ProbeStats, error_chain};
@@ -351,11 +352,6 @@ async fn read_final_plain(
             status_outcome(status, text)
         }
     }
-}
-
-/// The statuses Go's client follows when a `Location` is present (R7.12, R7.14).
-pub(super) fn is_followed(status: u16) -> bool {
-    matches!(status, 301 | 302 | 303 | 307 | 308)
 }
 
 fn is_absolute(reference: &str) -> bool {

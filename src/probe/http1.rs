@@ -310,7 +310,7 @@ fn parse_head(data: &[u8]) -> Result<Option<(usize, Head)>, Http1Error> {
             chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
         } else if name.eq_ignore_ascii_case(b"location")
             && location.is_none()
-            && super::http::is_followed(status)
+            && is_followed(status)
         {
             location = Some(lossy(h.value));
         }
@@ -536,6 +536,11 @@ fn parse_chunk_size(line: &[u8]) -> Result<u64, Http1Error> {
         // Hex digit checked above; 15 digits cannot overflow.
         acc * 16 + u64::from((d as char).to_digit(16).unwrap_or(0))
     }))
+}
+
+/// The statuses Go's client follows when a `Location` is present (R7.12, R7.14).
+pub(super) fn is_followed(status: u16) -> bool {
+    matches!(status, 301 | 302 | 303 | 307 | 308)
 }
 
 #[cfg(test)]

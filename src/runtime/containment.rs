@@ -264,6 +264,17 @@ pub fn sweep_descendants() -> usize {
     killed
 }
 
+/// SIGKILLs the process group of every child probelet started and has not yet seen exit, and
+/// every container cgroup (the second Ctrl-C: stop at once, leave nothing behind).
+pub fn kill_all_groups() {
+    kill_all_cgroups();
+    for pid in crate::children::all() {
+        if let Some(pgid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 /// Held by whoever ends the run: the normal path ([`sweep_descendants`]) or a hard stop.
 static END: Mutex<()> = Mutex::new(());
 
@@ -272,7 +283,7 @@ static END: Mutex<()> = Mutex::new(());
 /// the same lock, which this never releases.
 pub fn kill_all_and_exit(code: i32) -> ! {
     let _end = END.lock().unwrap_or_else(|e| e.into_inner());
-    super::process::kill_all_groups();
+    kill_all_groups();
     std::process::exit(code)
 }
 

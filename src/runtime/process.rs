@@ -6,6 +6,7 @@
 //! tell an orphaned grandchild (reparented to probelet when it is PID 1 or a subreaper) from a
 //! child tokio is about to wait for.
 
+pub use super::containment::kill_all_groups;
 use super::containment::{self, ContainerCgroup};
 use super::logs::Stream;
 use super::netns::Netns;
@@ -248,17 +249,6 @@ impl Process {
             c.kill_and_remove().await;
         }
         containment::group_ended(self.pid);
-    }
-}
-
-/// SIGKILLs the process group of every child probelet started and has not yet seen exit, and
-/// every container cgroup (the second Ctrl-C: stop at once, leave nothing behind).
-pub fn kill_all_groups() {
-    containment::kill_all_cgroups();
-    for pid in crate::children::all() {
-        if let Some(pgid) = Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
-        }
     }
 }
 
