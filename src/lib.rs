@@ -11,6 +11,7 @@
 //! * [`engine`]: the pure, clock-free state machines that decide when to probe, when a result
 //!   counts, when a container is killed and when it is ready.
 //! * [`runtime`]: containers as local processes (spawn, stop, logs, environment).
+//! * [`logs`]: bounded container logs, what `kubectl logs` reads (shared by `runtime` and `api`).
 //! * [`driver`]: what feeds the engine time and outcomes (the virtual driver for tests and
 //!   simulation).
 //! * [`alerts`]: the alert lifecycle (pure) and the Alertmanager client (an edge task).
@@ -34,6 +35,7 @@ pub mod driver;
 pub mod engine;
 pub mod http_client;
 pub mod lint;
+pub mod logs;
 pub mod monitor;
 pub mod outcome;
 pub mod probe;

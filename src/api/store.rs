@@ -11,7 +11,7 @@ use super::metrics::ProbeMetrics;
 use super::objects::{self, PodRef, WallClock};
 use crate::engine::PodId;
 use crate::engine::events::StoredEvent;
-use crate::runtime::logs::ContainerLogs;
+use crate::logs::ContainerLogs;
 use k8s_openapi::api::core::v1 as core;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};

@@ -5,7 +5,8 @@
 pub mod containment;
 pub mod ipam;
 pub mod limits;
-pub mod logs;
+/// Container logs live below `runtime` and `api` (both use them); kept here under the old path.
+pub use crate::logs;
 pub(crate) mod netlink;
 pub mod netns;
 pub mod process;
