@@ -2,6 +2,7 @@
 //! API writes them (RFC 3339, UTC) and object UIDs. `run`'s events, the monitor's records
 //! in etcd, alerts and the CLI all use these, so none of them imports another room for it.
 
+use k8s_openapi::jiff::Timestamp;
 use std::time::{Duration, SystemTime};
 
 /// A random (version 4) UUID, as Kubernetes gives pods.
@@ -29,89 +30,42 @@ pub fn new_uid() -> String {
     )
 }
 
-/// RFC 3339 UTC with milliseconds (`2026-11-29T18:23:24.123Z`).
+/// RFC 3339 UTC with milliseconds (`2026-11-29T18:23:24.123Z`); times before 1970 are written
+/// as the epoch (nothing probelet records is older).
 pub fn format_rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = if month <= 2 { y + 1 } else { y };
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
+    let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    match Timestamp::new(secs, d.subsec_nanos() as i32) {
+        Ok(ts) => ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+        // Past jiff's range (year 9999): no real clock gets there.
+        Err(_) => "9999-12-31T23:59:59.999Z".to_string(),
+    }
 }
 
 /// Parses RFC 3339 UTC or with an offset (`2026-11-29T18:23:24.123Z`,
-/// `2026-11-29T19:23:24+01:00`); fractions of any length. `None` for anything else.
+/// `2026-11-29T19:23:24+01:00`); fractions of up to nine digits. `None` for anything else,
+/// and for times before 1970.
 pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    // jiff also takes ISO 8601 forms RFC 3339 does not have (`+0100`, no seconds): the
+    // Kubernetes API writes `HH:MM:SS` and a `Z` or `±HH:MM` offset, and nothing else is a time
+    // here.
     let b = text.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let s = text.get(r)?;
-        s.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| s.parse().ok())?
+    let offset_ok = match text.len().checked_sub(6).and_then(|k| text.get(k..)) {
+        _ if text.ends_with(['Z', 'z']) => true,
+        Some(o) => o.starts_with(['+', '-']) && &o[3..4] == ":",
+        None => false,
     };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if b[13] != b':' || b[16] != b':' || !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+    if b.len() < 20
+        || b.get(16) != Some(&b':')
+        || b.get(19).is_some_and(u8::is_ascii_digit)
+        || !offset_ok
+    {
         return None;
     }
-    if h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut nanos: u64 = 0;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            if i - start < 9 {
-                nanos = nanos * 10 + u64::from(b[i] - b'0');
-            }
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        for _ in (i - start)..9 {
-            nanos *= 10;
-        }
-    }
-    let offset = match &text[i..] {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && matches!(&o[..1], "+" | "-") && &o[3..4] == ":" => {
-            let sign = if &o[..1] == "-" { -1 } else { 1 };
-            sign * (num(i + 1..i + 3)? * 3600 + num(i + 4..i + 6)? * 60)
-        }
-        _ => return None,
-    };
-    // Days-from-civil (Howard Hinnant's algorithm), the inverse of `format_rfc3339`'s.
-    let yy = if mo <= 2 { y - 1 } else { y };
-    let era = yy.div_euclid(400);
-    let yoe = yy - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset;
-    let secs = u64::try_from(secs).ok()?;
-    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_nanos(nanos))
+    let ts: Timestamp = text.parse().ok()?;
+    let secs = u64::try_from(ts.as_second()).ok()?;
+    let nanos = u32::try_from(ts.subsec_nanosecond()).ok()?;
+    Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos))
 }
 
 #[cfg(test)]
