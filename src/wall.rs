@@ -52,7 +52,7 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     let b = text.as_bytes();
     let offset_ok = match text.len().checked_sub(6).and_then(|k| text.get(k..)) {
         _ if text.ends_with(['Z', 'z']) => true,
-        Some(o) => o.starts_with(['+', '-']) && &o[3..4] == ":",
+        Some(o) => o.starts_with(['+', '-']) && o.as_bytes()[3] == b':',
         None => false,
     };
     if b.len() < 20
@@ -109,6 +109,8 @@ mod tests {
             "2026-11-29T18:23:24+0100",
             "20x6-11-29T18:23:24Z",
             "1969-12-31T23:59:59Z",
+            "2026-11-29T18:23:24+é:00",
+            "2026-11-29T18:23:24.1é:0",
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
