@@ -582,7 +582,7 @@ impl Supervisor {
                         api.metrics.remove(probe_key(info, &container, probe_type));
                     }
                 }
-                Action::ResultChanged { .. } => {}
+                Action::ResultChanged { .. } | Action::ContainerStatus { .. } => {}
             }
         }
         let touched = self.manager.take_touched_pods();

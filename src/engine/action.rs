@@ -167,6 +167,24 @@ pub enum Action {
         /// The new value.
         result: ProbeResult,
     },
+    /// A container's `started` or `ready` changed (R5.1, R5.2): one action per change, at the
+    /// instant it happened, so drivers print and publish it without comparing statuses.
+    ContainerStatus {
+        /// The pod.
+        pod: PodId,
+        /// Container name.
+        container: Arc<str>,
+        /// `started` now.
+        started: bool,
+        /// `ready` now.
+        ready: bool,
+        /// `started` as last announced.
+        was_started: bool,
+        /// `ready` as last announced.
+        was_ready: bool,
+        /// When it changed.
+        at: Instant,
+    },
     /// A worker exited (R3.3); its metric series go away (R10.4).
     WorkerStopped {
         /// The pod.

@@ -94,6 +94,8 @@ struct Runtime {
     adopted: Option<Adopted>,
     /// R8.15: a killed sidecar waits for these containers (indices) to exit before its SIGTERM.
     turn_after: Vec<usize>,
+    /// The (`started`, `ready`) last announced with [`Action::ContainerStatus`].
+    announced: (bool, bool),
 }
 
 /// What an adopted container's previous status said (R3.17).
@@ -123,6 +125,8 @@ struct Pod {
     finished: bool,
     /// Handed out mutably since the last [`Manager::take_touched_pods`].
     touched: bool,
+    /// Handed out mutably since the last [`Manager::announce_status_changes`].
+    unannounced: bool,
 }
 
 #[derive(Debug)]
@@ -160,6 +164,8 @@ pub struct Manager {
     queue: VecDeque<PodId>,
     /// Pods changed since the last [`Manager::take_touched_pods`].
     touched: Vec<PodId>,
+    /// Pods changed since the last [`Manager::announce_status_changes`].
+    unannounced: Vec<PodId>,
     actions: VecDeque<Action>,
 }
 
@@ -197,6 +203,7 @@ impl Manager {
             timers: BinaryHeap::new(),
             queue: VecDeque::new(),
             touched: Vec::new(),
+            unannounced: Vec::new(),
             actions: VecDeque::new(),
         }
     }
@@ -297,6 +304,7 @@ impl Manager {
             next_sync: None,
             finished: false,
             touched: false,
+            unannounced: false,
         });
         self.ensure_workers(id, now);
         self.queue_sync(id);
@@ -701,6 +709,10 @@ impl Manager {
             p.touched = true;
             self.touched.push(id);
         }
+        if !p.unannounced {
+            p.unannounced = true;
+            self.unannounced.push(id);
+        }
         Some(p)
     }
 
@@ -719,6 +731,40 @@ impl Manager {
             if let Some(p) = self.pod_mut(pod) {
                 p.sync_queued = false;
                 self.sync_pod(pod, now);
+            }
+        }
+        self.announce_status_changes(now);
+    }
+
+    /// One [`Action::ContainerStatus`] for each container whose `started` or `ready` differs
+    /// from what was last announced. Every input ends in [`Manager::run_queue`], and every
+    /// change to a pod goes through [`Manager::pod_mut`], so no flip is missed and each is
+    /// announced at the instant of the step that made it.
+    fn announce_status_changes(&mut self, now: Instant) {
+        for id in std::mem::take(&mut self.unannounced) {
+            let Some(p) = self
+                .pods
+                .get_mut(id.index as usize)
+                .and_then(Option::as_mut)
+                .filter(|p| p.generation == id.generation)
+            else {
+                continue;
+            };
+            p.unannounced = false;
+            for (ci, (s, rt)) in p.status.containers.iter().zip(&mut p.runtime).enumerate() {
+                let now_state = (s.started, s.ready);
+                if rt.announced != now_state {
+                    let (was_started, was_ready) = std::mem::replace(&mut rt.announced, now_state);
+                    self.actions.push_back(Action::ContainerStatus {
+                        pod: id,
+                        container: p.info.containers[ci].name.clone(),
+                        started: s.started,
+                        ready: s.ready,
+                        was_started,
+                        was_ready,
+                        at: now,
+                    });
+                }
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use crate::harness::*;
 use probelet::driver::ProcessBehaviour;
-use probelet::engine::{ConditionType, PodPhase};
+use probelet::engine::{Action, ConditionType, PodPhase};
 use probelet::spec::ProbeType;
 use serde_json::json;
 use std::time::Duration;
@@ -31,6 +31,72 @@ fn r5_1_started() {
         .container_exited(at(11.0), id, "plain", 1, None)
         .unwrap();
     assert!(!container(&d, id, "plain").started);
+}
+
+/// R5.1, R5.2: every change of `started` or `ready` is announced once, as one
+/// `Action::ContainerStatus` at the instant of the step that made it, with what it was before:
+/// drivers print and publish these instead of comparing statuses.
+#[test]
+fn r5_1_r5_2_each_status_change_is_announced_once_when_it_happens() {
+    let pod = pod(
+        "p",
+        json!({"containers": [
+        {"name": "plain"},
+        {"name": "slow", "startupProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10}}]}),
+    );
+    let (mut d, id) = driver(pod);
+    d.run_until(at(10.0));
+    d.manager
+        .container_exited(at(11.0), id, "plain", 1, None)
+        .unwrap();
+    d.run_until(at(11.5)); // the first restart is at once, so it runs again at 11 s
+    let mut announced: Vec<(String, f64, bool, bool, bool, bool)> = d
+        .log()
+        .iter()
+        .map(|(_, a)| a.clone())
+        .filter_map(|a| match a {
+            Action::ContainerStatus {
+                container,
+                started,
+                ready,
+                was_started,
+                was_ready,
+                at,
+                ..
+            } => Some((
+                container.to_string(),
+                rel(at),
+                started,
+                ready,
+                was_started,
+                was_ready,
+            )),
+            _ => None,
+        })
+        .collect();
+    announced.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    let plain_started = container_started_at(&d, "plain");
+    assert_eq!(
+        announced,
+        vec![
+            ("plain".to_string(), plain_started, true, true, false, false),
+            ("slow".to_string(), 10.0, true, true, false, false),
+            ("plain".to_string(), 11.0, false, false, true, true),
+            ("plain".to_string(), 11.0, true, true, false, false),
+        ],
+        "one announcement per change, at its instant"
+    );
+}
+
+/// When `container` first ran, in seconds after T0 (its start is the driver's, not a probe's).
+fn container_started_at(d: &probelet::driver::VirtualDriver, container: &str) -> f64 {
+    d.log()
+        .iter()
+        .find_map(|(t, a)| match a {
+            Action::Start { container: c, .. } if &**c == container => Some(rel(*t)),
+            _ => None,
+        })
+        .expect("the container was started")
 }
 
 /// R5.2: a started container without a readiness probe is ready; one with a probe is ready
