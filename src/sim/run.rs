@@ -81,9 +81,18 @@ struct Lane {
 struct Seen {
     id: Option<ContainerId>,
     running: bool,
+    waiting: Option<String>,
+}
+
+/// A container's `started`/`ready` change, as the engine announced it
+/// ([`Action::ContainerStatus`]).
+#[derive(Debug, Clone, Copy)]
+struct StatusChange {
+    container: usize,
     started: bool,
     ready: bool,
-    waiting: Option<String>,
+    was_started: bool,
+    was_ready: bool,
 }
 
 struct Recorder {
@@ -303,8 +312,39 @@ impl Recorder {
         if let Some(status) = status {
             self.new_instances(t, status);
         }
+        let mut changes = Vec::new();
         for a in actions {
             match a {
+                Action::ContainerStatus {
+                    container,
+                    started,
+                    ready,
+                    was_started,
+                    was_ready,
+                    ..
+                } => {
+                    let Some(ci) = self.index(container) else {
+                        continue;
+                    };
+                    // Several changes in one step (an exit and an immediate restart) count as
+                    // their net change, from the first `was` to the last state.
+                    match changes
+                        .iter_mut()
+                        .find(|c: &&mut StatusChange| c.container == ci)
+                    {
+                        Some(c) => {
+                            c.started = *started;
+                            c.ready = *ready;
+                        }
+                        None => changes.push(StatusChange {
+                            container: ci,
+                            started: *started,
+                            ready: *ready,
+                            was_started: *was_started,
+                            was_ready: *was_ready,
+                        }),
+                    }
+                }
                 Action::ProbeCounted {
                     container,
                     probe_type,
@@ -368,7 +408,7 @@ impl Recorder {
             }
         }
         if let Some(status) = status {
-            self.diff_status(t, status);
+            self.diff_status(t, status, &changes);
         }
     }
 
@@ -394,7 +434,9 @@ impl Recorder {
         }
     }
 
-    fn diff_status(&mut self, t: Duration, status: &PodStatus) {
+    /// Exits and back-offs from the container states; started and ready from the engine's
+    /// announcements, placed after an exit of the same step.
+    fn diff_status(&mut self, t: Duration, status: &PodStatus, changes: &[StatusChange]) {
         for (ci, s) in status.containers.iter().enumerate() {
             if ci >= self.seen.len() {
                 break;
@@ -407,10 +449,10 @@ impl Recorder {
                 }
                 _ => None,
             };
+            let change = changes.iter().find(|c| c.container == ci);
             // Cheap check first: this runs after every step of a long simulation.
-            if prev.running == running
-                && prev.started == s.started
-                && prev.ready == s.ready
+            if change.is_none()
+                && prev.running == running
                 && same_id(&prev.id, &s.container_id)
                 && prev.waiting == waiting
             {
@@ -441,13 +483,15 @@ impl Recorder {
                 );
             }
             let has_startup = self.plan.containers[ci].lanes[2].is_some();
-            if s.started && !prev.started && has_startup {
-                self.close_runs(ci, Some(2));
-                self.push(t, Some(ci), What::Started);
-            }
-            if s.ready != prev.ready {
-                self.close_runs(ci, Some(1));
-                self.push(t, Some(ci), What::Ready { ready: s.ready });
+            if let Some(c) = change {
+                if c.started && !c.was_started && has_startup {
+                    self.close_runs(ci, Some(2));
+                    self.push(t, Some(ci), What::Started);
+                }
+                if c.ready != c.was_ready {
+                    self.close_runs(ci, Some(1));
+                    self.push(t, Some(ci), What::Ready { ready: c.ready });
+                }
             }
             if let Some(message) = &waiting
                 && prev.waiting.as_ref() != Some(message)
@@ -463,8 +507,6 @@ impl Recorder {
             self.seen[ci] = Seen {
                 id: s.container_id.clone(),
                 running,
-                started: s.started,
-                ready: s.ready,
                 waiting,
             };
         }
