@@ -1216,19 +1216,6 @@ fn r28_2_connection_floods_on_every_path_leave_liveness_answering() {
     );
 }
 
-/// Resident memory of `pid` in MiB.
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .unwrap()
-        .parse()
-        .unwrap();
-    kb / 1024.0
-}
-
 /// Issue 28 item 3: 24 HTTP/2 connections × 16 `Watch` streams (384, over the 256 cap) and a
 /// notify flood on top: the streams beyond the cap are refused `RESOURCE_EXHAUSTED`, RSS grows
 /// by less than 50 MB, and `/livez` answers within 100 ms.
@@ -1240,7 +1227,7 @@ fn r28_3_watch_fan_out_is_capped_and_cheap() {
     let app = std::os::unix::net::UnixDatagram::unbound().unwrap();
     app.send_to(b"READY=1", &sock).unwrap();
     s.wait_status("/readyz", 200, Duration::from_secs(5));
-    let before = rss_mib(s.child.id());
+    let before = common::hostile::memory_mib(s.child.id(), "VmRSS");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let addr = format!("http://{}", s.addr);
     let (streams, refused) = rt.block_on(async {
@@ -1294,7 +1281,7 @@ fn r28_3_watch_fan_out_is_capped_and_cheap() {
         "{:?}",
         asked.elapsed()
     );
-    let grown = rss_mib(s.child.id()) - before;
+    let grown = common::hostile::memory_mib(s.child.id(), "VmRSS") - before;
     assert!(grown < 50.0, "RSS grew {grown:.1} MiB");
     assert!(started.elapsed() < Duration::from_secs(30));
     drop(streams);

@@ -66,11 +66,15 @@ impl Watch {
         self.sender.get()
     }
 
-    /// A new target set: alert subjects follow it, histories of removed targets go.
-    pub fn targets_loaded(&self, targets: &[TargetSpec], now: Instant) {
-        self.alerts().set_subjects(targets.iter().map(subject), now);
-        let names: std::collections::HashSet<&str> =
-            targets.iter().map(|t| t.name.as_str()).collect();
+    /// A new target set (its alert subjects, built with [`subject`], and its names): alert
+    /// subjects follow it, histories of removed targets go.
+    pub fn targets_loaded(
+        &self,
+        subjects: Vec<SubjectSpec>,
+        names: &std::collections::HashSet<Box<str>>,
+        now: Instant,
+    ) {
+        self.alerts().set_subjects(subjects, now);
         self.history().retain(|n| names.contains(n));
     }
 

@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::extract::State;
 use axum::http::header;
-use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::history::{Entry, WINDOW};
@@ -66,15 +64,16 @@ fn millis(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The state of every target now.
+/// The state of every target now. Called on a blocking thread: the targets are copied a slice
+/// at a time ([`Shared::for_each_slice`]) and the history and alerts locked a slice at a time,
+/// so that the probes are never held up by the rendering (issue 28 item 13).
 pub fn status(shared: &Shared) -> Status {
     let ms = |at| millis(shared.wall(at));
-    let s = shared.scheduler();
-    let history = shared.watch.history();
-    let alerts = shared.watch.alerts();
-    let targets = s
-        .targets()
-        .map(|t: &Target<Arc<Check>>| {
+    let mut targets = Vec::new();
+    shared.for_each_slice(|slice| {
+        let history = shared.watch.history();
+        let alerts = shared.watch.alerts();
+        targets.extend(slice.iter().map(|t: &Target<Arc<Check>>| {
             let st = &t.state;
             let entry = history.get(&t.name);
             let failing_now = matches!(st.last_raw, Some(RawResult::Failure | RawResult::Unknown));
@@ -112,8 +111,8 @@ pub fn status(shared: &Shared) -> Status {
                 alert: alert.as_ref().map(|a| a.state.as_str()),
                 suppressed_by: alert.map(|a| a.suppressed_by).unwrap_or_default(),
             }
-        })
-        .collect();
+        }));
+    });
     Status {
         now: millis(SystemTime::now()),
         window: u64::try_from(WINDOW.as_millis()).unwrap_or(u64::MAX),
@@ -140,29 +139,26 @@ pub fn script_safe_json(value: &impl Serialize) -> String {
     text
 }
 
-/// `GET /`.
-pub async fn page(State(shared): State<Arc<Shared>>) -> Response {
-    let initial = script_safe_json(&status(&shared));
-    let body = PAGE.replacen("/*INITIAL*/null", &initial, 1);
+/// The page's headers: the page needs nothing from anywhere else, so say so, so that a
+/// hostile string that did reach markup still could not load or send anything.
+pub const PAGE_HEADERS: [(header::HeaderName, &str); 3] = [
+    (header::CONTENT_TYPE, "text/html; charset=utf-8"),
     (
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            // The page needs nothing from anywhere else: say so, so that a hostile string
-            // that did reach markup still could not load or send anything.
-            (
-                header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:",
-            ),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        body,
-    )
-        .into_response()
+        header::CONTENT_SECURITY_POLICY,
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:",
+    ),
+    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+];
+
+/// `GET /`'s body: the page with the state now embedded.
+pub fn render_page(shared: &Shared) -> Vec<u8> {
+    let initial = script_safe_json(&status(shared));
+    PAGE.replacen("/*INITIAL*/null", &initial, 1).into_bytes()
 }
 
-/// `GET /status.json`.
-pub async fn json(State(shared): State<Arc<Shared>>) -> Response {
-    axum::Json(status(&shared)).into_response()
+/// `GET /status.json`'s body.
+pub fn render_json(shared: &Shared) -> Vec<u8> {
+    serde_json::to_vec(&status(shared)).unwrap_or_default()
 }
 
 #[cfg(test)]
