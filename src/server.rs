@@ -326,6 +326,7 @@ impl Conn<'_> {
         builder
             .http1()
             .timer(hyper_util::rt::TokioTimer::new())
+            .writev(true)
             .header_read_timeout(None); // see the module's comment: ConnState::expired does it
         let builder = match protocols {
             Protocols::Http1 => builder.http1_only(),

@@ -250,6 +250,7 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let nofile = raise_nofile_limit();
+    return_large_buffers();
     let max_in_flight = args
         .max_in_flight
         .unwrap_or_else(|| default_in_flight(nofile))
@@ -510,6 +511,18 @@ pub fn raise_nofile_limit() -> Option<u64> {
         }
     }
     lim.current
+}
+
+/// Makes glibc's malloc give every buffer of 1 MiB or more its own mapping, returned to the
+/// system when freed. By default the threshold follows the largest buffer freed (up to 32
+/// MiB), after which the status page's and `/metrics`' multi-MB bodies come from the heap and
+/// their memory stays resident after the clients that held them leave (issue 28 item 8).
+fn return_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; called before any other thread runs.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
 }
 
 /// 4096 in flight, or half the descriptor limit (each probe holds one socket, plus one more

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -105,21 +106,25 @@ struct InvalidView {
     errors: Vec<String>,
 }
 
-#[derive(Serialize)]
-struct TargetsView {
-    targets: Vec<TargetView>,
-    invalid: Vec<InvalidView>,
-}
-
 /// A body rendered on a blocking thread and shared by every client that asks within
 /// [`RENDER_REUSE`] of its rendering (and before the next reload): one render and one copy of
 /// the body, whatever the number of clients, so that clients that ask and never read cost no
 /// memory of their own (issue 28 item 8), and many clients cost no probing time (item 13).
 /// Clients that ask while a render runs wait for it rather than start another.
+///
+/// At most [`MAX_LIVE`] renderings of one endpoint exist at once: while slow clients still
+/// hold older ones (until the server edge's write timeout drops them), the newest is served
+/// again however old, so that clients arriving one after another cannot each pin a
+/// rendering of their own. Memory stays at [`MAX_LIVE`] bodies per endpoint under any
+/// attack; only freshness degrades.
 #[derive(Default)]
-struct Cached(tokio::sync::Mutex<Option<Body>>);
+struct Cached {
+    last: tokio::sync::Mutex<Option<Body>>,
+    /// Renderings still held by the cache or by a client.
+    live: Arc<AtomicUsize>,
+}
 
-/// A rendered body: when, after which reload, and the bytes.
+/// A rendered body: when it was finished, after which reload, and the bytes.
 struct Body {
     at: tokio::time::Instant,
     generation: u64,
@@ -127,30 +132,56 @@ struct Body {
 }
 
 /// How long a rendered body is served again: what `/metrics`, `/targets`, `/` and
-/// `/status.json` may lag behind the probes.
+/// `/status.json` may lag behind the probes (plus the rendering's own time).
 pub const RENDER_REUSE: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// Renderings of one endpoint alive at once, at most.
+pub const MAX_LIVE: usize = 2;
+
+/// A rendering's bytes, counted in [`Cached::live`] until the last client lets go.
+struct Counted {
+    bytes: Box<[u8]>,
+    live: Arc<AtomicUsize>,
+}
+
+impl AsRef<[u8]> for Counted {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Cached {
-    /// The body `render` gives, rendered now or at most [`RENDER_REUSE`] ago; `None` when the
-    /// render failed (it panicked).
+    /// The body `render` gives, rendered now or recently; `None` when the render failed (it
+    /// panicked).
     async fn get(
         &self,
         shared: &Arc<Shared>,
         render: fn(&Shared) -> Vec<u8>,
     ) -> Option<bytes::Bytes> {
-        let mut last = self.0.lock().await;
+        let mut last = self.last.lock().await;
         let generation = shared.reload_generation();
-        if let Some(b) = &*last
-            && b.generation == generation
-            && b.at.elapsed() < RENDER_REUSE
-        {
-            return Some(b.bytes.clone());
+        if let Some(b) = &*last {
+            let fresh = b.generation == generation && b.at.elapsed() < RENDER_REUSE;
+            if fresh || self.live.load(Ordering::Acquire) >= MAX_LIVE {
+                return Some(b.bytes.clone());
+            }
         }
-        let at = tokio::time::Instant::now();
         let s = shared.clone();
-        let bytes = bytes::Bytes::from(tokio::task::spawn_blocking(move || render(&s)).await.ok()?);
+        let rendered = tokio::task::spawn_blocking(move || render(&s)).await.ok()?;
+        self.live.fetch_add(1, Ordering::AcqRel);
+        // Exactly its length: the body may be held for as long as the write timeout.
+        let bytes = bytes::Bytes::from_owner(Counted {
+            bytes: rendered.into_boxed_slice(),
+            live: self.live.clone(),
+        });
         *last = Some(Body {
-            at,
+            at: tokio::time::Instant::now(),
             generation,
             bytes: bytes.clone(),
         });
@@ -234,11 +265,13 @@ async fn status(State(app): State<Arc<App>>) -> Response {
     shared_body([(header::CONTENT_TYPE, "application/json")], body)
 }
 
-/// `/targets`' body, rendered from copies of the targets (a slice at a time).
+/// `/targets`' body, rendered from copies of the targets a slice at a time.
 fn render_targets(shared: &Shared) -> Vec<u8> {
-    let mut targets = Vec::new();
-    shared.for_each_slice(|slice| targets.extend(slice.iter().map(|t| view(shared, t))));
-    let invalid = shared
+    let mut out = b"{\"targets\":".to_vec();
+    let written = write_rows(shared, &mut out, |slice| {
+        slice.iter().map(|t| view(shared, t)).collect()
+    });
+    let invalid: Vec<InvalidView> = shared
         .invalid()
         .iter()
         .map(|i| InvalidView {
@@ -249,7 +282,40 @@ fn render_targets(shared: &Shared) -> Vec<u8> {
             errors: i.errors.clone(),
         })
         .collect();
-    serde_json::to_vec(&TargetsView { targets, invalid }).unwrap_or_default()
+    out.extend_from_slice(b",\"invalid\":");
+    let written = written.and_then(|()| Ok(serde_json::to_writer(&mut out, &invalid)?));
+    out.push(b'}');
+    if written.is_err() {
+        out.clear();
+    }
+    out
+}
+
+/// Writes a JSON array of each target's rows: `rows` turns a slice of copied targets
+/// ([`Shared::for_each_slice`]) into theirs, which are written before the next slice is
+/// copied, so that a rendering holds one slice's rows, never every target's.
+pub fn write_rows<R: Serialize>(
+    shared: &Shared,
+    out: &mut impl std::io::Write,
+    mut rows: impl FnMut(&[Target<Arc<Check>>]) -> Vec<R>,
+) -> std::io::Result<()> {
+    out.write_all(b"[")?;
+    let mut first = true;
+    let mut written = Ok(());
+    shared.for_each_slice(|slice| {
+        for row in rows(slice) {
+            if written.is_err() {
+                return;
+            }
+            let comma: &[u8] = if first { b"" } else { b"," };
+            first = false;
+            written = out
+                .write_all(comma)
+                .and_then(|()| Ok(serde_json::to_writer(&mut *out, &row)?));
+        }
+    });
+    written?;
+    out.write_all(b"]")
 }
 
 async fn target(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
