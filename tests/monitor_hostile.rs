@@ -230,7 +230,9 @@ fn many_targets(n: usize, port: u16, extra: &str, labelled: bool) -> String {
                 t = i % 100
             ));
         }
-        y.push_str(&format!("  probe: {{tcpSocket: {{port: {port}}}{extra}}}\n"));
+        y.push_str(&format!(
+            "  probe: {{tcpSocket: {{port: {port}}}{extra}}}\n"
+        ));
     }
     y
 }

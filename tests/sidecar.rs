@@ -1295,7 +1295,10 @@ fn r28_3_watch_fan_out_is_capped_and_cheap() {
         after = common::hostile::memory_mib(s.child.id(), "VmRSS") - before;
     }
     eprintln!("RSS grew {grown:.1} MiB under the attack, {after:.1} MiB after");
-    assert!(after < 10.0, "still {after:.1} MiB more after the watchers left");
+    assert!(
+        after < 10.0,
+        "still {after:.1} MiB more after the watchers left"
+    );
 }
 
 /// Issue 28 item 10 for the sidecar: a check at a link-local address never connects; it fails

@@ -3,6 +3,7 @@
 
     attack.py BINARY reload N      # N TCP targets (period 10 s); 3 reloads 2 s apart, 1 % changed
     attack.py BINARY storm N C     # N TCP targets (period 10 s); C concurrent GET / at once
+    attack.py BINARY idle N        # the same window with neither: the machine's own lateness
 
 Prints one JSON line: the probes started in the window and how many were > 100 ms and > 1 s
 late (from the monitor's own lateness histogram, read before and after the window).
@@ -28,7 +29,7 @@ def targets(changed):
 d = tempfile.mkdtemp(); path = os.path.join(d, "t.yaml")
 open(path, "w").write(targets(0))
 p = subprocess.Popen(["sh", "-c", 'ulimit -n 65536; exec "$0" "$@"', binary, "monitor", path, "-o", "json",
-                      "--listen", "127.0.0.1:0", "--seed", "1"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                      "--listen", "127.0.0.1:0", "--seed", "1", "--max-connections", "4096"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 for line in p.stdout:
     if b'"Listening"' in line:
         port = int(json.loads(line)["address"].rsplit(":", 1)[1]); break
@@ -53,6 +54,8 @@ if mode == "reload":
         p.send_signal(signal.SIGHUP)
         time.sleep(2)
     time.sleep(1)
+elif mode == "idle":
+    time.sleep(7)
 else:
     c = int(sys.argv[4]); sel = selectors.DefaultSelector(); got = {}
     for i in range(c):
@@ -64,6 +67,7 @@ else:
         for key, _ in sel.select(timeout=1):
             try: b = key.fileobj.recv(1 << 20)
             except BlockingIOError: continue
+            except ConnectionResetError: b = b""
             if b: total += len(b)
             else: sel.unregister(key.fileobj); key.fileobj.close(); done += 1
     time.sleep(1)

@@ -550,6 +550,8 @@ impl Shared {
             .scheduler()
             .reload_step(&mut prepared.reload, usize::MAX, now)
         {}
+        self.watch
+            .subjects_loaded(std::mem::take(&mut prepared.subjects), now);
         self.finish_apply(prepared, now)
     }
 
@@ -594,6 +596,14 @@ impl Shared {
             }
             tokio::task::yield_now().await;
         }
+        // The alert subjects too: at 100,000 targets, replacing them at once took longer than
+        // the whole of the scheduler's slices.
+        let mut subjects = std::mem::take(&mut prepared.subjects).into_iter();
+        while subjects.len() > 0 {
+            self.watch
+                .subjects_loaded(subjects.by_ref().take(RELOAD_SLICE), self.now());
+            tokio::task::yield_now().await;
+        }
         self.finish_apply(prepared, self.now())
     }
 
@@ -604,7 +614,8 @@ impl Shared {
             names,
             invalid,
         } = prepared;
-        self.watch.targets_loaded(subjects, &names, now);
+        debug_assert!(subjects.is_empty(), "handed to the watch before");
+        self.watch.targets_loaded(&names, now);
         self.metrics.targets.set(self.scheduler().len() as i64);
         self.metrics.invalid_targets.set(invalid.len() as i64);
         *self.invalid() = invalid;
