@@ -233,6 +233,33 @@ pub async fn serve<A: Accept, H: Handler>(
     }
 }
 
+/// [`serve`] on a thread of its own with its own one-thread runtime, so that serving (parsing
+/// requests, writing large bodies to thousands of clients) never takes time from the tasks of
+/// the caller's runtime: the monitor's probes start on time whatever its clients do (issue 28
+/// item 13). The thread serves until the process exits.
+pub fn serve_on_own_thread<H: Handler>(
+    listener: std::net::TcpListener,
+    handler: H,
+    protocols: Protocols,
+    limits: ServerLimits,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("http".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(l) => serve(l, handler, protocols, limits).await,
+                    Err(e) => eprintln!("probelet: cannot serve HTTP: {e}"),
+                }
+            })
+        })?;
+    Ok(())
+}
+
 /// Asks the longest-idle connection to close; false when every connection is busy.
 fn evict_idle(open: &HashMap<u64, Arc<ConnState>>) -> bool {
     let victim = open
@@ -299,6 +326,9 @@ impl Conn<'_> {
         builder
             .http1()
             .timer(hyper_util::rt::TokioTimer::new())
+            // Bodies are queued as they are (a shared body stays shared), never copied into a
+            // per-connection buffer of up to 400 KB.
+            .writev(true)
             .header_read_timeout(None); // see the module's comment: ConnState::expired does it
         let builder = match protocols {
             Protocols::Http1 => builder.http1_only(),

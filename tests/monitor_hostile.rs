@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::hostile::{Limited, assert_answers_within, flood, get, wait_for};
+use common::hostile::{
+    Limited, assert_answers_within, flood, get, memory_mib, reset_peak, wait_for,
+};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::ChildStdout;
@@ -213,4 +215,198 @@ fn r28_11_a_truncated_targets_file_is_refused_on_reload() {
     let lines = read_until(&mut out, |l| l.contains("\"Reloaded\""));
     assert!(lines.last().unwrap().contains("\"removed\":1"), "{lines:?}");
     assert_eq!(get(port, "/targets/up/ready"), Some(404));
+}
+
+/// A targets file of `n` TCP targets at `127.0.0.1:port`, with `extra` in each probe, and with
+/// two long labels each when `labelled` (so that every endpoint's body is several MB at
+/// 20,000).
+fn many_targets(n: usize, port: u16, extra: &str, labelled: bool) -> String {
+    let mut y = String::from("targets:\n");
+    for i in 0..n {
+        y.push_str(&format!("- name: target-{i:05}\n"));
+        if labelled {
+            y.push_str(&format!(
+                "  labels: {{team: team-{t:03}-platform-observability, service: service-{i:05}-checkout-frontend}}\n",
+                t = i % 100
+            ));
+        }
+        y.push_str(&format!(
+            "  probe: {{tcpSocket: {{port: {port}}}{extra}}}\n"
+        ));
+    }
+    y
+}
+
+/// Reads a whole answer to `GET path` (with its body), so that the cached body exists.
+fn fetch(port: u16, path: &str) -> usize {
+    common::http(&format!("127.0.0.1:{port}"), "GET", path, "")
+        .1
+        .len()
+}
+
+/// Issue 28 item 8, the slow-reader attack: 250 clients ask for `/targets`, `/metrics` and the
+/// status page (each body several MB at 20,000 targets, more than loopback's socket buffers
+/// hold) and never read. Every client gets the same shared body, so resident memory grows by
+/// less than 50 MB (its peak, `VmHWM`, too), `/healthz` answers within 100 ms meanwhile, and
+/// after the clients leave the memory returns (within 25 MB of where it was).
+#[test]
+fn r28_8_slow_readers_of_the_big_endpoints_cost_one_shared_body() {
+    raise_own_nofile();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("targets.yaml");
+    // Never probed (the hour's initial delay): the bodies, not the probes, are measured.
+    std::fs::write(
+        &file,
+        many_targets(20_000, 1, ", initialDelaySeconds: 3600", true),
+    )
+    .unwrap();
+    let (m, port, _out) = monitor(&file, 4096, &[]);
+    let pid = m.child.id();
+    let paths = ["/targets", "/metrics", "/"];
+    for path in paths {
+        let len = fetch(port, path);
+        assert!(
+            len > 4 << 20,
+            "{path}: {len} bytes, too small for the attack"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let before = memory_mib(pid, "VmRSS");
+    reset_peak(pid);
+    let mut held = Vec::new();
+    for i in 0..250 {
+        let path = paths[i % paths.len()];
+        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        held.extend(flood(port, 1, request.as_bytes()));
+        if i % 50 == 49 {
+            // New renders (the shared body is reused for 250 ms) while the first wait.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+    assert_eq!(held.len(), 250);
+    assert_answers_within(
+        port,
+        "/healthz",
+        200,
+        Duration::from_millis(100),
+        Duration::from_secs(3),
+    );
+    let (during, peak) = (memory_mib(pid, "VmRSS"), memory_mib(pid, "VmHWM"));
+    drop(held);
+    // The renders under way finish, and the bodies only the clients held are freed.
+    let left = Instant::now() + Duration::from_secs(5);
+    let mut after = memory_mib(pid, "VmRSS");
+    while after - before >= 25.0 && Instant::now() < left {
+        std::thread::sleep(Duration::from_millis(250));
+        after = memory_mib(pid, "VmRSS");
+    }
+    eprintln!("RSS before {before:.1} MiB, during {during:.1}, peak {peak:.1}, after {after:.1}");
+    assert!(peak - before < 50.0, "peak grew {:.1} MiB", peak - before);
+    assert!(
+        after - before < 25.0,
+        "still {:.1} MiB more after",
+        after - before
+    );
+}
+
+/// The fraction of probes that started more than 100 ms late, from two readings of the
+/// lateness histogram (`/metrics`): (late, all) between them.
+fn late_probes(port: u16) -> (f64, f64) {
+    let value = |text: &str, prefix: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix)?.trim().parse().ok())
+    };
+    let mut last = (0, 0);
+    for _ in 0..20 {
+        let (code, text) = common::http(&format!("127.0.0.1:{port}"), "GET", "/metrics", "");
+        let on_time = value(
+            &text,
+            "probelet_monitor_probe_lateness_seconds_bucket{le=\"0.1\"}",
+        );
+        let all = value(&text, "probelet_monitor_probe_lateness_seconds_count");
+        if let (Some(on_time), Some(all)) = (on_time, all) {
+            return (all - on_time, all);
+        }
+        last = (code, text.len());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("no lateness in /metrics: (status, length) {last:?}");
+}
+
+/// Issue 28 item 13: no heavy work on the probing thread. 10,000 targets (a loopback listener
+/// the test holds), 200 clients asking for the status page, `/status.json`, `/targets` and
+/// `/metrics` as fast as they can, and a reload every 300 ms (1 % of the targets changed each
+/// time), for 6 s: fewer than 5 % of the probes start more than 100 ms late (before the fix,
+/// 2,000 such clients made 65 % late, and each reload at 100,000 targets stalled the probes
+/// for seconds). Rendering and reloading happen off the probing thread, a slice at a time.
+#[test]
+fn r28_13_status_storms_and_reloads_leave_the_probes_on_time() {
+    raise_own_nofile();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target_port = listener.local_addr().unwrap().port();
+    // Accepts and closes, so the backlog never fills.
+    std::thread::spawn(move || {
+        for c in listener.incoming() {
+            drop(c);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("targets.yaml");
+    let base = many_targets(10_000, target_port, ", periodSeconds: 20", false);
+    std::fs::write(&file, &base).unwrap();
+    let (m, port, mut out) = monitor(&file, 8192, &[]);
+    // 10,000 first-state lines: read, or the pipe fills and the monitor waits on it.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    // A first full period, so that every target has started.
+    std::thread::sleep(Duration::from_secs(21));
+    let (late0, all0) = late_probes(port);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..200)
+        .map(|i| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let path = ["/", "/status.json", "/targets", "/metrics"][i % 4];
+                let mut answered = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if fetch(port, path) > 0 {
+                        answered += 1;
+                    }
+                }
+                answered
+            })
+        })
+        .collect();
+    let pid = rustix::process::Pid::from_raw(m.child.id() as i32).unwrap();
+    let started = Instant::now();
+    let mut round = 0;
+    while started.elapsed() < Duration::from_secs(6) {
+        round += 1;
+        // 1 % of the targets change their timeout, back and forth.
+        let changed = base.replacen(
+            ", periodSeconds: 20}",
+            if round % 2 == 1 {
+                ", periodSeconds: 20, timeoutSeconds: 2}"
+            } else {
+                ", periodSeconds: 20}"
+            },
+            100,
+        );
+        std::fs::write(&file, changed).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answered: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    let (late1, all1) = late_probes(port);
+    let (late, all) = (late1 - late0, all1 - all0);
+    eprintln!("{answered} status answers, {round} reloads, {late} of {all} probes > 100 ms late");
+    assert!(
+        answered >= 200,
+        "the attack did not run: {answered} answers"
+    );
+    assert!(all >= 2_000.0, "too few probes: {all}");
+    assert!(
+        late / all < 0.05,
+        "{late} of {all} probes started > 100 ms late"
+    );
 }

@@ -1216,22 +1216,10 @@ fn r28_2_connection_floods_on_every_path_leave_liveness_answering() {
     );
 }
 
-/// Resident memory of `pid` in MiB.
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .unwrap()
-        .parse()
-        .unwrap();
-    kb / 1024.0
-}
-
 /// Issue 28 item 3: 24 HTTP/2 connections × 16 `Watch` streams (384, over the 256 cap) and a
 /// notify flood on top: the streams beyond the cap are refused `RESOURCE_EXHAUSTED`, RSS grows
-/// by less than 50 MB, and `/livez` answers within 100 ms.
+/// by less than 50 MB and returns (within 10 MB) once the watchers leave, and `/livez` answers
+/// within 100 ms.
 #[test]
 fn r28_3_watch_fan_out_is_capped_and_cheap() {
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
@@ -1240,7 +1228,7 @@ fn r28_3_watch_fan_out_is_capped_and_cheap() {
     let app = std::os::unix::net::UnixDatagram::unbound().unwrap();
     app.send_to(b"READY=1", &sock).unwrap();
     s.wait_status("/readyz", 200, Duration::from_secs(5));
-    let before = rss_mib(s.child.id());
+    let before = common::hostile::memory_mib(s.child.id(), "VmRSS");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let addr = format!("http://{}", s.addr);
     let (streams, refused) = rt.block_on(async {
@@ -1294,10 +1282,23 @@ fn r28_3_watch_fan_out_is_capped_and_cheap() {
         "{:?}",
         asked.elapsed()
     );
-    let grown = rss_mib(s.child.id()) - before;
+    let grown = common::hostile::memory_mib(s.child.id(), "VmRSS") - before;
     assert!(grown < 50.0, "RSS grew {grown:.1} MiB");
     assert!(started.elapsed() < Duration::from_secs(30));
+    // When the watchers leave, their memory goes with them.
     drop(streams);
+    drop(rt);
+    let left = Instant::now() + Duration::from_secs(5);
+    let mut after = common::hostile::memory_mib(s.child.id(), "VmRSS") - before;
+    while after >= 10.0 && Instant::now() < left {
+        std::thread::sleep(Duration::from_millis(250));
+        after = common::hostile::memory_mib(s.child.id(), "VmRSS") - before;
+    }
+    eprintln!("RSS grew {grown:.1} MiB under the attack, {after:.1} MiB after");
+    assert!(
+        after < 10.0,
+        "still {after:.1} MiB more after the watchers left"
+    );
 }
 
 /// Issue 28 item 10 for the sidecar: a check at a link-local address never connects; it fails

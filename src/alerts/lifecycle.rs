@@ -17,7 +17,7 @@
 //! included, so that a firing alert whose failure class changes stays one alert; the latest
 //! failure message goes in the annotations.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -159,36 +159,49 @@ impl Lifecycle {
 
     /// Replaces the subject set (first load or reload). Subjects that stay keep their state;
     /// removed ones that had fired are resolved at `now`, the others are forgotten.
+    /// [`Lifecycle::upsert_subject`] for each, then [`Lifecycle::retain_subjects`].
     pub fn set_subjects(&mut self, specs: impl IntoIterator<Item = SubjectSpec>, now: Instant) {
-        let mut keep: BTreeSet<Arc<str>> = BTreeSet::new();
+        let mut keep: HashSet<Box<str>> = HashSet::new();
         for spec in specs {
-            let key: Arc<str> = spec.key.as_str().into();
-            keep.insert(key.clone());
-            match self.subjects.get_mut(&key) {
-                Some(s) => {
-                    s.spec = spec;
-                    s.removed = false;
-                }
-                None => {
-                    self.subjects.insert(
-                        key,
-                        Subject {
-                            spec,
-                            down: false,
-                            since: now,
-                            reason: String::new(),
-                            message: String::new(),
-                            alert: None,
-                            removed: false,
-                        },
-                    );
-                }
+            keep.insert(spec.key.as_str().into());
+            self.upsert_subject(spec, now);
+        }
+        self.retain_subjects(&keep, now);
+    }
+
+    /// Adds a subject, or updates one that stays (its state kept): one step of a reload that
+    /// a caller applies a slice at a time, between other work.
+    pub fn upsert_subject(&mut self, spec: SubjectSpec, now: Instant) {
+        match self.subjects.get_mut(spec.key.as_str()) {
+            Some(s) => {
+                s.spec = spec;
+                s.removed = false;
+            }
+            None => {
+                let key: Arc<str> = spec.key.as_str().into();
+                self.subjects.insert(
+                    key,
+                    Subject {
+                        spec,
+                        down: false,
+                        since: now,
+                        reason: String::new(),
+                        message: String::new(),
+                        alert: None,
+                        removed: false,
+                    },
+                );
             }
         }
+    }
+
+    /// Ends a reload: subjects not in `keep` that had fired are resolved at `now`, the others
+    /// are forgotten.
+    pub fn retain_subjects(&mut self, keep: &HashSet<Box<str>>, now: Instant) {
         let gone: Vec<Arc<str>> = self
             .subjects
             .keys()
-            .filter(|k| !keep.contains(*k))
+            .filter(|k| !keep.contains(&***k))
             .cloned()
             .collect();
         for key in gone {

@@ -250,6 +250,7 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let nofile = raise_nofile_limit();
+    return_large_buffers();
     let max_in_flight = args
         .max_in_flight
         .unwrap_or_else(|| default_in_flight(nofile))
@@ -328,13 +329,20 @@ pub fn run(args: Args) -> ExitCode {
                 summary.added
             ),
         );
-        // The one server edge: connection cap, idle/header/write timeouts, accept back-off.
-        tokio::spawn(probelet::server::serve(
-            listener,
-            probelet::monitor::http::router(shared.clone()),
-            probelet::server::Protocols::Http1,
-            server_limits,
-        ));
+        // The one server edge (connection cap, idle/header/write timeouts, accept back-off), on
+        // a thread of its own: serving never takes the probing thread's time (issue 28 item 13).
+        let served = listener.into_std().and_then(|l| {
+            probelet::server::serve_on_own_thread(
+                l,
+                probelet::monitor::http::router(shared.clone()),
+                probelet::server::Protocols::Http1,
+                server_limits,
+            )
+        });
+        if let Err(e) = served {
+            eprintln!("error: cannot serve on {addr}: {e}");
+            return ExitCode::from(2);
+        }
         // Reloads: SIGHUP, and file changes with --watch.
         let reload = {
             let (shared, out, wake, path, cluster) =
@@ -347,15 +355,22 @@ pub fn run(args: Args) -> ExitCode {
                         eprintln!("probelet monitor: {why} ignored: the targets come from etcd");
                         return;
                     };
-                    // Reading and parsing (100,000 targets: seconds) happen off the probing
-                    // thread (issue 28 item 13); only applying the result runs on it.
+                    // Reading, parsing and preparing (100,000 targets: seconds) happen off
+                    // the probing thread; the result is applied in slices between probes
+                    // (issue 28 item 13).
                     let loaded = {
-                        let path = path.clone();
-                        tokio::task::spawn_blocking(move || read_targets(&path))
-                            .await
-                            .unwrap_or_else(|e| Err(e.to_string()))
+                        let (path, shared) = (path.clone(), shared.clone());
+                        let cluster = cluster.is_some();
+                        tokio::task::spawn_blocking(move || {
+                            read_targets(&path).map(|f| match cluster {
+                                true => Loaded::Cluster(f),
+                                false => Loaded::Prepared(shared.prepare(f)),
+                            })
+                        })
+                        .await
+                        .unwrap_or_else(|e| Err(e.to_string()))
                     };
-                    reload(&shared, &out, &wake, loaded, why, cluster.as_deref());
+                    reload(&shared, &out, &wake, loaded, why, cluster.as_deref()).await;
                 }
             }
         };
@@ -411,28 +426,46 @@ pub fn run(args: Args) -> ExitCode {
     })
 }
 
-/// Reloads the file; an unreadable file keeps the current targets.
-fn reload(
+/// A targets file read for a reload: prepared for this monitor's scheduler, or whole for the
+/// cluster to share out.
+enum Loaded {
+    Prepared(runner::Prepared),
+    Cluster(config::TargetsFile),
+}
+
+/// Applies a reloaded file; an unreadable file keeps the current targets.
+async fn reload(
     shared: &Shared,
     out: &Out,
     wake: &tokio::sync::Notify,
-    loaded: Result<config::TargetsFile, String>,
+    loaded: Result<Loaded, String>,
     why: &str,
     cluster: Option<&probelet::monitor::cluster::node::Node>,
 ) {
     match loaded {
-        Ok(f) => {
-            out.invalid(&shared.file, &f.invalid);
-            let invalid = f.invalid.len();
+        Ok(loaded) => {
+            let (summary, invalid) = match (loaded, cluster) {
+                (Loaded::Cluster(f), n) => {
+                    out.invalid(&shared.file, &f.invalid);
+                    let invalid = f.invalid.len();
+                    let summary = match n {
+                        Some(n) => n.set_targets(f),
+                        None => shared.apply(f),
+                    };
+                    (summary, invalid)
+                }
+                (Loaded::Prepared(p), _) => {
+                    out.invalid(&shared.file, p.invalid());
+                    let invalid = p.invalid().len();
+                    (shared.apply_in_slices(p).await, invalid)
+                }
+            };
             let ReloadSummary {
                 added,
                 removed,
                 changed,
                 kept,
-            } = match cluster {
-                Some(n) => n.set_targets(f),
-                None => shared.apply(f),
-            };
+            } = summary;
             shared.metrics.reloads.inc();
             wake.notify_one();
             out.notice(
@@ -478,6 +511,18 @@ pub fn raise_nofile_limit() -> Option<u64> {
         }
     }
     lim.current
+}
+
+/// Makes glibc's malloc give every buffer of 1 MiB or more its own mapping, returned to the
+/// system when freed. By default the threshold follows the largest buffer freed (up to 32
+/// MiB), after which the status page's and `/metrics`' multi-MB bodies come from the heap and
+/// their memory stays resident after the clients that held them leave (issue 28 item 8).
+fn return_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; called before any other thread runs.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
 }
 
 /// 4096 in flight, or half the descriptor limit (each probe holds one socket, plus one more

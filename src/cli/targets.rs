@@ -13,10 +13,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use probelet::display::terminal;
 use probelet::monitor::cluster::etcd::{Client, Event};
+use probelet::monitor::cluster::node;
 use probelet::monitor::cluster::node::{Settings, request_timeout};
 use probelet::monitor::cluster::record::{KeyKind, Keys, TargetRecord};
-use probelet::monitor::cluster::{escape_control, node};
 use probelet::monitor::config;
 use serde_json::json;
 
@@ -233,16 +234,17 @@ fn line(format: super::monitor::Format, name: &str, record: Option<&TargetRecord
             } else {
                 format!("NotReady ({})", r.reason.as_deref().unwrap_or("-"))
             };
-            escape_control(&format!(
+            terminal(&format!(
                 "{} {} {state} since {} prober={}",
                 now(),
                 r.name,
                 r.since,
                 r.prober
             ))
+            .into_owned()
         }
         // The owner's lease expired: the record goes until a new owner writes it.
-        (Format::Text, None) => escape_control(&format!("{} {name} Unowned", now())),
+        (Format::Text, None) => terminal(&format!("{} {name} Unowned", now())).into_owned(),
     }
 }
 
@@ -389,7 +391,7 @@ pub async fn join(
                     json!({"time": time, "event": "ClusterDegraded", "error": error}),
                     format!(
                         "probelet monitor: warning: degraded, still probing owned targets: {}",
-                        escape_control(&error)
+                        terminal(&error)
                     ),
                 ),
                 ClusterEvent::Recovered { after, new_lease } => (
@@ -409,7 +411,7 @@ pub async fn join(
                     json!({"time": time, "event": "ConfigRejected", "error": error}),
                     format!(
                         "probelet monitor: targets in etcd refused, keeping the current ones: {}",
-                        escape_control(&error)
+                        terminal(&error)
                     ),
                 ),
             };

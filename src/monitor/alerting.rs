@@ -66,11 +66,19 @@ impl Watch {
         self.sender.get()
     }
 
-    /// A new target set: alert subjects follow it, histories of removed targets go.
-    pub fn targets_loaded(&self, targets: &[TargetSpec], now: Instant) {
-        self.alerts().set_subjects(targets.iter().map(subject), now);
-        let names: std::collections::HashSet<&str> =
-            targets.iter().map(|t| t.name.as_str()).collect();
+    /// Some of a new target set's alert subjects (built with [`subject`]): added, or updated
+    /// with their state kept. A reload hands them over a slice at a time.
+    pub fn subjects_loaded(&self, subjects: impl IntoIterator<Item = SubjectSpec>, now: Instant) {
+        let mut alerts = self.alerts();
+        for s in subjects {
+            alerts.upsert_subject(s, now);
+        }
+    }
+
+    /// The end of a new target set (every subject handed to [`Watch::subjects_loaded`]): the
+    /// alerts and histories of the targets not in `names` go.
+    pub fn targets_loaded(&self, names: &std::collections::HashSet<Box<str>>, now: Instant) {
+        self.alerts().retain_subjects(names, now);
         self.history().retain(|n| names.contains(n));
     }
 

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -105,75 +106,172 @@ struct InvalidView {
     errors: Vec<String>,
 }
 
-#[derive(Serialize)]
-struct TargetsView {
-    targets: Vec<TargetView>,
-    invalid: Vec<InvalidView>,
+/// A body rendered on a blocking thread and shared by every client that asks within
+/// [`RENDER_REUSE`] of its rendering (and before the next reload): one render and one copy of
+/// the body, whatever the number of clients, so that clients that ask and never read cost no
+/// memory of their own (issue 28 item 8), and many clients cost no probing time (item 13).
+/// Clients that ask while a render runs wait for it rather than start another.
+///
+/// At most [`MAX_LIVE`] renderings of one endpoint exist at once: while slow clients still
+/// hold older ones (until the server edge's write timeout drops them), the newest is served
+/// again however old, so that clients arriving one after another cannot each pin a
+/// rendering of their own. Memory stays at [`MAX_LIVE`] bodies per endpoint under any
+/// attack; only freshness degrades.
+#[derive(Default)]
+struct Cached {
+    last: tokio::sync::Mutex<Option<Body>>,
+    /// Renderings still held by the cache or by a client.
+    live: Arc<AtomicUsize>,
+}
+
+/// A rendered body: when it was finished, after which reload, and the bytes.
+struct Body {
+    at: tokio::time::Instant,
+    generation: u64,
+    bytes: bytes::Bytes,
+}
+
+/// How long a rendered body is served again: what `/metrics`, `/targets`, `/` and
+/// `/status.json` may lag behind the probes (plus the rendering's own time).
+pub const RENDER_REUSE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Renderings of one endpoint alive at once, at most.
+pub const MAX_LIVE: usize = 2;
+
+/// A rendering's bytes, counted in [`Cached::live`] until the last client lets go.
+struct Counted {
+    bytes: Box<[u8]>,
+    live: Arc<AtomicUsize>,
+}
+
+impl AsRef<[u8]> for Counted {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Cached {
+    /// The body `render` gives, rendered now or recently; `None` when the render failed (it
+    /// panicked).
+    async fn get(
+        &self,
+        shared: &Arc<Shared>,
+        render: fn(&Shared) -> Vec<u8>,
+    ) -> Option<bytes::Bytes> {
+        let mut last = self.last.lock().await;
+        let generation = shared.reload_generation();
+        if let Some(b) = &*last {
+            let fresh = b.generation == generation && b.at.elapsed() < RENDER_REUSE;
+            if fresh || self.live.load(Ordering::Acquire) >= MAX_LIVE {
+                return Some(b.bytes.clone());
+            }
+        }
+        let s = shared.clone();
+        let rendered = tokio::task::spawn_blocking(move || render(&s)).await.ok()?;
+        self.live.fetch_add(1, Ordering::AcqRel);
+        // Exactly its length: the body may be held for as long as the write timeout.
+        let bytes = bytes::Bytes::from_owner(Counted {
+            bytes: rendered.into_boxed_slice(),
+            live: self.live.clone(),
+        });
+        *last = Some(Body {
+            at: tokio::time::Instant::now(),
+            generation,
+            bytes: bytes.clone(),
+        });
+        Some(bytes)
+    }
+}
+
+/// What the endpoints share: the monitor, and each shared body.
+struct App {
+    shared: Arc<Shared>,
+    metrics: Cached,
+    targets: Cached,
+    page: Cached,
+    status: Cached,
 }
 
 /// The router of every endpoint.
 pub fn router(shared: Arc<Shared>) -> Router {
-    let rendered = Arc::new(Rendered::default());
+    let app = Arc::new(App {
+        shared,
+        metrics: Cached::default(),
+        targets: Cached::default(),
+        page: Cached::default(),
+        status: Cached::default(),
+    });
     Router::new()
         .route("/metrics", get(metrics))
-        .route(
-            "/targets",
-            get(move |State(shared): State<Arc<Shared>>| {
-                let rendered = rendered.clone();
-                async move { targets(&shared, &rendered) }
-            }),
-        )
+        .route("/targets", get(targets))
         .route("/targets/{name}", get(target))
         .route("/targets/{name}/ready", get(ready))
         .route("/healthz", get(healthz))
         // The status page (issue 17): src/monitor/status_page.rs.
-        .route("/", get(super::status_page::page))
-        .route("/status.json", get(super::status_page::json))
-        .with_state(shared)
+        .route("/", get(page))
+        .route("/status.json", get(status))
+        .with_state(app)
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
-    let body = super::metrics::render(&shared);
-    (
+/// A shared body with its headers, or 500 when rendering failed.
+fn shared_body<const N: usize>(
+    headers: [(header::HeaderName, &'static str); N],
+    body: Option<bytes::Bytes>,
+) -> Response {
+    match body {
+        Some(body) => (headers, body).into_response(),
+        None => (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n").into_response(),
+    }
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let body = app
+        .metrics
+        .get(&app.shared, |s| super::metrics::render(s).into_bytes())
+        .await;
+    shared_body(
         [(
             header::CONTENT_TYPE,
             prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
         )],
         body,
     )
-        .into_response()
 }
 
-/// The last `/targets` body and when it was rendered: clients asking within
-/// [`RENDER_REUSE`] share it (one allocation, whatever their number), so that many clients that
-/// ask and never read cost one body, not one each (issue 28 item 8).
-#[derive(Default)]
-struct Rendered(std::sync::Mutex<Option<(tokio::time::Instant, bytes::Bytes)>>);
-
-/// How long a rendered `/targets` body is served again.
-const RENDER_REUSE: std::time::Duration = std::time::Duration::from_secs(1);
-
-fn targets(shared: &Arc<Shared>, rendered: &Rendered) -> Response {
-    let mut last = rendered.0.lock().unwrap_or_else(|e| e.into_inner());
-    let now = tokio::time::Instant::now();
-    let body = match &*last {
-        Some((at, body)) if now.saturating_duration_since(*at) < RENDER_REUSE => body.clone(),
-        _ => {
-            let body = bytes::Bytes::from(render_targets(shared));
-            *last = Some((now, body.clone()));
-            body
-        }
-    };
-    drop(last);
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+async fn targets(State(app): State<Arc<App>>) -> Response {
+    let body = app.targets.get(&app.shared, render_targets).await;
+    shared_body([(header::CONTENT_TYPE, "application/json")], body)
 }
 
-fn render_targets(shared: &Arc<Shared>) -> Vec<u8> {
-    let targets = {
-        let s = shared.scheduler();
-        s.targets().map(|t| view(shared, t)).collect()
-    };
-    let invalid = shared
+async fn page(State(app): State<Arc<App>>) -> Response {
+    let body = app
+        .page
+        .get(&app.shared, super::status_page::render_page)
+        .await;
+    shared_body(super::status_page::PAGE_HEADERS, body)
+}
+
+async fn status(State(app): State<Arc<App>>) -> Response {
+    let body = app
+        .status
+        .get(&app.shared, super::status_page::render_json)
+        .await;
+    shared_body([(header::CONTENT_TYPE, "application/json")], body)
+}
+
+/// `/targets`' body, rendered from copies of the targets a slice at a time.
+fn render_targets(shared: &Shared) -> Vec<u8> {
+    let mut out = b"{\"targets\":".to_vec();
+    let written = write_rows(shared, &mut out, |slice| {
+        slice.iter().map(|t| view(shared, t)).collect()
+    });
+    let invalid: Vec<InvalidView> = shared
         .invalid()
         .iter()
         .map(|i| InvalidView {
@@ -184,13 +282,47 @@ fn render_targets(shared: &Arc<Shared>) -> Vec<u8> {
             errors: i.errors.clone(),
         })
         .collect();
-    serde_json::to_vec(&TargetsView { targets, invalid }).unwrap_or_default()
+    out.extend_from_slice(b",\"invalid\":");
+    let written = written.and_then(|()| Ok(serde_json::to_writer(&mut out, &invalid)?));
+    out.push(b'}');
+    if written.is_err() {
+        out.clear();
+    }
+    out
 }
 
-async fn target(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
+/// Writes a JSON array of each target's rows: `rows` turns a slice of copied targets
+/// ([`Shared::for_each_slice`]) into theirs, which are written before the next slice is
+/// copied, so that a rendering holds one slice's rows, never every target's.
+pub fn write_rows<R: Serialize>(
+    shared: &Shared,
+    out: &mut impl std::io::Write,
+    mut rows: impl FnMut(&[Target<Arc<Check>>]) -> Vec<R>,
+) -> std::io::Result<()> {
+    out.write_all(b"[")?;
+    let mut first = true;
+    let mut written = Ok(());
+    shared.for_each_slice(|slice| {
+        for row in rows(slice) {
+            if written.is_err() {
+                return;
+            }
+            let comma: &[u8] = if first { b"" } else { b"," };
+            first = false;
+            written = out
+                .write_all(comma)
+                .and_then(|()| Ok(serde_json::to_writer(&mut *out, &row)?));
+        }
+    });
+    written?;
+    out.write_all(b"]")
+}
+
+async fn target(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
+    let shared = &app.shared;
     let v = {
         let s = shared.scheduler();
-        s.get_by_name(&name).map(|t| view(&shared, t))
+        s.get_by_name(&name).map(|t| view(shared, t))
     };
     match v {
         Some(v) => axum::Json(v).into_response(),
@@ -198,8 +330,9 @@ async fn target(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> 
     }
 }
 
-async fn ready(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
-    let ready = shared
+async fn ready(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
+    let ready = app
+        .shared
         .scheduler()
         .get_by_name(&name)
         .map(|t| t.state.ready());
@@ -212,8 +345,8 @@ async fn ready(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> R
 
 /// `ok`, plus the cluster's state with `--etcd` (still 200 when degraded: the monitor keeps
 /// probing and serving what it owns).
-async fn healthz(State(shared): State<Arc<Shared>>) -> String {
-    match shared.cluster.get() {
+async fn healthz(State(app): State<Arc<App>>) -> String {
+    match app.shared.cluster.get() {
         Some(c) => format!("ok\n{}", c.healthz()),
         None => "ok\n".into(),
     }

@@ -16,19 +16,22 @@
 //! | `probelet_monitor_probe_timeout_seconds` | same | `timeoutSeconds` (latency against it) |
 
 use std::fmt::Write;
+use std::sync::Arc;
 
 use super::runner::{Check, Shared};
-use super::scheduler::{REASONS, Scheduler, Target};
+use super::scheduler::{REASONS, Target};
 use crate::outcome::RawResult;
 
-/// Renders every metric.
+/// Renders every metric. Called on a blocking thread: the targets are copied a slice at a
+/// time ([`Shared::for_each_slice`]), so the probes are never held up by the rendering.
 pub fn render(shared: &Shared) -> String {
-    let mut out = String::new();
-    {
-        let s = shared.scheduler();
-        out.reserve(s.len() * 400);
-        render_targets(&s, &mut out);
-    }
+    let mut families = Families::default();
+    shared.for_each_slice(|slice| {
+        for t in slice {
+            families.add(t);
+        }
+    });
+    let mut out = families.finish();
     if let Some(c) = shared.cluster.get() {
         c.render(&mut out);
     }
@@ -38,64 +41,68 @@ pub fn render(shared: &Shared) -> String {
     out
 }
 
-/// The per-target families.
-pub fn render_targets(s: &Scheduler<std::sync::Arc<Check>>, out: &mut String) {
-    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    family(
-        out,
+/// The per-target families, each in its own buffer, so that targets can be added one at a
+/// time (a slice at a time) and the families still come out whole.
+#[derive(Default)]
+struct Families([String; 7]);
+
+/// Each family's name, type and help text, in the order they are written.
+const FAMILIES: [(&str, &str, &str); 7] = [
+    (
         "probe_success",
         "gauge",
         "Whether the last probe of the target succeeded (blackbox_exporter)",
-    );
-    for t in s.targets() {
-        if let Some(raw) = t.state.last_raw {
-            let ok = matches!(raw, RawResult::Success | RawResult::Warning);
-            series(out, "probe_success", t, &[], u64::from(ok));
-        }
-    }
-    family(
-        out,
+    ),
+    (
         "probe_duration_seconds",
         "gauge",
         "How long the last probe of the target took, retries included (blackbox_exporter)",
-    );
-    for t in s.targets() {
-        if t.state.last_raw.is_some() {
-            line_start(out, "probe_duration_seconds", t, &[]);
-            let _ = writeln!(out, " {}", t.state.last_duration.as_secs_f64());
-        }
-    }
-    family(
-        out,
+    ),
+    (
         "probe_http_status_code",
         "gauge",
         "HTTP status of the last probe: the code of a failure status, 200 for any 2xx, 300 for any 3xx, 0 without a response (blackbox_exporter)",
-    );
-    for t in s.targets() {
-        if matches!(*t.payload, Check::Http(_)) && t.state.last_raw.is_some() {
-            series(
-                out,
-                "probe_http_status_code",
-                t,
-                &[],
-                u64::from(t.state.http_status),
-            );
-        }
-    }
-    family(
-        out,
+    ),
+    (
         "prober_probe_total",
         "counter",
         "Cumulative number of a liveness, readiness or startup probe for a container by result",
-    );
-    for t in s.targets() {
+    ),
+    (
+        "probelet_monitor_target_ready",
+        "gauge",
+        "Whether the target is ready: its published readiness result, after the thresholds",
+    ),
+    (
+        "probelet_monitor_target_transitions_total",
+        "counter",
+        "Readiness transitions of the target (ready to not ready and back): flapping shows as a high rate",
+    ),
+    (
+        "probelet_monitor_probe_timeout_seconds",
+        "gauge",
+        "The target's timeoutSeconds: probe_duration_seconds near it means probes are about to time out",
+    ),
+];
+
+impl Families {
+    /// One target's series.
+    fn add(&mut self, t: &Target<Arc<Check>>) {
+        let [success, duration, http, total, ready, transitions, timeout] = &mut self.0;
         let st = &t.state;
+        if let Some(raw) = st.last_raw {
+            let ok = matches!(raw, RawResult::Success | RawResult::Warning);
+            series(success, FAMILIES[0].0, t, &[], u64::from(ok));
+            line_start(duration, FAMILIES[1].0, t, &[]);
+            let _ = writeln!(duration, " {}", st.last_duration.as_secs_f64());
+            if matches!(*t.payload, Check::Http(_)) {
+                series(http, FAMILIES[2].0, t, &[], u64::from(st.http_status));
+            }
+        }
         if st.successes > 0 {
             series(
-                out,
-                "prober_probe_total",
+                total,
+                FAMILIES[3].0,
                 t,
                 &[("probe_type", "Readiness"), ("result", "successful")],
                 st.successes,
@@ -104,8 +111,8 @@ pub fn render_targets(s: &Scheduler<std::sync::Arc<Check>>, out: &mut String) {
         for (i, n) in st.failures.iter().enumerate() {
             if *n > 0 {
                 series(
-                    out,
-                    "prober_probe_total",
+                    total,
+                    FAMILIES[3].0,
                     t,
                     &[
                         ("probe_type", "Readiness"),
@@ -116,51 +123,31 @@ pub fn render_targets(s: &Scheduler<std::sync::Arc<Check>>, out: &mut String) {
                 );
             }
         }
-    }
-    family(
-        out,
-        "probelet_monitor_target_ready",
-        "gauge",
-        "Whether the target is ready: its published readiness result, after the thresholds",
-    );
-    for t in s.targets() {
+        series(ready, FAMILIES[4].0, t, &[], u64::from(st.ready()));
         series(
-            out,
-            "probelet_monitor_target_ready",
+            transitions,
+            FAMILIES[5].0,
             t,
             &[],
-            u64::from(t.state.ready()),
+            u64::from(st.transitions),
         );
-    }
-    family(
-        out,
-        "probelet_monitor_target_transitions_total",
-        "counter",
-        "Readiness transitions of the target (ready to not ready and back): flapping shows as a high rate",
-    );
-    for t in s.targets() {
         series(
-            out,
-            "probelet_monitor_target_transitions_total",
-            t,
-            &[],
-            u64::from(t.state.transitions),
-        );
-    }
-    family(
-        out,
-        "probelet_monitor_probe_timeout_seconds",
-        "gauge",
-        "The target's timeoutSeconds: probe_duration_seconds near it means probes are about to time out",
-    );
-    for t in s.targets() {
-        series(
-            out,
-            "probelet_monitor_probe_timeout_seconds",
+            timeout,
+            FAMILIES[6].0,
             t,
             &[],
             u64::try_from(t.timing.timeout_seconds.max(1)).unwrap_or(1),
         );
+    }
+
+    /// The families one after the other, each under its `# HELP` and `# TYPE`.
+    fn finish(self) -> String {
+        let mut out = String::with_capacity(self.0.iter().map(String::len).sum::<usize>() + 2048);
+        for ((name, kind, help), body) in FAMILIES.iter().zip(self.0) {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            out.push_str(&body);
+        }
+        out
     }
 }
 

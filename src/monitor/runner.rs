@@ -1,10 +1,15 @@
 //! The monitor's driver: one tokio task runs the [`Scheduler`], each due probe runs as its own
 //! small task through the `probe` handlers, and outcomes come back over a channel.
 //!
-//! Everything runs on one thread (a current-thread runtime): the scheduler, the probes and
-//! the HTTP endpoints. The scheduler state sits behind a `Mutex` only so the endpoints can
-//! read it between two scheduler steps; nothing contends for it.
+//! The scheduler and the probes run on one thread (a current-thread runtime, or `--threads`
+//! workers); the HTTP endpoints are served from a thread of their own
+//! ([`crate::server::serve_on_own_thread`]) and render on blocking threads from copies of the
+//! targets taken a slice at a time ([`Shared::for_each_slice`]); a reload is prepared on a
+//! blocking thread and applied in slices between probes ([`Shared::apply_in_slices`]). The
+//! scheduler state sits behind a `Mutex` that nothing holds for longer than a slice, so the
+//! probes start on time whatever the clients and reloads do (issue 28 item 13).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -17,7 +22,9 @@ use tokio::sync::mpsc;
 use super::config::{InvalidTarget, TargetSpec, TargetsFile};
 use super::hist::Histogram;
 use super::reason::{self, HandlerKind, Reason};
-use super::scheduler::{Completion, Launch, ReloadSummary, Scheduler, TargetId, Transition};
+use super::scheduler::{
+    Completion, Launch, Reload, ReloadSummary, Scheduler, Target, TargetId, Transition,
+};
 use crate::engine::{Instant, ProbeTiming};
 use crate::outcome::{ProbeOutcome, RawResult};
 use crate::probe::http::HttpTarget;
@@ -459,7 +466,33 @@ pub struct Shared {
     pub watch: super::alerting::Watch,
     /// [`MonitorConfig::allow_link_local`].
     allow_link_local: bool,
+    /// Target sets applied ([`Shared::reload_generation`]).
+    reloads: AtomicU64,
+    /// Held while a reload is applied in slices: one at a time.
+    reloading: tokio::sync::Mutex<()>,
 }
+
+/// A reload prepared off the probing thread ([`Shared::prepare`]).
+#[derive(Debug)]
+pub struct Prepared {
+    reload: Reload<Arc<Check>>,
+    subjects: Vec<crate::alerts::lifecycle::SubjectSpec>,
+    names: std::collections::HashSet<Box<str>>,
+    invalid: Vec<InvalidTarget>,
+}
+
+impl Prepared {
+    /// The file's invalid targets.
+    pub fn invalid(&self) -> &[InvalidTarget] {
+        &self.invalid
+    }
+}
+
+/// Targets a reload applies between two looks at the probes: about a millisecond's work.
+pub const RELOAD_SLICE: usize = 1024;
+
+/// Targets a renderer copies at a time (the scheduler's lock is held for that long).
+pub const RENDER_SLICE: usize = 512;
 
 impl Shared {
     /// A monitor with no targets yet. Must be created inside a tokio runtime.
@@ -475,6 +508,8 @@ impl Shared {
             cluster: std::sync::OnceLock::new(),
             watch: Default::default(),
             allow_link_local: config.allow_link_local,
+            reloads: AtomicU64::new(0),
+            reloading: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -505,22 +540,116 @@ impl Shared {
         self.origin + at.since_origin()
     }
 
-    /// Replaces the target set (first load or reload): unchanged targets keep their state.
+    /// Replaces the target set at once (first load, a cluster rebalance): unchanged targets
+    /// keep their state. A reload of the file goes through [`Shared::prepare`] and
+    /// [`Shared::apply_in_slices`] instead.
     pub fn apply(&self, file: TargetsFile) -> ReloadSummary {
+        let mut prepared = self.prepare(file);
         let now = self.now();
-        let summary = {
-            let mut s = self.scheduler();
-            self.watch.targets_loaded(&file.targets, now);
-            let allow = self.allow_link_local;
-            let summary = s.reload(file.targets, now, |spec| {
-                Arc::new(Check::guarded(spec, allow))
-            });
-            self.metrics.targets.set(s.len() as i64);
-            summary
-        };
-        self.metrics.invalid_targets.set(file.invalid.len() as i64);
-        *self.invalid() = file.invalid;
-        summary
+        while !self
+            .scheduler()
+            .reload_step(&mut prepared.reload, usize::MAX, now)
+        {}
+        self.watch
+            .subjects_loaded(std::mem::take(&mut prepared.subjects), now);
+        self.finish_apply(prepared, now)
+    }
+
+    /// Everything of a reload that needs no scheduler, done by the caller's thread (a blocking
+    /// one for a reload): each target's check built, its timing read, the names gathered.
+    pub fn prepare(&self, file: TargetsFile) -> Prepared {
+        let allow = self.allow_link_local;
+        let subjects = file.targets.iter().map(super::alerting::subject).collect();
+        let names = file
+            .targets
+            .iter()
+            .map(|t| t.name.as_str().into())
+            .collect();
+        let reload = Reload::new(
+            file.targets
+                .into_iter()
+                .map(|spec| {
+                    let check = Arc::new(Check::guarded(&spec, allow));
+                    (spec, check)
+                })
+                .collect(),
+        );
+        Prepared {
+            reload,
+            subjects,
+            names,
+            invalid: file.invalid,
+        }
+    }
+
+    /// Applies a prepared reload [`RELOAD_SLICE`] targets at a time, letting the probes run
+    /// between two slices: at 100,000 targets a reload never stops probing for longer than a
+    /// slice (issue 28 item 13). Reloads are applied one at a time.
+    pub async fn apply_in_slices(&self, mut prepared: Prepared) -> ReloadSummary {
+        let _one = self.reloading.lock().await;
+        loop {
+            let done = self
+                .scheduler()
+                .reload_step(&mut prepared.reload, RELOAD_SLICE, self.now());
+            if done {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        // The alert subjects too: at 100,000 targets, replacing them at once took longer than
+        // the whole of the scheduler's slices.
+        let mut subjects = std::mem::take(&mut prepared.subjects).into_iter();
+        while subjects.len() > 0 {
+            self.watch
+                .subjects_loaded(subjects.by_ref().take(RELOAD_SLICE), self.now());
+            tokio::task::yield_now().await;
+        }
+        self.finish_apply(prepared, self.now())
+    }
+
+    fn finish_apply(&self, prepared: Prepared, now: Instant) -> ReloadSummary {
+        let Prepared {
+            reload,
+            subjects,
+            names,
+            invalid,
+        } = prepared;
+        debug_assert!(subjects.is_empty(), "handed to the watch before");
+        self.watch.targets_loaded(&names, now);
+        self.metrics.targets.set(self.scheduler().len() as i64);
+        self.metrics.invalid_targets.set(invalid.len() as i64);
+        *self.invalid() = invalid;
+        self.reloads.fetch_add(1, Ordering::AcqRel);
+        reload.summary
+    }
+
+    /// How many target sets were applied so far: a rendered page from before a change is not
+    /// served after it.
+    pub fn reload_generation(&self) -> u64 {
+        self.reloads.load(Ordering::Acquire)
+    }
+
+    /// Calls `f` with copies of every target, [`RENDER_SLICE`] at a time. The scheduler's lock
+    /// is held only while a slice is copied, never while `f` runs: a renderer on a blocking
+    /// thread holds the probes up for microseconds, whatever the number of targets (issue 28
+    /// item 13).
+    pub fn for_each_slice(&self, mut f: impl FnMut(&[Target<Arc<Check>>])) {
+        let mut slice = Vec::with_capacity(RENDER_SLICE);
+        let mut at = 0;
+        loop {
+            slice.clear();
+            let end = {
+                let s = self.scheduler();
+                at = s.copy_slice(at, RENDER_SLICE, &mut slice);
+                s.slots()
+            };
+            if !slice.is_empty() {
+                f(&slice);
+            }
+            if at >= end {
+                return;
+            }
+        }
     }
 
     /// The lateness histogram so far, replaced by an empty one.

@@ -237,6 +237,40 @@ pub struct ReloadSummary {
     pub kept: usize,
 }
 
+/// A reload under way: the new targets with their payloads and timings, prepared without the
+/// scheduler (the names and timings are read here, off the probing thread), applied by
+/// [`Scheduler::reload_step`] in slices.
+#[derive(Debug)]
+pub struct Reload<P> {
+    wanted: std::collections::HashSet<Box<str>>,
+    specs: std::vec::IntoIter<(TargetSpec, P, ProbeTiming)>,
+    scan: usize,
+    reserved: bool,
+    /// What it changed so far.
+    pub summary: ReloadSummary,
+}
+
+impl<P> Reload<P> {
+    /// A reload to the targets `specs`, each with its payload.
+    pub fn new(specs: Vec<(TargetSpec, P)>) -> Reload<P> {
+        let wanted = specs.iter().map(|(s, _)| s.name.as_str().into()).collect();
+        let specs: Vec<_> = specs
+            .into_iter()
+            .map(|(s, p)| {
+                let timing = ProbeTiming::from_probe(&s.probe);
+                (s, p, timing)
+            })
+            .collect();
+        Reload {
+            wanted,
+            specs: specs.into_iter(),
+            scan: 0,
+            reserved: false,
+            summary: ReloadSummary::default(),
+        }
+    }
+}
+
 /// Every target, one timer heap, one queue of due probes, and the in-flight bound.
 #[derive(Debug)]
 pub struct Scheduler<P> {
@@ -337,6 +371,7 @@ impl<P> Scheduler<P> {
     /// Applies a new set of targets: new names are added, missing ones removed, changed
     /// probes start over, and unchanged ones keep their whole state (labels are updated).
     /// `make` builds the payload of each target; equal payloads and timings mean "unchanged".
+    /// All at once: [`Reload`] and [`Scheduler::reload_step`] do the same in slices.
     pub fn reload(
         &mut self,
         specs: Vec<TargetSpec>,
@@ -346,44 +381,102 @@ impl<P> Scheduler<P> {
     where
         P: PartialEq,
     {
-        let mut summary = ReloadSummary::default();
-        let wanted: HashMap<&str, ()> = specs.iter().map(|s| (s.name.as_str(), ())).collect();
-        let gone: Vec<Arc<str>> = self
-            .by_name
-            .keys()
-            .filter(|n| !wanted.contains_key(&***n))
-            .cloned()
-            .collect();
-        for name in gone {
-            self.remove(&name);
-            summary.removed += 1;
+        let mut r = Reload::new(
+            specs
+                .into_iter()
+                .map(|s| {
+                    let p = make(&s);
+                    (s, p)
+                })
+                .collect(),
+        );
+        while !self.reload_step(&mut r, usize::MAX, now) {}
+        r.summary
+    }
+
+    /// Applies at most `budget` steps of `r` (a slot looked at for removal, or a target
+    /// added, kept or changed); true once the whole reload is applied. Between two calls the
+    /// scheduler keeps probing: a reload of 100,000 targets never holds it up for longer than
+    /// one slice (issue 28 item 13). Targets that go are removed first, as [`Scheduler::reload`]
+    /// does.
+    pub fn reload_step(&mut self, r: &mut Reload<P>, budget: usize, now: Instant) -> bool
+    where
+        P: PartialEq,
+    {
+        let mut left = budget;
+        if !r.reserved {
+            r.reserved = true;
+            // Exact capacity for a large first load: doubling would leave up to half unused.
+            let new = r.specs.len().saturating_sub(self.by_name.len());
+            self.slots.reserve_exact(new);
+            self.heap.reserve_exact(new);
+            self.by_name.reserve(new);
         }
-        // Exact capacity for a large first load: doubling would leave up to half unused.
-        let new = specs.len().saturating_sub(self.by_name.len());
-        self.slots.reserve_exact(new);
-        self.heap.reserve_exact(new);
-        self.by_name.reserve(new);
-        for spec in specs {
-            let payload = make(&spec);
-            let timing = ProbeTiming::from_probe(&spec.probe);
+        while r.scan < self.slots.len() {
+            if left == 0 {
+                return false;
+            }
+            left -= 1;
+            let gone = self.slots[r.scan]
+                .as_ref()
+                .filter(|t| !r.wanted.contains(&*t.name))
+                .map(|t| t.name.clone());
+            r.scan += 1;
+            if let Some(name) = gone {
+                self.remove(&name);
+                r.summary.removed += 1;
+            }
+        }
+        // Slots freed above are reused below; the scan is past them.
+        r.scan = usize::MAX;
+        while left > 0 {
+            let Some((spec, payload, timing)) = r.specs.next() else {
+                return true;
+            };
+            left -= 1;
             match self.get_by_name_mut(&spec.name) {
                 Some(t) if t.payload == payload && t.timing == timing => {
                     t.labels = labels_of(spec.labels);
                     t.line = u32::try_from(spec.line).unwrap_or(u32::MAX);
-                    summary.kept += 1;
+                    r.summary.kept += 1;
                 }
                 Some(_) => {
                     self.remove(&spec.name);
                     self.add(spec, payload, now);
-                    summary.changed += 1;
+                    r.summary.changed += 1;
                 }
                 None => {
                     self.add(spec, payload, now);
-                    summary.added += 1;
+                    r.summary.added += 1;
                 }
             }
         }
-        summary
+        r.specs.len() == 0
+    }
+
+    /// Copies of at most `n` targets from slot `from` on, appended to `out`; the slot to go
+    /// on from (at least the number of slots once every target was copied). Renderers copy a
+    /// slice at a time and render without the lock (issue 28 item 13).
+    pub fn copy_slice(&self, from: usize, n: usize, out: &mut Vec<Target<P>>) -> usize
+    where
+        P: Clone,
+    {
+        let mut i = from;
+        let mut copied = 0;
+        while i < self.slots.len() && copied < n {
+            if let Some(t) = &self.slots[i] {
+                out.push(t.clone());
+                copied += 1;
+            }
+            i += 1;
+        }
+        i
+    }
+
+    /// How many slots there are (targets plus free slots): where [`Scheduler::copy_slice`]
+    /// ends.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
     }
 
     /// When the driver must call [`Scheduler::poll`] next, if anything is scheduled.
@@ -1078,6 +1171,74 @@ mod tests {
                 .is_none()
         );
         assert_eq!(s.len(), 3);
+    }
+
+    /// Issue 28 item 13: a reload applied a few targets at a time, with probes completing
+    /// between the slices, ends where the same reload applied at once ends; no slice does more
+    /// than its budget; and the copies a renderer takes a slice at a time are every target.
+    #[test]
+    fn r28_13_a_reload_in_slices_ends_as_a_whole_reload() {
+        let names = |s: &Scheduler<()>| {
+            let mut v: Vec<(String, bool, u64)> = s
+                .targets()
+                .map(|t| (t.name.to_string(), t.state.ready(), t.state.successes))
+                .collect();
+            v.sort();
+            v
+        };
+        let build = || {
+            let mut s = Scheduler::<()>::new(100, 1);
+            for i in 0..40 {
+                s.add(spec(&format!("t{i}"), ""), (), Instant::ZERO);
+            }
+            drive(&mut s, Instant::from_secs(30), Duration::ZERO, |_, _| ok());
+            s
+        };
+        // Half removed, a quarter changed, a quarter kept, 30 new.
+        let specs = || -> Vec<TargetSpec> {
+            (20..70)
+                .map(|i| match i {
+                    20..30 => spec(&format!("t{i}"), ", periodSeconds: 3"),
+                    _ => spec(&format!("t{i}"), ""),
+                })
+                .collect()
+        };
+        let mut whole = build();
+        let expected = whole.reload(specs(), Instant::from_secs(30), |_| ());
+        let mut sliced = build();
+        let mut r = Reload::new(specs().into_iter().map(|s| (s, ())).collect());
+        let mut steps = 0;
+        let mut launches = Vec::new();
+        loop {
+            let (before, removed) = (sliced.len(), r.summary.removed);
+            let done = sliced.reload_step(&mut r, 7, Instant::from_secs(30));
+            steps += 1;
+            let added = r.summary.added + r.summary.changed + r.summary.kept;
+            assert!(sliced.len().abs_diff(before) <= 7 && r.summary.removed - removed <= 7);
+            assert!(added <= steps * 7);
+            // The probes go on between two slices.
+            sliced.poll(Instant::from_secs(30), &mut launches);
+            for l in launches.drain(..) {
+                sliced.complete(l.id, ok(), Instant::from_secs(30), &mut Vec::new());
+            }
+            if done {
+                break;
+            }
+        }
+        assert!(steps >= (40 + 50) / 7, "{steps} slices");
+        assert_eq!(r.summary, expected);
+        assert_eq!(names(&sliced), names(&whole));
+        let mut copies = Vec::new();
+        let mut at = 0;
+        while at < sliced.slots() {
+            let n = copies.len();
+            at = sliced.copy_slice(at, 8, &mut copies);
+            assert!(copies.len() - n <= 8);
+        }
+        let mut copied: Vec<String> = copies.iter().map(|t| t.name.to_string()).collect();
+        copied.sort();
+        let all: Vec<String> = names(&sliced).into_iter().map(|n| n.0).collect();
+        assert_eq!(copied, all);
     }
 
     #[test]

@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::extract::State;
 use axum::http::header;
-use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::history::{Entry, WINDOW};
@@ -21,8 +19,11 @@ use super::runner::{Check, Shared};
 use super::scheduler::Target;
 use crate::outcome::RawResult;
 
-/// The page; `/*INITIAL*/null` is replaced by the state at the time of the request.
+/// The page; [`PLACEHOLDER`] is replaced by the state at the time of the request.
 const PAGE: &str = include_str!("status.html");
+
+/// Where the page's initial state goes.
+const PLACEHOLDER: &str = "/*INITIAL*/null";
 
 /// One target's row.
 #[derive(Debug, Serialize)]
@@ -50,119 +51,153 @@ pub struct Row {
     pub suppressed_by: Vec<String>,
 }
 
-/// What `/status.json` answers.
-#[derive(Debug, Serialize)]
-pub struct Status {
-    /// Now (ms since the epoch).
-    pub now: u64,
-    /// The history window (ms).
-    pub window: u64,
-    /// Every target, in file order.
-    pub targets: Vec<Row>,
-}
-
 fn millis(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The state of every target now.
-pub fn status(shared: &Shared) -> Status {
+/// Writes the state of every target now as `/status.json`'s object: `now` and `window` (ms),
+/// and `targets`, one [`Row`] each, in file order. Called on a blocking thread: the targets are
+/// copied, the history and alerts locked, and the rows built and written a slice at a time, so
+/// that the probes are never held up (issue 28 item 13) and only one slice's rows exist at once.
+pub fn write_status(shared: &Shared, out: &mut impl std::io::Write) -> std::io::Result<()> {
     let ms = |at| millis(shared.wall(at));
-    let s = shared.scheduler();
-    let history = shared.watch.history();
-    let alerts = shared.watch.alerts();
-    let targets = s
-        .targets()
-        .map(|t: &Target<Arc<Check>>| {
-            let st = &t.state;
-            let entry = history.get(&t.name);
-            let failing_now = matches!(st.last_raw, Some(RawResult::Failure | RawResult::Unknown));
-            let failure = if failing_now {
-                st.last_probe.map(|at| {
-                    (
-                        ms(at),
-                        st.last_reason.map_or("other", |r| r.as_str()).to_string(),
-                        st.last_output.to_string(),
-                    )
-                })
-            } else {
-                entry
-                    .and_then(|e| e.last_failure.as_ref())
-                    .map(|f| (ms(f.at), f.reason.to_string(), f.message.to_string()))
-            };
-            // Alert state only when alerts go somewhere (`--alertmanager`): without one a
-            // `firing` tag would claim a notification that nobody receives.
-            let alert = shared.watch.sender().and_then(|_| alerts.view(&t.name));
-            Row {
-                name: t.name.to_string(),
-                labels: t
-                    .labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-                ready: st.ready(),
-                probed: st.last_probe.is_some(),
-                settled: st.settled,
-                since: ms(st.last_transition),
-                failure,
-                history: entry.map_or_else(Vec::new, |e: &Entry| {
-                    e.changes.iter().map(|c| (ms(c.at), c.ready)).collect()
-                }),
-                alert: alert.as_ref().map(|a| a.state.as_str()),
-                suppressed_by: alert.map(|a| a.suppressed_by).unwrap_or_default(),
-            }
-        })
-        .collect();
-    Status {
-        now: millis(SystemTime::now()),
-        window: u64::try_from(WINDOW.as_millis()).unwrap_or(u64::MAX),
-        targets,
-    }
+    write!(
+        out,
+        "{{\"now\":{},\"window\":{},\"targets\":",
+        millis(SystemTime::now()),
+        u64::try_from(WINDOW.as_millis()).unwrap_or(u64::MAX)
+    )?;
+    super::http::write_rows(shared, out, |slice| {
+        let history = shared.watch.history();
+        let alerts = shared.watch.alerts();
+        slice
+            .iter()
+            .map(|t: &Target<Arc<Check>>| {
+                let st = &t.state;
+                let entry = history.get(&t.name);
+                let failing_now =
+                    matches!(st.last_raw, Some(RawResult::Failure | RawResult::Unknown));
+                let failure = if failing_now {
+                    st.last_probe.map(|at| {
+                        (
+                            ms(at),
+                            st.last_reason.map_or("other", |r| r.as_str()).to_string(),
+                            st.last_output.to_string(),
+                        )
+                    })
+                } else {
+                    entry
+                        .and_then(|e| e.last_failure.as_ref())
+                        .map(|f| (ms(f.at), f.reason.to_string(), f.message.to_string()))
+                };
+                // Alert state only when alerts go somewhere (`--alertmanager`): without one a
+                // `firing` tag would claim a notification that nobody receives.
+                let alert = shared.watch.sender().and_then(|_| alerts.view(&t.name));
+                Row {
+                    name: t.name.to_string(),
+                    labels: t
+                        .labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                    ready: st.ready(),
+                    probed: st.last_probe.is_some(),
+                    settled: st.settled,
+                    since: ms(st.last_transition),
+                    failure,
+                    history: entry.map_or_else(Vec::new, |e: &Entry| {
+                        e.changes.iter().map(|c| (ms(c.at), c.ready)).collect()
+                    }),
+                    alert: alert.as_ref().map(|a| a.state.as_str()),
+                    suppressed_by: alert.map(|a| a.suppressed_by).unwrap_or_default(),
+                }
+            })
+            .collect()
+    })?;
+    out.write_all(b"}")
 }
 
 /// JSON that is safe inside an HTML `<script>` element: `<`, `>` and `&` only ever occur
 /// inside JSON strings, where their `\u` escapes mean the same.
 pub fn script_safe_json(value: &impl Serialize) -> String {
-    let mut text = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
-    // Most pages have none of these: each pass is a fast search that copies nothing then.
-    for (c, escaped) in [
-        ('<', "\\u003c"),
-        ('>', "\\u003e"),
-        ('&', "\\u0026"),
-        ('\u{2028}', "\\u2028"),
-        ('\u{2029}', "\\u2029"),
-    ] {
-        if text.contains(c) {
-            text = text.replace(c, escaped);
-        }
+    let mut out = Vec::new();
+    if serde_json::to_writer(ScriptSafe(&mut out), value).is_err() {
+        return "null".into();
     }
-    text
+    String::from_utf8(out).unwrap_or_else(|_| "null".into())
 }
 
-/// `GET /`.
-pub async fn page(State(shared): State<Arc<Shared>>) -> Response {
-    let initial = script_safe_json(&status(&shared));
-    let body = PAGE.replacen("/*INITIAL*/null", &initial, 1);
+/// A writer of JSON text that escapes, as it goes, what could end a `<script>` element or a
+/// line in it: `<`, `>`, `&`, U+2028 and U+2029. serde_json writes a string's text in runs
+/// cut only at ASCII characters it escapes, so a multi-byte character is never split across
+/// two writes.
+pub struct ScriptSafe<W>(pub W);
+
+impl<W: std::io::Write> std::io::Write for ScriptSafe<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let mut start = 0;
+        let mut i = 0;
+        while i < buf.len() {
+            let escaped: Option<(&[u8], usize)> = match buf[i] {
+                b'<' => Some((b"\\u003c", 1)),
+                b'>' => Some((b"\\u003e", 1)),
+                b'&' => Some((b"\\u0026", 1)),
+                0xE2 if buf[i..].starts_with(&[0xE2, 0x80, 0xA8]) => Some((b"\\u2028", 3)),
+                0xE2 if buf[i..].starts_with(&[0xE2, 0x80, 0xA9]) => Some((b"\\u2029", 3)),
+                _ => None,
+            };
+            match escaped {
+                Some((text, len)) => {
+                    self.0.write_all(&buf[start..i])?;
+                    self.0.write_all(text)?;
+                    i += len;
+                    start = i;
+                }
+                None => i += 1,
+            }
+        }
+        self.0.write_all(&buf[start..])
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// The page's headers: the page needs nothing from anywhere else, so say so, so that a
+/// hostile string that did reach markup still could not load or send anything.
+pub const PAGE_HEADERS: [(header::HeaderName, &str); 3] = [
+    (header::CONTENT_TYPE, "text/html; charset=utf-8"),
     (
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            // The page needs nothing from anywhere else: say so, so that a hostile string
-            // that did reach markup still could not load or send anything.
-            (
-                header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:",
-            ),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        body,
-    )
-        .into_response()
+        header::CONTENT_SECURITY_POLICY,
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:",
+    ),
+    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+];
+
+/// `GET /`'s body: the page with the state now embedded.
+pub fn render_page(shared: &Shared) -> Vec<u8> {
+    let (before, after) = PAGE.split_once(PLACEHOLDER).unwrap_or((PAGE, ""));
+    let mut out = before.as_bytes().to_vec();
+    if write_status(shared, &mut ScriptSafe(&mut out)).is_err() {
+        out.truncate(before.len());
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(after.as_bytes());
+    out
 }
 
-/// `GET /status.json`.
-pub async fn json(State(shared): State<Arc<Shared>>) -> Response {
-    axum::Json(status(&shared)).into_response()
+/// `GET /status.json`'s body.
+pub fn render_json(shared: &Shared) -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = write_status(shared, &mut out);
+    out
 }
 
 #[cfg(test)]
@@ -180,7 +215,7 @@ mod tests {
 
     #[test]
     fn the_page_has_one_placeholder_and_no_external_reference() {
-        assert_eq!(PAGE.matches("/*INITIAL*/null").count(), 1);
+        assert_eq!(PAGE.matches(PLACEHOLDER).count(), 1);
         for external in ["http://", "https://", "src=", "href=", "@import", "url("] {
             assert!(!PAGE.contains(external), "{external}");
         }

@@ -90,7 +90,7 @@ impl Limited {
         let child = Command::new("sh")
             .arg("-c")
             .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
-            .arg(env!("CARGO_BIN_EXE_probelet"))
+            .arg(probelet_bin())
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -105,4 +105,31 @@ impl Drop for Limited {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The binary the hostile tests attack: `PROBELET_BIN` when set (the release binary, for the
+/// issue's figures: `PROBELET_BIN=target/release/probelet cargo test --test monitor_hostile`),
+/// else the one cargo built for the tests.
+pub fn probelet_bin() -> String {
+    std::env::var("PROBELET_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_probelet").into())
+}
+
+/// A memory figure of process `pid` from /proc/PID/status (`VmRSS`: resident now, `VmHWM`:
+/// the peak since start or [`reset_peak`]), in MiB.
+pub fn memory_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    kb / 1024.0
+}
+
+/// Resets `VmHWM` of process `pid` to its resident size now (Linux's `clear_refs` 5), so that
+/// the peak of an attack is measured apart from the start-up's.
+pub fn reset_peak(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
 }

@@ -95,7 +95,7 @@ impl ClusterStatus {
             Some((since, why)) => format!(
                 "cluster: degraded since {}: {} (member {}, still probing its {owned} targets; {members} members when last seen)\n",
                 format_rfc3339(since),
-                escape_control(&why),
+                crate::display::terminal(&why),
                 self.member
             ),
             None => format!(
@@ -165,18 +165,4 @@ impl ClusterStatus {
             );
         }
     }
-}
-
-/// `text` with control characters (escape sequences, newlines) shown as `\u{..}` escapes:
-/// what etcd or a target says must not drive the terminal that prints it.
-pub fn escape_control(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }
