@@ -62,8 +62,17 @@ fn raise_own_nofile() {
 /// Item 8: 700 connections that send nothing and 700 that send one byte, against a monitor
 /// at `ulimit -n 256`: `/healthz` and `/metrics` answer within 100 ms all along, and the
 /// probes keep running (the target stays Ready).
+/// The attacks that load the machine (floods, slow readers, storms) run one at a time: each
+/// measures latency, which another attack in the same test binary would skew.
+static ATTACK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_attack_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ATTACK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn r28_8_connection_floods_leave_the_monitor_answering_and_probing() {
+    let _attack = one_attack_at_a_time();
     raise_own_nofile();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("targets.yaml");
@@ -251,6 +260,7 @@ fn fetch(port: u16, path: &str) -> usize {
 /// after the clients leave the memory returns (within 25 MB of where it was).
 #[test]
 fn r28_8_slow_readers_of_the_big_endpoints_cost_one_shared_body() {
+    let _attack = one_attack_at_a_time();
     raise_own_nofile();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("targets.yaml");
@@ -341,6 +351,7 @@ fn late_probes(port: u16) -> (f64, f64) {
 /// for seconds). Rendering and reloading happen off the probing thread, a slice at a time.
 #[test]
 fn r28_13_status_storms_and_reloads_leave_the_probes_on_time() {
+    let _attack = one_attack_at_a_time();
     raise_own_nofile();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let target_port = listener.local_addr().unwrap().port();
