@@ -88,7 +88,7 @@ pub enum EventFormat {
 }
 
 /// One line of output: JSON, or `time pod[container] ...` text.
-fn format_line(format: EventFormat, line: &Line) -> String {
+pub fn format_line(format: EventFormat, line: &Line) -> String {
     let who = pod_container(line);
     match format {
         EventFormat::Json => serde_json::to_string(line).unwrap_or_default(),

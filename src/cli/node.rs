@@ -1,0 +1,178 @@
+//! `probelet node`: join a real Kubernetes control plane as a node whose pods run as local
+//! processes with the kubelet's probe semantics (docs/node.md).
+
+use super::run::{EventFormat, format_line};
+use clap::Args as ClapArgs;
+use probelet::display::terminal;
+use probelet::driver::real::{Line, Supervisor, SupervisorConfig};
+use probelet::engine::backoff::BackoffPolicy;
+use probelet::node::{NodeConfig, kubelet::KubeletTls};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// How pods are networked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PodNetwork {
+    /// Every pod shares the node's network: its IP is the node's, and two pods binding the same
+    /// port clash (the second one's container fails, as its own failure).
+    Host,
+}
+
+/// Arguments of `probelet node`.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct Args {
+    /// The kubeconfig of the API server to join (its current context).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: PathBuf,
+    /// The node's name (default: this machine's host name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The node's InternalIP: where the API server reaches the kubelet endpoints, and the IP
+    /// of host-network pods.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub node_ip: String,
+    /// Where the kubelet endpoints (`containerLogs`) listen; port 0 picks a free one.
+    #[arg(long, default_value = "127.0.0.1:10250", value_name = "ADDR")]
+    pub kubelet_listen: std::net::SocketAddr,
+    /// The kubelet endpoints' serving certificate (PEM), signed by the CA the API server
+    /// verifies kubelets with (`scripts/control-plane node-cert DIR NAME` issues one). Without
+    /// it there are no kubelet endpoints, so `kubectl logs` fails.
+    #[arg(long, value_name = "FILE", requires_all = ["tls_private_key_file", "client_ca_file"])]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// The CA whose client certificates may read the kubelet endpoints (the API server's
+    /// `--kubelet-client-certificate` is signed by it).
+    #[arg(long, value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
+    /// How pods are networked.
+    #[arg(long, value_enum, default_value = "host")]
+    pub pod_network: PodNetwork,
+    /// How to print events and container output: `text` or `json` lines.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub output: EventFormat,
+    /// Allow probes to reach link-local and cloud-metadata addresses.
+    #[arg(long)]
+    pub allow_link_local: bool,
+    /// The kubelet version to emulate (probes' `User-Agent`, the node's kubeletVersion).
+    #[arg(long, default_value = probelet::probe::DEFAULT_KUBELET_VERSION)]
+    pub kubelet_version: String,
+    /// Seed for the probe start-up and resync jitter (default: random).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Cap on the CrashLoopBackOff delay (the kubelet's `maxContainerRestartPeriod`).
+    #[arg(long, value_parser = probelet::display::parse_duration)]
+    pub max_container_restart_period: Option<Duration>,
+}
+
+/// Runs `probelet node`.
+pub fn run(args: Args) -> ExitCode {
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(probelet::api::objects::node_name);
+    let tls = match (
+        &args.tls_cert_file,
+        &args.tls_private_key_file,
+        &args.client_ca_file,
+    ) {
+        (Some(cert), Some(key), Some(ca)) => Some(KubeletTls {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: ca.clone(),
+        }),
+        _ => None,
+    };
+    let mut supervisor_config = SupervisorConfig {
+        pod_ip: args.node_ip.clone(),
+        allow_link_local: args.allow_link_local,
+        ..SupervisorConfig::default()
+    };
+    supervisor_config.probe.kubelet_version = args.kubelet_version.clone();
+    supervisor_config.engine.seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    });
+    if let Some(max) = args.max_container_restart_period {
+        supervisor_config.engine.backoff = BackoffPolicy::with_max(max);
+    }
+    let config = NodeConfig {
+        kubeconfig: args.kubeconfig.clone(),
+        name: name.clone(),
+        address: args.node_ip.clone(),
+        kubelet_listen: args.kubelet_listen,
+        tls,
+    };
+    let format = args.output;
+    let _ = probelet::runtime::limits::raise_nofile();
+    probelet::runtime::containment::init();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async move {
+        if probelet::runtime::process::become_subreaper().is_ok()
+            && let Ok(mut child_exits) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
+        {
+            tokio::spawn(async move {
+                while child_exits.recv().await.is_some() {
+                    probelet::runtime::process::reap_orphans();
+                }
+            });
+        }
+        let print = move |line: Line| {
+            // Names, messages and output come from the API server and the programs run:
+            // escaped, so none can drive the terminal.
+            let text = terminal(&format_line(format, &line)).into_owned();
+            let _ = writeln!(std::io::stdout().lock(), "{text}");
+        };
+        let note = {
+            let name = name.clone();
+            move |message: String| {
+                print(Line {
+                    time: probelet::wall::format_rfc3339(std::time::SystemTime::now()),
+                    pod: format!("node/{name}"),
+                    container: String::new(),
+                    kind: "note",
+                    reason: String::new(),
+                    event_type: "",
+                    message,
+                })
+            }
+        };
+        let supervisor = Supervisor::new(supervisor_config, print);
+        let first_signal =
+            match probelet::runtime::signals::spawn_stop_thread(supervisor.stop_flag()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: cannot handle signals: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+        let stop = async {
+            let _ = first_signal.await;
+        };
+        eprintln!("node {}: joining the API server of {}", terminal(&name), terminal(&args.kubeconfig.display().to_string()));
+        let result = probelet::node::run(config, supervisor, stop, note).await;
+        probelet::runtime::containment::sweep_descendants();
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {}", terminal(&e.to_string()));
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
