@@ -118,12 +118,16 @@ fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) ->
 fn namespace(name: &str) -> String {
     let ns = format!("{name}-{}", std::process::id());
     kubectl_ok(&["create", "namespace", &ns]);
-    wait_until("the default service account", Duration::from_secs(30), || {
-        kubectl(&["get", "serviceaccount", "-n", &ns, "default"])
-            .status
-            .success()
-            .then_some(())
-    });
+    wait_until(
+        "the default service account",
+        Duration::from_secs(30),
+        || {
+            kubectl(&["get", "serviceaccount", "-n", &ns, "default"])
+                .status
+                .success()
+                .then_some(())
+        },
+    );
     ns
 }
 
@@ -182,18 +186,23 @@ impl Node {
             child: Some(child),
             out,
         };
-        wait_until(&format!("node {name} Ready"), Duration::from_secs(30), || {
-            let n = kubectl(&["get", "node", name, "-o", "json"]);
-            let v: Value = serde_json::from_slice(&n.stdout).ok()?;
-            let ready = v["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True");
-            let hb = v["status"]["conditions"].as_array()?.iter().all(|c| {
-                c["lastHeartbeatTime"].as_str().is_some()
-            });
-            (ready && hb).then_some(())
-        });
+        wait_until(
+            &format!("node {name} Ready"),
+            Duration::from_secs(30),
+            || {
+                let n = kubectl(&["get", "node", name, "-o", "json"]);
+                let v: Value = serde_json::from_slice(&n.stdout).ok()?;
+                let ready = v["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
+                let hb = v["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .all(|c| c["lastHeartbeatTime"].as_str().is_some());
+                (ready && hb).then_some(())
+            },
+        );
         node
     }
 
@@ -303,7 +312,14 @@ fn r29_2_deployment_rolls_out_its_endpointslice_lists_the_pod_ip_ready_and_it_an
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  replicas: 1\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      nodeSelector: {{kubernetes.io/hostname: n-rollout}}\n      terminationGracePeriodSeconds: 2\n      containers:\n      - name: app\n        image: example/app\n        command: [probelet, demo-app, --listen, \"{ip}:{port}\"]\n        ports: [{{containerPort: {port}}}]\n        readinessProbe: {{httpGet: {{path: /readyz, port: {port}}}, periodSeconds: 1}}\n        livenessProbe: {{httpGet: {{path: /healthz, port: {port}}}, periodSeconds: 2}}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: web}}\nspec:\n  selector: {{app: web}}\n  ports: [{{port: 80, targetPort: {port}}}]\n"
         ),
     );
-    kubectl_ok(&["rollout", "status", "-n", &ns, "deploy/web", "--timeout=60s"]);
+    kubectl_ok(&[
+        "rollout",
+        "status",
+        "-n",
+        &ns,
+        "deploy/web",
+        "--timeout=60s",
+    ]);
     let pods = json(&["get", "pods", "-n", &ns, "-l", "app=web", "-o", "json"]);
     let pod = &pods["items"][0];
     assert_eq!(pod["status"]["podIP"], ip.as_str());
@@ -312,10 +328,14 @@ fn r29_2_deployment_rolls_out_its_endpointslice_lists_the_pod_ip_ready_and_it_an
         condition(pod, "PodReadyToStartContainers").unwrap()["status"],
         "True"
     );
-    let eps = wait_until("the EndpointSlice lists the pod ready", Duration::from_secs(30), || {
-        let eps = endpoint_ready(&ns, "web");
-        (eps == vec![(ip.clone(), true)]).then_some(eps)
-    });
+    let eps = wait_until(
+        "the EndpointSlice lists the pod ready",
+        Duration::from_secs(30),
+        || {
+            let eps = endpoint_ready(&ns, "web");
+            (eps == vec![(ip.clone(), true)]).then_some(eps)
+        },
+    );
     assert_eq!(eps.len(), 1);
     // The pod IP answers from the host.
     let (code, _) = common::http(&format!("{ip}:{port}"), "GET", "/readyz", "");
@@ -347,22 +367,29 @@ fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
         &(file_probed_pod("flip", "n-readiness", port, dir.path(), false)
             + "---\napiVersion: v1\nkind: Service\nmetadata: {name: flip}\nspec:\n  selector: {app: flip}\n  ports: [{port: 80}]\n"),
     );
-    wait_until("ready in the EndpointSlice", Duration::from_secs(40), || {
-        (endpoint_ready(&ns, "flip") == vec![(ip.clone(), true)]).then_some(())
-    });
+    wait_until(
+        "ready in the EndpointSlice",
+        Duration::from_secs(40),
+        || (endpoint_ready(&ns, "flip") == vec![(ip.clone(), true)]).then_some(()),
+    );
     // periodSeconds 1 × failureThreshold 3 + 2 s.
     std::fs::remove_file(&ready_file).unwrap();
     let removed = Instant::now();
-    wait_until("not ready in the EndpointSlice", Duration::from_secs(20), || {
-        (endpoint_ready(&ns, "flip") == vec![(ip.clone(), false)]).then_some(())
-    });
+    wait_until(
+        "not ready in the EndpointSlice",
+        Duration::from_secs(20),
+        || (endpoint_ready(&ns, "flip") == vec![(ip.clone(), false)]).then_some(()),
+    );
     let took = removed.elapsed();
     assert!(
         took <= Duration::from_secs(5),
         "not ready after {took:?}, more than periodSeconds × failureThreshold + 2 s"
     );
     let pod = pod_json(&ns, "flip");
-    assert_eq!(condition(&pod, "Ready").unwrap()["reason"], "ContainersNotReady");
+    assert_eq!(
+        condition(&pod, "Ready").unwrap()["reason"],
+        "ContainersNotReady"
+    );
     // successThreshold 2: ready again after two successes (1 s apart), not before one period.
     std::fs::write(&ready_file, "").unwrap();
     let restored = Instant::now();
@@ -370,7 +397,10 @@ fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
         (endpoint_ready(&ns, "flip") == vec![(ip.clone(), true)]).then_some(())
     });
     let took = restored.elapsed();
-    assert!(took >= Duration::from_millis(900), "ready after {took:?}: one success is not enough");
+    assert!(
+        took >= Duration::from_millis(900),
+        "ready after {took:?}: one success is not enough"
+    );
     assert!(took <= Duration::from_secs(5), "ready after {took:?}");
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }
@@ -383,7 +413,10 @@ fn r29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() 
     let port = common::free_port();
     std::fs::write(dir.path().join("live.ready"), "").unwrap();
     std::fs::write(dir.path().join("live.live"), "").unwrap();
-    kubectl_apply(&ns, &file_probed_pod("live", "n-liveness", port, dir.path(), true));
+    kubectl_apply(
+        &ns,
+        &file_probed_pod("live", "n-liveness", port, dir.path(), true),
+    );
     wait_until("running", Duration::from_secs(30), || {
         let p = pod_json(&ns, "live");
         (p["status"]["containerStatuses"][0]["state"]["running"].is_object()).then_some(())
@@ -464,7 +497,10 @@ fn r29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays
         let p = pod_json(&ns, "gated");
         (condition(&p, "Ready")?["status"] == "False").then_some(p)
     });
-    assert_eq!(condition(&p, "Ready").unwrap()["reason"], "ContainersNotReady");
+    assert_eq!(
+        condition(&p, "Ready").unwrap()["reason"],
+        "ContainersNotReady"
+    );
     assert_eq!(condition(&p, "example.com/lb").unwrap()["status"], "True");
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }
@@ -491,10 +527,21 @@ fn r29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
     assert_eq!(tail.lines().count(), 1, "{tail}");
     assert!(process_with(&marker).is_some());
     let started = Instant::now();
-    kubectl_ok(&["delete", "pod", "-n", &ns, "web", "--wait=true", "--timeout=30s"]);
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "-n",
+        &ns,
+        "web",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
     // The kill path: SIGTERM after preStop, the app's 1 s stop delay honoured (no SIGKILL).
     assert!(started.elapsed() >= Duration::from_secs(1));
-    assert!(process_with(&marker).is_none(), "the container's process survived");
+    assert!(
+        process_with(&marker).is_none(),
+        "the container's process survived"
+    );
     let out = node.output();
     assert!(out.contains("Killing: Stopping container app"), "{out}");
     assert!(out.contains("demo-app: SIGTERM"), "{out}");
@@ -518,7 +565,9 @@ fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_ev
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  nodeName: n-kill9\n  tolerations:\n  - {{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 1}}\n  - {{key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 1}}\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"{marker}\"]\n"
         ),
     );
-    wait_until("the pod's process", Duration::from_secs(30), || process_with(&marker));
+    wait_until("the pod's process", Duration::from_secs(30), || {
+        process_with(&marker)
+    });
     let mut child = node.child.take().unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
@@ -559,13 +608,20 @@ fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  nodeName: n-restart\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"{marker}\"]\n"
         ),
     );
-    wait_until("the pod's process", Duration::from_secs(30), || process_with(&marker));
+    wait_until("the pod's process", Duration::from_secs(30), || {
+        process_with(&marker)
+    });
     let status = node.terminate();
     assert!(status.success(), "{status:?}\n{}", node.output());
-    assert!(process_with(&marker).is_none(), "a pod process survived SIGTERM");
+    assert!(
+        process_with(&marker).is_none(),
+        "a pod process survived SIGTERM"
+    );
     // Restarted: the pod bound to it runs again.
     let node = Node::start("n-restart");
-    wait_until("the pod runs again", Duration::from_secs(30), || process_with(&marker));
+    wait_until("the pod runs again", Duration::from_secs(30), || {
+        process_with(&marker)
+    });
     wait_until("Ready again", Duration::from_secs(30), || {
         let p = pod_json(&ns, "web");
         (condition(&p, "Ready")?["status"] == "True").then_some(())
@@ -588,7 +644,10 @@ fn r29_3_unreachable_api_server_and_wrong_token_are_one_clear_error_each() {
     let unreachable = dir.path().join("unreachable");
     std::fs::write(
         &unreachable,
-        kubeconfig.replace(server_line, &format!("    server: https://127.0.0.1:{port}")),
+        kubeconfig.replace(
+            server_line,
+            &format!("    server: https://127.0.0.1:{port}"),
+        ),
     )
     .unwrap();
     let token_line = kubeconfig
@@ -596,7 +655,11 @@ fn r29_3_unreachable_api_server_and_wrong_token_are_one_clear_error_each() {
         .find(|l| l.trim_start().starts_with("token:"))
         .unwrap();
     let wrong = dir.path().join("wrong-token");
-    std::fs::write(&wrong, kubeconfig.replace(token_line, "    token: not-the-token")).unwrap();
+    std::fs::write(
+        &wrong,
+        kubeconfig.replace(token_line, "    token: not-the-token"),
+    )
+    .unwrap();
     for (file, expect) in [
         (&unreachable, "the API server is unreachable"),
         (&wrong, "401 Unauthorized"),

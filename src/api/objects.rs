@@ -204,7 +204,10 @@ pub fn kubelet_conditions(
     now: Time,
 ) {
     let conditions = status.conditions.get_or_insert_with(Vec::new);
-    if !conditions.iter().any(|c| c.type_ == "PodReadyToStartContainers") {
+    if !conditions
+        .iter()
+        .any(|c| c.type_ == "PodReadyToStartContainers")
+    {
         conditions.insert(
             0,
             core::PodCondition {
@@ -562,5 +565,117 @@ mod tests {
             qos_class(&t("    resources: {limits: {cpu: 100m, memory: 1Gi}}\n").spec),
             "Guaranteed"
         );
+    }
+
+    fn cond(type_: &str, status: &str, reason: Option<&str>) -> core::PodCondition {
+        core::PodCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.map(Into::into),
+            message: reason.map(|_| "containers with unready status: [app]".into()),
+            last_transition_time: Some(Time(
+                k8s_openapi::jiff::Timestamp::from_second(100).unwrap(),
+            )),
+            ..Default::default()
+        }
+    }
+
+    fn at(secs: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
+    }
+
+    fn gate(t: &str) -> core::PodReadinessGate {
+        core::PodReadinessGate {
+            condition_type: t.into(),
+        }
+    }
+
+    fn engine_status(containers_ready: bool) -> core::PodStatus {
+        let reason = (!containers_ready).then_some("ContainersNotReady");
+        let s = if containers_ready { "True" } else { "False" };
+        core::PodStatus {
+            conditions: Some(vec![
+                cond("PodScheduled", "True", None),
+                cond("Initialized", "True", None),
+                cond("ContainersReady", s, reason),
+                // The engine knows no gate condition: with gates, its Ready is never True.
+                cond("Ready", "False", Some("ReadinessGatesNotReady")),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    fn find<'a>(s: &'a core::PodStatus, t: &str) -> &'a core::PodCondition {
+        s.conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap()
+    }
+
+    #[test]
+    fn r29_2_ready_with_an_absent_readiness_gate_is_false_with_the_kubelets_reason_and_message() {
+        let mut s = engine_status(true);
+        kubelet_conditions(&mut s, &[gate("example.com/lb")], &[], at(50), at(200));
+        let ready = find(&s, "Ready");
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.reason.as_deref(), Some(READINESS_GATES_NOT_READY));
+        assert_eq!(
+            ready.message.as_deref(),
+            Some(
+                "corresponding condition of pod readiness gate \"example.com/lb\" does not exist."
+            )
+        );
+        let sandbox = find(&s, "PodReadyToStartContainers");
+        assert_eq!(sandbox.status, "True");
+        assert_eq!(sandbox.last_transition_time, Some(at(50)));
+    }
+
+    #[test]
+    fn r29_2_ready_follows_the_gates_conditions_in_the_api() {
+        let gates = [gate("a"), gate("b")];
+        let mut s = engine_status(true);
+        let api = [cond("a", "False", None), cond("b", "Unknown", None)];
+        kubelet_conditions(&mut s, &gates, &api, at(50), at(200));
+        assert_eq!(
+            find(&s, "Ready").message.as_deref(),
+            Some(
+                "the status of pod readiness gate \"a\" is not \"True\", but False, the status of pod readiness gate \"b\" is not \"True\", but Unknown"
+            )
+        );
+        let mut s = engine_status(true);
+        let api = [cond("a", "True", None), cond("b", "True", None)];
+        kubelet_conditions(&mut s, &gates, &api, at(50), at(200));
+        let ready = find(&s, "Ready");
+        assert_eq!(ready.status, "True");
+        assert_eq!(ready.reason, None);
+        assert_eq!(ready.message, None);
+        assert_eq!(ready.last_transition_time, Some(at(200)), "it changed now");
+    }
+
+    #[test]
+    fn r29_2_ready_takes_containers_ready_while_that_is_false_whatever_the_gates() {
+        let mut s = engine_status(false);
+        let api = [cond("a", "True", None)];
+        kubelet_conditions(&mut s, &[gate("a")], &api, at(50), at(200));
+        let ready = find(&s, "Ready");
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
+        assert_eq!(
+            ready.message.as_deref(),
+            Some("containers with unready status: [app]")
+        );
+    }
+
+    #[test]
+    fn r29_2_an_unchanged_condition_keeps_the_apis_transition_time() {
+        let mut s = engine_status(true);
+        let mut api_ready = cond("Ready", "True", None);
+        api_ready.last_transition_time = Some(at(7));
+        kubelet_conditions(&mut s, &[], &[api_ready], at(50), at(200));
+        assert_eq!(find(&s, "Ready").last_transition_time, Some(at(7)));
+        // Without gates the engine's Ready is what the kubelet's is... once containers are ready.
+        assert_eq!(find(&s, "Ready").status, "True");
     }
 }

@@ -164,7 +164,11 @@ pub fn run(args: Args) -> ExitCode {
         let stop = async {
             let _ = first_signal.await;
         };
-        eprintln!("node {}: joining the API server of {}", terminal(&name), terminal(&args.kubeconfig.display().to_string()));
+        eprintln!(
+            "node {}: joining the API server of {}",
+            terminal(&name),
+            terminal(&args.kubeconfig.display().to_string())
+        );
         let result = probelet::node::run(config, supervisor, stop, note).await;
         probelet::runtime::containment::sweep_descendants();
         match result {

@@ -769,10 +769,7 @@ impl Supervisor {
             PodCommand::Delete { uid, grace } => {
                 let found = self.pods.iter().find(|(id, run)| {
                     run.deletion.is_none()
-                        && self
-                            .manager
-                            .pod_info(**id)
-                            .is_some_and(|i| *i.uid == *uid)
+                        && self.manager.pod_info(**id).is_some_and(|i| *i.uid == *uid)
                 });
                 if let Some(id) = found.map(|(id, _)| *id) {
                     self.begin_deletion(id, grace);

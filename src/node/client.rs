@@ -104,7 +104,8 @@ pub async fn connect(path: &Path) -> Result<kube::Client, NodeError> {
         path: path.to_path_buf(),
         message,
     };
-    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| bad(crate::display::error_chain(&e)))?;
+    let kubeconfig =
+        Kubeconfig::read_from(path).map_err(|e| bad(crate::display::error_chain(&e)))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| bad(crate::display::error_chain(&e)))?;

@@ -40,7 +40,8 @@ fn read(path: &std::path::Path) -> Result<Vec<u8>, NodeError> {
 /// The TLS configuration: serving certificate, client certificates required and verified
 /// against the CA.
 pub fn tls_config(files: &KubeletTls) -> Result<rustls::ServerConfig, NodeError> {
-    let bad = |path: &std::path::Path, e: String| NodeError::Server(format!("{}: {e}", path.display()));
+    let bad =
+        |path: &std::path::Path, e: String| NodeError::Server(format!("{}: {e}", path.display()));
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read(&files.cert)?)
         .collect::<Result<_, _>>()
         .map_err(|e| bad(&files.cert, e.to_string()))?;
@@ -57,10 +58,12 @@ pub fn tls_config(files: &KubeletTls) -> Result<rustls::ServerConfig, NodeError>
             .map_err(|e| bad(&files.client_ca, e.to_string()))?;
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .build()
-            .map_err(|e| bad(&files.client_ca, e.to_string()))?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .map_err(|e| bad(&files.client_ca, e.to_string()))?;
     rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| NodeError::Server(e.to_string()))?
@@ -133,7 +136,10 @@ async fn container_logs(
         match query.get(k).filter(|v| !v.is_empty()) {
             None => Ok(None),
             Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
-                text(StatusCode::BAD_REQUEST, format!("{k}: invalid value {v:?}\n"))
+                text(
+                    StatusCode::BAD_REQUEST,
+                    format!("{k}: invalid value {v:?}\n"),
+                )
             }),
         }
     };
@@ -149,7 +155,10 @@ async fn container_logs(
     let logs = {
         let pods = lock(&shared);
         let Some(state) = pods.by_name(&namespace, &pod) else {
-            return text(StatusCode::NOT_FOUND, format!("pod {namespace}/{pod} not found\n"));
+            return text(
+                StatusCode::NOT_FOUND,
+                format!("pod {namespace}/{pod} not found\n"),
+            );
         };
         match state.logs.iter().find(|(c, _)| *c == container) {
             Some((_, logs)) => logs.clone(),

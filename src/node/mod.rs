@@ -93,7 +93,11 @@ pub async fn run(
     let (removed_tx, removed_rx) = mpsc::unbounded_channel();
     let (commands_tx, commands_rx) = mpsc::unbounded_channel();
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(registration::keep_lease(client.clone(), node, report.clone()));
+    tasks.spawn(registration::keep_lease(
+        client.clone(),
+        node,
+        report.clone(),
+    ));
     tasks.spawn(status::write_statuses(
         client.clone(),
         shared.clone(),
@@ -106,7 +110,11 @@ pub async fn run(
         events_rx,
         report.clone(),
     ));
-    tasks.spawn(pods::delete_removed(client.clone(), removed_rx, report.clone()));
+    tasks.spawn(pods::delete_removed(
+        client.clone(),
+        removed_rx,
+        report.clone(),
+    ));
     tasks.spawn(pods::sync_pods(
         client.clone(),
         config.name.clone(),
@@ -117,7 +125,10 @@ pub async fn run(
         note,
     ));
     if let Some(tls) = tls {
-        tasks.spawn(kubelet::serve(kubelet::TlsListener::new(listener, tls), shared.clone()));
+        tasks.spawn(kubelet::serve(
+            kubelet::TlsListener::new(listener, tls),
+            shared.clone(),
+        ));
     }
 
     supervisor.attach_node(

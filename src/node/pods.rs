@@ -103,10 +103,26 @@ pub fn unrunnable(spec: &core::PodSpec) -> Option<String> {
 /// `Warning` event, never ignored silently).
 pub fn unsupported(spec: &core::PodSpec) -> Vec<String> {
     let mut out = Vec::new();
-    if spec.volumes.as_ref().is_some_and(|v| !v.is_empty()) {
-        out.push("spec.volumes: not supported (containers see the node's file system)".into());
+    // The service account token volume the API server adds to every pod is not the user's:
+    // only the volumes a user asked for are reported.
+    let volumes: Vec<&str> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.as_str())
+        .filter(|n| !n.starts_with("kube-api-access-"))
+        .collect();
+    if !volumes.is_empty() {
+        out.push(format!(
+            "spec.volumes ({}): not supported (containers see the node's file system)",
+            volumes.join(", ")
+        ));
     }
-    if spec.ephemeral_containers.as_ref().is_some_and(|v| !v.is_empty()) {
+    if spec
+        .ephemeral_containers
+        .as_ref()
+        .is_some_and(|v| !v.is_empty())
+    {
         out.push("spec.ephemeralContainers: not supported".into());
     }
     if spec.host_network == Some(true) {
@@ -136,10 +152,21 @@ fn template(pod: &core::Pod) -> Option<PodTemplate> {
 
 /// Posts one `Warning` event about a pod the supervisor does not run (so it has no event
 /// store of its own).
-async fn warn(client: &kube::Client, node_name: &str, pod: &core::Pod, reason: &str, message: &str) -> Result<(), NodeError> {
-    let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+async fn warn(
+    client: &kube::Client,
+    node_name: &str,
+    pod: &core::Pod,
+    reason: &str,
+    message: &str,
+) -> Result<(), NodeError> {
+    let ns = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     let event = core::Event {
         metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
             generate_name: Some(format!("{name}.")),
@@ -207,7 +234,10 @@ pub async fn sync_pods(
             Err(e) => {
                 // The watcher backs off and resumes by itself; say so once per outage.
                 if !error_shown {
-                    report(format!("watching the pods of node {node_name}: {}", crate::display::error_chain(&e)));
+                    report(format!(
+                        "watching the pods of node {node_name}: {}",
+                        crate::display::error_chain(&e)
+                    ));
                     error_shown = true;
                 }
                 continue;
@@ -218,7 +248,19 @@ pub async fn sync_pods(
             watcher::Event::InitApply(pod) | watcher::Event::Apply(pod) => {
                 if let Some(uid) = pod.metadata.uid.clone() {
                     listed.insert(uid.clone());
-                    apply(&client, &node_name, &shared, ips.as_mut(), &commands, &status, &mut running, &mut refused, pod, &report).await;
+                    apply(
+                        &client,
+                        &node_name,
+                        &shared,
+                        ips.as_mut(),
+                        &commands,
+                        &status,
+                        &mut running,
+                        &mut refused,
+                        pod,
+                        &report,
+                    )
+                    .await;
                 }
             }
             watcher::Event::InitDone => {
@@ -335,7 +377,11 @@ pub async fn delete_now(client: &kube::Client, pod: &core::Pod, report: &(impl F
     ) else {
         return;
     };
-    let pod = PodRef { name, namespace: ns, uid };
+    let pod = PodRef {
+        name,
+        namespace: ns,
+        uid,
+    };
     if let Err(e) = delete_ref(client, &pod).await {
         report(e.to_string());
     }
@@ -377,5 +423,42 @@ pub async fn delete_removed(
         if let Err(e) = delete_ref(&client, &pod).await {
             report(e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> core::PodSpec {
+        crate::spec::load::load_str("t.yaml", yaml)
+            .expect("loads")
+            .templates
+            .remove(0)
+            .spec
+    }
+
+    #[test]
+    fn r29_2_an_image_only_container_cannot_run_and_says_why() {
+        let s = spec(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: web, image: nginx}\n  - {name: ok, image: x, command: [sleep, '1']}\n",
+        );
+        let why = unrunnable(&s).expect("refused");
+        assert!(why.contains("container \"web\" has no command"), "{why}");
+        assert!(!why.contains("\"ok\""), "{why}");
+    }
+
+    #[test]
+    fn r29_4_unsupported_fields_are_named_and_the_service_account_volume_is_not() {
+        let s = spec(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes:\n  - {name: kube-api-access-abcde, projected: {sources: []}}\n  containers:\n  - {name: web, command: [x]}\n",
+        );
+        assert!(unsupported(&s).is_empty());
+        let s = spec(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  hostNetwork: true\n  volumes:\n  - {name: data, emptyDir: {}}\n  containers:\n  - {name: web, command: [x]}\n",
+        );
+        let lines = unsupported(&s);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("spec.volumes (data)"), "{lines:?}");
     }
 }

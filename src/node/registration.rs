@@ -106,7 +106,12 @@ pub fn node_status(id: &NodeIdentity) -> core::NodeStatus {
                 "KubeletHasSufficientPID",
                 "kubelet has sufficient PID available",
             ),
-            condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+            condition(
+                "Ready",
+                "True",
+                "KubeletReady",
+                "kubelet is posting ready status",
+            ),
         ]),
         node_info: Some(core::NodeSystemInfo {
             architecture: arch.into(),

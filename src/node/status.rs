@@ -109,3 +109,64 @@ pub async fn write_statuses(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::state::PodState;
+
+    fn state() -> PodState {
+        let condition = |t: &str, s: &str, reason: Option<&str>| core::PodCondition {
+            type_: t.into(),
+            status: s.into(),
+            reason: reason.map(Into::into),
+            last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(100).unwrap(),
+            )),
+            ..Default::default()
+        };
+        PodState {
+            api: Some(core::Pod::default()),
+            rendered: Some(core::PodStatus {
+                phase: Some("Running".into()),
+                qos_class: Some("BestEffort".into()),
+                conditions: Some(vec![
+                    condition("PodScheduled", "True", None),
+                    condition("Initialized", "True", None),
+                    condition("ContainersReady", "True", None),
+                    condition("Ready", "True", None),
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn r29_2_a_status_is_written_once_until_it_changes() {
+        let mut s = state();
+        let patch = status_patch("u1", &s).expect("first write");
+        assert_eq!(patch["metadata"]["uid"], "u1");
+        assert!(patch["status"].get("qosClass").is_none(), "{patch}");
+        s.written = Some(patch);
+        assert_eq!(status_patch("u1", &s), None, "nothing changed");
+        s.rendered.as_mut().unwrap().phase = Some("Failed".into());
+        assert!(status_patch("u1", &s).is_some());
+    }
+
+    #[test]
+    fn r29_2_a_condition_without_reason_clears_the_old_reason_in_the_merge() {
+        let patch = status_patch("u1", &state()).unwrap();
+        let ready = patch["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap();
+        assert!(
+            ready["reason"].is_null() && ready.get("reason").is_some(),
+            "{ready}"
+        );
+        assert!(ready.get("message").is_some(), "{ready}");
+    }
+}
