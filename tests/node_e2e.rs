@@ -109,6 +109,27 @@ fn condition<'a>(pod: &'a Value, type_: &str) -> Option<&'a Value> {
         .find(|c| c["type"] == type_)
 }
 
+/// Tests that count the API server's requests run alone: its counters are the whole server's.
+static EXCLUSIVE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared_server() -> std::sync::RwLockReadGuard<'static, ()> {
+    EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The API server's count of pod status patches (`apiserver_request_total`).
+fn status_patches() -> u64 {
+    kubectl_ok(&["get", "--raw", "/metrics"])
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_total{")
+                && l.contains("resource=\"pods\"")
+                && l.contains("subresource=\"status\"")
+                && l.contains("verb=\"PATCH\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
 fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
     common::poll_until(what, timeout, Duration::from_millis(200), f)
 }
@@ -301,6 +322,7 @@ fn endpoint_ready(ns: &str, service: &str) -> Vec<(String, bool)> {
 
 #[test]
 fn r29_2_deployment_rolls_out_its_endpointslice_lists_the_pod_ip_ready_and_it_answers() {
+    let _shared = shared_server();
     let ns = namespace("rollout");
     let ip = host_ip();
     let _node = Node::start_at("n-rollout", &ip, &[]);
@@ -355,6 +377,7 @@ fn r29_2_deployment_rolls_out_its_endpointslice_lists_the_pod_ip_ready_and_it_an
 
 #[test]
 fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_it_back() {
+    let _shared = shared_server();
     let ns = namespace("readiness");
     let ip = host_ip();
     let _node = Node::start_at("n-readiness", &ip, &[]);
@@ -407,6 +430,7 @@ fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
 
 #[test]
 fn r29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() {
+    let _shared = shared_server();
     let ns = namespace("liveness");
     let node = Node::start("n-liveness");
     let dir = tempfile::tempdir().unwrap();
@@ -450,6 +474,7 @@ fn r29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() 
 
 #[test]
 fn r29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays() {
+    let _shared = shared_server();
     let ns = namespace("gates");
     let _node = Node::start("n-gates");
     let dir = tempfile::tempdir().unwrap();
@@ -507,6 +532,7 @@ fn r29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays
 
 #[test]
 fn r29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
+    let _shared = shared_server();
     let ns = namespace("delete");
     let node = Node::start("n-delete");
     let port = common::free_port();
@@ -552,6 +578,7 @@ fn r29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
 
 #[test]
 fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_evicts() {
+    let _shared = shared_server();
     let ns = namespace("kill9");
     // The node lifecycle controller evicts nothing when every node of a zone is NotReady
     // (full disruption: it suspects its own network): a second node stays Ready.
@@ -598,6 +625,7 @@ fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_ev
 
 #[test]
 fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
+    let _shared = shared_server();
     let ns = namespace("restart");
     let mut node = Node::start("n-restart");
     let port = common::free_port();
@@ -632,6 +660,7 @@ fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
 
 #[test]
 fn r29_3_unreachable_api_server_and_wrong_token_are_one_clear_error_each() {
+    let _shared = shared_server();
     let c = cluster();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = std::fs::read_to_string(&c.kubeconfig).unwrap();
@@ -686,6 +715,7 @@ fn r29_3_unreachable_api_server_and_wrong_token_are_one_clear_error_each() {
 
 #[test]
 fn r29_2_a_pod_probelet_cannot_run_gets_one_event_and_the_node_serves_the_rest() {
+    let _shared = shared_server();
     let ns = namespace("badpod");
     let node = Node::start("n-badpod");
     let port = common::free_port();
@@ -737,5 +767,42 @@ fn r29_2_a_pod_probelet_cannot_run_gets_one_event_and_the_node_serves_the_rest()
         events[0]
     );
     assert!(!node.output().contains("panicked"));
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[test]
+fn r29_2_steady_state_costs_no_status_write() {
+    let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
+    let ns = namespace("steady");
+    let node = Node::start("n-steady");
+    let mut yaml = String::new();
+    for i in 0..5 {
+        let port = common::free_port();
+        yaml += &format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}}}\nspec:\n  nodeName: n-steady\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"127.0.0.1:{port}\"]\n    startupProbe: {{httpGet: {{path: /startupz, port: {port}}}, periodSeconds: 1}}\n    livenessProbe: {{httpGet: {{path: /healthz, port: {port}}}, periodSeconds: 1}}\n    readinessProbe: {{httpGet: {{path: /readyz, port: {port}}}, periodSeconds: 1}}\n"
+        );
+    }
+    kubectl_apply(&ns, &yaml);
+    wait_until("every pod Ready", Duration::from_secs(60), || {
+        let v = json(&["get", "pods", "-n", &ns, "-o", "json"]);
+        let items = v["items"].as_array()?;
+        (items.len() == 5
+            && items
+                .iter()
+                .all(|p| condition(p, "Ready").is_some_and(|c| c["status"] == "True")))
+        .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let before = status_patches();
+    assert!(before >= 5, "the pods' statuses were written: {before}");
+    // 15 probes a second, for 20 s: 300 passing probes, and no change to write.
+    std::thread::sleep(Duration::from_secs(20));
+    let after = status_patches();
+    assert_eq!(
+        after,
+        before,
+        "status writes in steady state\n{}",
+        node.output()
+    );
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }
