@@ -806,3 +806,93 @@ fn r29_2_steady_state_costs_no_status_write() {
     );
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// docs/node.md's session, command for command (with the test's control plane for `/tmp/cp`):
+/// `node-cert`, `probelet node` with its default kubelet port, `kubectl apply -f
+/// examples/deployment.yaml`, and `kubectl get pods -w` until the pod is `1/1 Running`.
+#[test]
+fn r29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
+    // Alone: the example has no node selector, so this node must be the only one.
+    let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
+    let c = cluster();
+    let dir = c.dir.display().to_string();
+    let ns = namespace("docs");
+    let sh = |command: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(command.replace("/tmp/cp", &dir))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("PATH", bin_path())
+            .env("KUBECONFIG", "/nonexistent")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let out = sh("scripts/control-plane node-cert /tmp/cp mynode")
+        .wait_with_output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let node = sh(
+        "probelet node --kubeconfig /tmp/cp/kubeconfig --name mynode --tls-cert-file /tmp/cp/pki/node-mynode.crt --tls-private-key-file /tmp/cp/pki/node-mynode.key --client-ca-file /tmp/cp/pki/ca.crt",
+    );
+    let node = Node {
+        name: "mynode".into(),
+        child: Some(node),
+        out: c.dir.join("node-mynode.out"),
+    };
+    let out = sh(&format!(
+        "kubectl --kubeconfig /tmp/cp/kubeconfig apply -f examples/deployment.yaml -n {ns}"
+    ))
+    .wait_with_output()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let mut watch = sh(&format!(
+        "kubectl --kubeconfig /tmp/cp/kubeconfig get pods -w -n {ns}"
+    ));
+    let stdout = watch.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let end = Instant::now() + Duration::from_secs(60);
+    while !seen
+        .iter()
+        .any(|l: &String| l.contains("1/1") && l.contains("Running"))
+    {
+        let left = end.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no 1/1 Running in `kubectl get pods -w`: {seen:#?}"),
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    // Before it was ready, the watch showed it running and not ready (the startup delay).
+    assert!(
+        seen.iter().any(|l| l.contains("0/1")),
+        "{seen:#?}\n{}",
+        node.output()
+    );
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+    drop(node);
+}
+
+/// A PATH with this build's `probelet` first.
+fn bin_path() -> String {
+    let bin = Path::new(env!("CARGO_BIN_EXE_probelet")).parent().unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
