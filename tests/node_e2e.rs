@@ -896,3 +896,36 @@ fn bin_path() -> String {
         std::env::var("PATH").unwrap_or_default()
     )
 }
+
+#[test]
+fn r29_2_the_kubelet_port_serves_only_clients_with_a_cluster_certificate() {
+    let _shared = shared_server();
+    let node = Node::start("n-tls");
+    let v = json(&["get", "node", "n-tls", "-o", "json"]);
+    let port = v["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .expect("the kubelet port in the Node");
+    let pki = cluster().dir.join("pki");
+    let url = format!("https://127.0.0.1:{port}/healthz");
+    let curl = |cert: bool| {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--max-time", "5", "--cacert"])
+            .arg(pki.join("ca.crt"));
+        if cert {
+            cmd.arg("--cert")
+                .arg(pki.join("apiserver-kubelet-client.crt"))
+                .arg("--key")
+                .arg(pki.join("apiserver-kubelet-client.key"));
+        }
+        cmd.arg(&url).output().unwrap()
+    };
+    // The serving certificate verifies against the cluster CA (as the API server checks it),
+    // and the API server's client certificate is let in.
+    let with = curl(true);
+    assert!(with.status.success(), "{}", text(&with));
+    assert_eq!(String::from_utf8_lossy(&with.stdout), "ok");
+    // Anyone else is refused at the handshake.
+    let without = curl(false);
+    assert!(!without.status.success(), "{}", text(&without));
+    assert!(!node.output().contains("panicked"));
+}

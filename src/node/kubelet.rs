@@ -132,24 +132,25 @@ async fn container_logs(
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let flag = |k: &str| query.get(k).is_some_and(|v| v == "true" || v == "1");
-    let number = |k: &str| -> Result<Option<u64>, Response> {
+    let number = |k: &str| -> Result<Option<u64>, String> {
         match query.get(k).filter(|v| !v.is_empty()) {
             None => Ok(None),
-            Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
-                text(
-                    StatusCode::BAD_REQUEST,
-                    format!("{k}: invalid value {v:?}\n"),
-                )
-            }),
+            Some(v) => v
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| format!("{k}: invalid value {v:?}\n")),
         }
     };
-    let (tail, since_seconds, limit) = match (
-        number("tailLines"),
-        number("sinceSeconds"),
-        number("limitBytes"),
-    ) {
-        (Ok(t), Ok(s), Ok(l)) => (t, s, l),
-        (Err(r), _, _) | (_, Err(r), _) | (_, _, Err(r)) => return r,
+    let numbers = (|| {
+        Ok::<_, String>((
+            number("tailLines")?,
+            number("sinceSeconds")?,
+            number("limitBytes")?,
+        ))
+    })();
+    let (tail, since_seconds, limit) = match numbers {
+        Ok(n) => n,
+        Err(message) => return text(StatusCode::BAD_REQUEST, message),
     };
     let since = since_seconds.and_then(|s| SystemTime::now().checked_sub(Duration::from_secs(s)));
     let logs = {
