@@ -35,12 +35,7 @@ fn control_plane(args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Output {
 }
 
 fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    common::output_text(out)
 }
 
 /// Runs `down DIR` when dropped, so a failed assertion leaves no control plane behind.

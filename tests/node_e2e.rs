@@ -50,12 +50,7 @@ fn cluster() -> &'static Cluster {
 }
 
 fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    common::output_text(out)
 }
 
 fn kubectl(args: &[&str]) -> Output {

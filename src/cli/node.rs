@@ -1,11 +1,10 @@
 //! `probelet node`: join a real Kubernetes control plane as a node whose pods run as local
 //! processes with the kubelet's probe semantics (docs/node.md).
 
-use super::run::{EventFormat, format_line};
+use super::run::{EventFormat, format_line, reap_orphans, supervisor_config, supervisor_runtime};
 use clap::Args as ClapArgs;
 use probelet::display::terminal;
-use probelet::driver::real::{Line, Supervisor, SupervisorConfig};
-use probelet::engine::backoff::BackoffPolicy;
+use probelet::driver::real::{Line, Supervisor};
 use probelet::node::{NodeConfig, kubelet::KubeletTls};
 use std::io::Write;
 use std::path::PathBuf;
@@ -86,21 +85,13 @@ pub fn run(args: Args) -> ExitCode {
         }),
         _ => None,
     };
-    let mut supervisor_config = SupervisorConfig {
-        pod_ip: args.node_ip.clone(),
-        allow_link_local: args.allow_link_local,
-        ..SupervisorConfig::default()
-    };
-    supervisor_config.probe.kubelet_version = args.kubelet_version.clone();
-    supervisor_config.engine.seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0)
-    });
-    if let Some(max) = args.max_container_restart_period {
-        supervisor_config.engine.backoff = BackoffPolicy::with_max(max);
-    }
+    let supervisor_config = supervisor_config(
+        &args.node_ip,
+        args.allow_link_local,
+        &args.kubelet_version,
+        args.seed,
+        args.max_container_restart_period,
+    );
     let config = NodeConfig {
         kubeconfig: args.kubeconfig.clone(),
         name: name.clone(),
@@ -109,29 +100,11 @@ pub fn run(args: Args) -> ExitCode {
         tls,
     };
     let format = args.output;
-    let _ = probelet::runtime::limits::raise_nofile();
-    probelet::runtime::containment::init();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+    let Some(runtime) = supervisor_runtime() else {
+        return ExitCode::from(2);
     };
     runtime.block_on(async move {
-        if probelet::runtime::process::become_subreaper().is_ok()
-            && let Ok(mut child_exits) =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
-        {
-            tokio::spawn(async move {
-                while child_exits.recv().await.is_some() {
-                    probelet::runtime::process::reap_orphans();
-                }
-            });
-        }
+        reap_orphans();
         let print = move |line: Line| {
             // Names, messages and output come from the API server and the programs run:
             // escaped, so none can drive the terminal.

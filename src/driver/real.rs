@@ -422,12 +422,7 @@ impl Supervisor {
 
     /// The API's reference to a pod (name, namespace, UID).
     fn pod_ref(&self, id: PodId) -> Option<PodRef> {
-        let info = self.manager.pod_info(id)?;
-        Some(PodRef {
-            name: info.name.to_string(),
-            namespace: info.namespace.to_string(),
-            uid: info.uid.to_string(),
-        })
+        self.manager.pod_info(id).map(|i| pod_ref(i))
     }
 
     /// The engine's view of a pod.
@@ -820,25 +815,10 @@ impl Supervisor {
         let clock = self.clock();
         if let Some(node) = &mut self.node {
             for &id in touched {
-                let (Some(run), Some(status), Some(info)) = (
-                    self.pods.get_mut(&id),
-                    self.manager.pod_status(id),
-                    self.manager.pod_info(id),
-                ) else {
+                let Some((run, status, info, identity)) =
+                    unpublished_change(&mut self.pods, &self.manager, id)
+                else {
                     continue;
-                };
-                if run
-                    .published
-                    .as_ref()
-                    .is_some_and(|(s, d)| s == status && *d == run.deletion)
-                {
-                    continue;
-                }
-                run.published = Some((status.clone(), run.deletion));
-                let identity = PodIdentity {
-                    uid: info.uid.to_string(),
-                    created: run.created,
-                    deletion: run.deletion,
                 };
                 let placement = Placement {
                     pod_ip: run.ip.clone(),
@@ -846,12 +826,7 @@ impl Supervisor {
                 };
                 let rendered =
                     objects::pod_status(&run.template, &identity, status, clock, &placement);
-                let pod = PodRef {
-                    name: info.name.to_string(),
-                    namespace: info.namespace.to_string(),
-                    uid: info.uid.to_string(),
-                };
-                node.sink.pod_status(&pod, rendered);
+                node.sink.pod_status(&pod_ref(info), rendered);
             }
         }
         let Some(api) = &mut self.api else {
@@ -866,25 +841,10 @@ impl Supervisor {
         }
         let unpublished = std::mem::take(&mut api.unpublished);
         for &id in touched.iter().chain(&unpublished) {
-            let (Some(run), Some(status), Some(info)) = (
-                self.pods.get_mut(&id),
-                self.manager.pod_status(id),
-                self.manager.pod_info(id),
-            ) else {
+            let Some((run, status, _, identity)) =
+                unpublished_change(&mut self.pods, &self.manager, id)
+            else {
                 continue;
-            };
-            if run
-                .published
-                .as_ref()
-                .is_some_and(|(s, d)| s == status && *d == run.deletion)
-            {
-                continue;
-            }
-            run.published = Some((status.clone(), run.deletion));
-            let identity = PodIdentity {
-                uid: info.uid.to_string(),
-                created: run.created,
-                deletion: run.deletion,
             };
             let version = api.publisher.next_version();
             let pod = objects::pod(
@@ -1030,12 +990,7 @@ impl Supervisor {
             if let Some(node) = &mut self.node
                 && let Some(info) = self.manager.pod_info(pod)
             {
-                let pod = PodRef {
-                    name: info.name.to_string(),
-                    namespace: info.namespace.to_string(),
-                    uid: info.uid.to_string(),
-                };
-                node.sink.event(&pod, stored, clock);
+                node.sink.event(&pod_ref(info), stored, clock);
             }
             (self.sink)(event_line(stored, pod_name, time));
             return;
@@ -1397,6 +1352,43 @@ async fn api_wake(api: &mut Option<ApiLink>) -> ApiWake {
         Some(request) = api.control.recv() => ApiWake::Request(request),
         _ = async { tokio::time::sleep_until(flush_at.expect("guarded")).await }, if flush_at.is_some() => ApiWake::Flush,
         else => std::future::pending().await,
+    }
+}
+
+/// A pod's status if it changed since it was last published (then marked published), with
+/// what rendering it needs.
+fn unpublished_change<'a>(
+    pods: &'a mut HashMap<PodId, PodRun>,
+    manager: &'a Manager,
+    id: PodId,
+) -> Option<(&'a PodRun, &'a PodStatus, &'a PodInfo, PodIdentity)> {
+    let (run, status, info) = (
+        pods.get_mut(&id)?,
+        manager.pod_status(id)?,
+        manager.pod_info(id)?,
+    );
+    if run
+        .published
+        .as_ref()
+        .is_some_and(|(s, d)| s == status && *d == run.deletion)
+    {
+        return None;
+    }
+    run.published = Some((status.clone(), run.deletion));
+    let identity = PodIdentity {
+        uid: info.uid.to_string(),
+        created: run.created,
+        deletion: run.deletion,
+    };
+    Some((run, status, info, identity))
+}
+
+/// The API's reference to a pod.
+fn pod_ref(info: &PodInfo) -> PodRef {
+    PodRef {
+        name: info.name.to_string(),
+        namespace: info.namespace.to_string(),
+        uid: info.uid.to_string(),
     }
 }
 
