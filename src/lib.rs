@@ -20,6 +20,8 @@
 //!   and their status to a real API server.
 //! * [`server`]: the one server edge (connection cap, timeouts, accept back-off) every
 //!   server probelet runs goes through.
+//! * [`http_client`]: the one HTTP client edge for probelet's own calls (Alertmanager, etcd,
+//!   the CLI's API client); probes keep their own handlers.
 //! * [`sidecar`]: `probelet sidecar`, the application-side health proxy (cached checks,
 //!   sd_notify watchdog, drain).
 //! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual
@@ -32,6 +34,7 @@ pub mod children;
 pub mod display;
 pub mod driver;
 pub mod engine;
+pub mod http_client;
 pub mod lint;
 pub mod monitor;
 pub mod node;

@@ -3,11 +3,10 @@
 
 mod common;
 use common::free_port;
+use common::json_lines::JsonLines;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The done-when pod: starts in 8 s, answers in 700 ms, liveness kills after 4 s.
@@ -192,30 +191,12 @@ fn proposed_manifest_lints_clean_on_startup_and_runs_without_restart() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                let _ = tx.send(v);
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(22);
-    let mut seen = Vec::new();
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        if let Ok(v) = rx.recv_timeout(left) {
-            seen.push(v);
-        }
-    }
+    let mut lines = JsonLines::read(child.stdout.take().unwrap());
+    lines.collect_until(Instant::now() + Duration::from_secs(22));
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
     let _ = child.wait();
-    let dump = seen
-        .iter()
-        .map(Value::to_string)
-        .collect::<Vec<_>>()
-        .join("\n");
+    let (seen, dump) = (&lines.seen, lines.dump());
     let is = |kind: &str, field: &str, word: &str| {
         seen.iter()
             .filter(|v| v["kind"] == kind && v[field].as_str().unwrap_or("").contains(word))

@@ -3,18 +3,17 @@
 
 mod common;
 use common::free_port;
+use common::json_lines::JsonLines;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A running `probelet run` and the JSON lines it printed.
 struct Run {
     child: Child,
-    lines: mpsc::Receiver<Value>,
-    seen: Vec<Value>,
+    lines: JsonLines,
     _dir: tempfile::TempDir,
 }
 
@@ -32,46 +31,21 @@ impl Run {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    let _ = tx.send(v);
-                }
-            }
-        });
+        let lines = JsonLines::read(child.stdout.take().unwrap());
         Run {
             child,
-            lines: rx,
-            seen: Vec::new(),
+            lines,
             _dir: dir,
         }
     }
 
     /// Waits for a line matching `pred`; panics with everything seen after `timeout`.
     fn wait_for(&mut self, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v.clone());
-                    if pred(&v) {
-                        return v;
-                    }
-                }
-                Err(_) => panic!("timed out waiting for {what}; saw:\n{}", self.dump()),
-            }
-        }
+        self.lines.wait_for(what, timeout, pred)
     }
 
     fn dump(&self) -> String {
-        self.seen
-            .iter()
-            .map(|v| v.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
+        self.lines.dump()
     }
 
     /// Ctrl-C, a clean exit (0) within 10 s, and what probelet wrote to stderr.
@@ -85,13 +59,11 @@ impl Run {
 
     /// After exit: takes every remaining line (the reader stops at end of output).
     fn drain(&mut self) {
-        while let Ok(v) = self.lines.recv_timeout(Duration::from_secs(5)) {
-            self.seen.push(v);
-        }
+        self.lines.drain();
     }
 
     fn count(&self, pred: impl Fn(&Value) -> bool) -> usize {
-        self.seen.iter().filter(|v| pred(v)).count()
+        self.lines.count(pred)
     }
 
     fn interrupt(&self) {
@@ -506,6 +478,7 @@ spec:
     let order = std::fs::read_to_string(dir.path().join("order")).unwrap();
     assert_eq!(order, "prestop\nterm\n");
     let failed = run
+        .lines
         .seen
         .iter()
         .find(|v| v["reason"] == "FailedPreStopHook")

@@ -3,8 +3,9 @@
 //! the same decisions (kills, restarts, back-off), at times that agree within the scheduling
 //! tolerance.
 
+mod common;
+use common::json_lines::JsonLines;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -97,20 +98,11 @@ spec:
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send((Instant::now(), line));
-        }
-    });
+    let mut lines = JsonLines::read(child.stdout.take().unwrap());
     let start = Instant::now();
     let mut real = Vec::new();
     while start.elapsed() < Duration::from_secs_f64(horizon + 2.0) {
-        let Ok((at, line)) = rx.recv_timeout(Duration::from_millis(200)) else {
-            continue;
-        };
-        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+        let Some((at, v)) = lines.next_timed(Duration::from_millis(200)) else {
             continue;
         };
         let kind = match v["reason"].as_str() {

@@ -14,13 +14,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use tokio::sync::Notify;
 
 use super::lifecycle::Notification;
+use crate::http_client;
 use crate::probe::url::{ProbeUrl, UrlError};
 use crate::wall::format_rfc3339;
 
@@ -35,6 +35,9 @@ pub const MAX_ATTEMPTS: u32 = 5;
 
 /// The bound on one request: connect, send, status.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bytes of an error answer read for the operator's message (Alertmanager's are one line).
+const ERROR_TEXT_BYTES: usize = 64 * 1024;
 
 /// Why an `--alertmanager` URL cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -240,39 +243,29 @@ async fn post_loop(endpoint: Endpoint, queue: Arc<Queue>, metrics: AlertMetrics)
 async fn post(endpoint: &Endpoint, body: &str) -> Result<(), String> {
     let url = &endpoint.url;
     let port = url.effective_port().unwrap_or(80);
+    let authority = if url.hostname.contains(':') {
+        format!("[{}]:{port}", url.hostname) // an IPv6 literal
+    } else {
+        format!("{}:{port}", url.hostname)
+    };
     let exchange = async {
-        let stream = tokio::net::TcpStream::connect((url.hostname.as_str(), port))
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| format!("handshake: {e}"))?;
-        tokio::spawn(conn);
         let request = http::Request::post(endpoint.path())
             .header(http::header::HOST, url.authority.as_str())
             .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::USER_AGENT, "probelet")
             .body(Full::new(bytes::Bytes::from(body.to_string())))
             .map_err(|e| e.to_string())?;
-        let response = sender
-            .send_request(request)
+        let response = http_client::send(&authority, request)
             .await
-            .map_err(|e| format!("request: {e}"))?;
-        let status = response.status();
+            .map_err(|e| e.to_string())?;
+        let status = response.status;
         if status.is_success() {
             return Ok(());
         }
         // A short piece of the error text helps the operator (Alertmanager explains a 400).
         let text: String = response
-            .into_body()
-            .collect()
+            .bytes(ERROR_TEXT_BYTES)
             .await
-            .map(|b| {
-                String::from_utf8_lossy(&b.to_bytes()[..])
-                    .chars()
-                    .take(200)
-                    .collect()
-            })
+            .map(|b| String::from_utf8_lossy(&b).chars().take(200).collect())
             .unwrap_or_default();
         Err(format!("HTTP {status}: {}", text.trim()))
     };

@@ -1,14 +1,19 @@
-//! The small HTTP client behind `probelet get`, `describe` and `logs`: blocking HTTP/1.1 GETs
-//! over one `TcpStream` per request (`Connection: close`), with chunked bodies for watches and
-//! followed logs, and kubectl's wording for the errors people see.
+//! The API client behind `probelet get`, `describe` and `logs`: blocking GETs over the one
+//! HTTP client edge ([`probelet::http_client`], driven by a current-thread runtime of its
+//! own), bodies read as they stream (watches, followed logs), and kubectl's wording for the
+//! errors people see.
 //!
 //! Reads are open on probelet's API and its listener speaks plain HTTP beside HTTPS on the same
-//! port, so no TLS or token is needed: that keeps these commands free of heavy dependencies.
+//! port, so no TLS or token is needed.
 
+use bytes::Bytes;
+use http_body_util::Full;
+use probelet::http_client;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Read};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::runtime::Runtime;
 
 /// The `Accept` header that asks the API for the `meta.k8s.io/v1` Table form.
 pub const ACCEPT_TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
@@ -90,6 +95,8 @@ impl Response {
 pub struct Client {
     /// `host:port`, as kubectl names the server in its connection errors.
     addr: String,
+    /// Drives the async client edge for these blocking commands.
+    runtime: Arc<Runtime>,
 }
 
 impl Client {
@@ -112,49 +119,97 @@ impl Client {
         } else {
             format!("{host_port}:80")
         };
-        Ok(Client { addr })
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(Client {
+            addr,
+            runtime: Arc::new(runtime),
+        })
     }
 
     /// GETs `path` (with its query string); `streaming` removes the read timeout (watches,
     /// followed logs). Non-2xx answers become [`ApiError::Status`].
     pub fn get(&self, path: &str, accept: &str, streaming: bool) -> Result<Response, ApiError> {
-        let mut stream = TcpStream::connect(&self.addr).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::ConnectionRefused {
-                ApiError::Refused(self.addr.clone())
-            } else {
-                ApiError::Transport(format!("dial tcp {}: {e}", self.addr))
-            }
-        })?;
-        let transport = |e: std::io::Error| ApiError::Transport(e.to_string());
-        if !streaming {
-            stream
-                .set_read_timeout(Some(READ_TIMEOUT))
-                .map_err(transport)?;
+        let request = http::Request::get(path)
+            .header(http::header::ACCEPT, accept)
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| ApiError::Transport(e.to_string()))?;
+        let timeout = (!streaming).then_some(READ_TIMEOUT);
+        let response = self
+            .runtime
+            .block_on(within(timeout, http_client::send(&self.addr, request)))
+            .map_err(|e| ApiError::Transport(e.to_string()))?
+            .map_err(|e| {
+                if e.is_refused() {
+                    ApiError::Refused(self.addr.clone())
+                } else {
+                    ApiError::Transport(e.to_string())
+                }
+            })?;
+        let code = response.status.as_u16();
+        let body = BufReader::new(BodyReader {
+            runtime: self.runtime.clone(),
+            response,
+            pending: Bytes::new(),
+            timeout,
+        });
+        if (200..300).contains(&code) {
+            return Ok(Response {
+                body: Box::new(body),
+            });
         }
-        let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: {accept}\r\nUser-Agent: probelet/{}\r\nConnection: close\r\n\r\n",
-            self.addr,
-            env!("CARGO_PKG_VERSION")
-        );
-        stream.write_all(request.as_bytes()).map_err(transport)?;
-        let mut reader = BufReader::new(stream);
-        let head = read_head(&mut reader).map_err(transport)?;
-        let body: Box<dyn BufRead> = if head.chunked {
-            Box::new(BufReader::new(Chunked::new(reader)))
-        } else if let Some(n) = head.content_length {
-            Box::new(reader.take(n))
-        } else {
-            Box::new(reader)
-        };
-        if (200..300).contains(&head.code) {
-            return Ok(Response { body });
-        }
-        Err(status_error(head.code, body))
+        Err(status_error(code, Box::new(body)))
     }
 
     /// GETs `path` as JSON.
     pub fn get_json(&self, path: &str) -> Result<Value, ApiError> {
         self.get(path, "application/json", false)?.json()
+    }
+}
+
+/// Runs `f` within `timeout` (none: unbounded).
+async fn within<T>(
+    timeout: Option<Duration>,
+    f: impl std::future::Future<Output = T>,
+) -> std::io::Result<T> {
+    match timeout {
+        None => Ok(f.await),
+        Some(t) => tokio::time::timeout(t, f).await.map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {} s", t.as_secs()),
+            )
+        }),
+    }
+}
+
+/// A streaming response body as a blocking reader.
+struct BodyReader {
+    runtime: Arc<Runtime>,
+    response: http_client::Response,
+    /// What the last chunk left unread.
+    pending: Bytes,
+    /// The bound on each wait for more (none for watches and followed logs).
+    timeout: Option<Duration>,
+}
+
+impl Read for BodyReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.pending.is_empty() {
+            let next = self
+                .runtime
+                .block_on(within(self.timeout, self.response.chunk()))?;
+            match next {
+                // The end of the body (or of the watch or follow: it is over either way).
+                None => return Ok(0),
+                Some(Err(e)) => return Err(std::io::Error::other(e.to_string())),
+                Some(Ok(data)) => self.pending = data,
+            }
+        }
+        let n = buf.len().min(self.pending.len());
+        buf[..n].copy_from_slice(&self.pending.split_to(n));
+        Ok(n)
     }
 }
 
@@ -199,111 +254,6 @@ fn status_error(code: u16, mut body: Box<dyn BufRead>) -> ApiError {
     ApiError::Status { reason, message }
 }
 
-/// What the client needs from a response head.
-struct Head {
-    code: u16,
-    chunked: bool,
-    content_length: Option<u64>,
-}
-
-fn read_head(reader: &mut impl BufRead) -> std::io::Result<Head> {
-    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
-    let mut line = String::new();
-    if reader.read_line(&mut line)? == 0 {
-        return Err(bad("the server closed the connection without answering"));
-    }
-    let code = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| bad("malformed HTTP status line"))?;
-    let mut head = Head {
-        code,
-        chunked: false,
-        content_length: None,
-    };
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            return Err(bad("the server closed the connection inside the headers"));
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            return Ok(head);
-        }
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("transfer-encoding") {
-            head.chunked = value.to_ascii_lowercase().contains("chunked");
-        } else if name.eq_ignore_ascii_case("content-length") {
-            head.content_length = value.parse().ok();
-        }
-    }
-}
-
-/// A chunked transfer-encoded body as a plain reader.
-struct Chunked<R> {
-    inner: R,
-    /// Bytes left in the current chunk.
-    left: u64,
-    done: bool,
-}
-
-impl<R: BufRead> Chunked<R> {
-    fn new(inner: R) -> Self {
-        Chunked {
-            inner,
-            left: 0,
-            done: false,
-        }
-    }
-
-    /// Reads the next chunk-size line; false at the last (empty) chunk.
-    fn next_chunk(&mut self) -> std::io::Result<bool> {
-        let mut line = String::new();
-        if self.inner.read_line(&mut line)? == 0 {
-            // The server closed the stream without the last chunk: treat as the end, as the
-            // watch or follow is over either way.
-            return Ok(false);
-        }
-        let size = line.trim().split(';').next().unwrap_or_default();
-        let size = u64::from_str_radix(size, 16).map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed chunk size")
-        })?;
-        self.left = size;
-        Ok(size > 0)
-    }
-}
-
-impl<R: BufRead> Read for Chunked<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.done || buf.is_empty() {
-            return Ok(0);
-        }
-        if self.left == 0 && !self.next_chunk()? {
-            self.done = true;
-            return Ok(0);
-        }
-        let want = buf
-            .len()
-            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
-        let n = self.inner.read(&mut buf[..want])?;
-        if n == 0 {
-            self.done = true;
-            return Ok(0);
-        }
-        self.left -= n as u64;
-        if self.left == 0 {
-            // The CRLF after the chunk's data.
-            let mut crlf = String::new();
-            self.inner.read_line(&mut crlf)?;
-        }
-        Ok(n)
-    }
-}
-
 /// Percent-encodes a query value (everything but RFC 3986's unreserved characters).
 pub fn encode(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
@@ -329,14 +279,6 @@ pub fn fail(e: &anyhow::Error) -> std::process::ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn chunked_bodies_are_decoded() {
-        let raw = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n";
-        let mut out = String::new();
-        Chunked::new(&raw[..]).read_to_string(&mut out).unwrap();
-        assert_eq!(out, "hello, world");
-    }
 
     #[test]
     fn server_urls_name_host_and_port() {

@@ -8,6 +8,7 @@
 
 use super::containment::{self, ContainerCgroup};
 use super::logs::Stream;
+use super::netns::Netns;
 use crate::spec::env::{EnvError, container_env, expand_all};
 use k8s_openapi::api::core::v1::Container;
 use rustix::process::{Pid, Signal};
@@ -31,6 +32,9 @@ pub struct ProcessSpec {
     pub env: Vec<(String, String)>,
     /// `workingDir`.
     pub working_dir: Option<PathBuf>,
+    /// The pod's network sandbox, entered before the program starts; `None`: the host's
+    /// network (`--pod-network host`).
+    pub netns: Option<Netns>,
 }
 
 /// Why a container process could not be described or started.
@@ -72,6 +76,7 @@ impl ProcessSpec {
             argv: expand_all(&raw, &env),
             env,
             working_dir: c.working_dir.as_ref().map(PathBuf::from),
+            netns: None,
         })
     }
 }
@@ -151,6 +156,9 @@ impl Process {
                 rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
                     .map_err(io::Error::from)
             });
+        }
+        if let Some(netns) = &spec.netns {
+            netns.enter_on_spawn(&mut cmd);
         }
         let (mut child, registration) = match crate::children::spawn(&mut cmd) {
             Ok(spawned) => spawned,
@@ -341,6 +349,7 @@ mod tests {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             env: vec![("GREETING".into(), "hello".into())],
             working_dir: None,
+            netns: None,
         }
     }
 
@@ -418,6 +427,19 @@ mod tests {
     async fn start_failure_names_the_program() {
         let err = Process::spawn(&spec(&["/nonexistent/prog"]), |_, _| {}).unwrap_err();
         assert_eq!(err.to_string(), "cannot start \"/nonexistent/prog\"");
+    }
+
+    #[tokio::test]
+    async fn a_sandbox_that_cannot_be_entered_is_a_start_failure_not_a_host_process() {
+        // setns refuses a descriptor that is not a namespace (EINVAL) before anything runs.
+        let not_a_namespace = Netns::open(std::path::Path::new("/dev/null")).unwrap();
+        let mut s = spec(&["true"]);
+        s.netns = Some(not_a_namespace);
+        let err = Process::spawn(&s, |_, _| {}).unwrap_err();
+        let SpawnError::Start { source, .. } = err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(source.raw_os_error(), Some(libc::EINVAL));
     }
 
     /// Processes in group `pgid` that are not zombies (a reparented zombie still has the

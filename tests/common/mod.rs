@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test crate uses its own subset
 
 pub mod hostile;
+pub mod json_lines;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

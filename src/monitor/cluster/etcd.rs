@@ -14,9 +14,11 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::http_client;
 
 /// The largest answer read (a range over 100,000 target records is about 25 MiB).
 pub const MAX_ANSWER_BYTES: usize = 128 << 20;
@@ -379,17 +381,10 @@ impl Client {
 
 /// An open watch: a streaming HTTP response of JSON messages.
 pub struct Watch {
-    body: hyper::body::Incoming,
+    body: http_client::Response,
     buf: Vec<u8>,
     endpoint: usize,
     authority: String,
-    conn: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        self.conn.abort();
-    }
 }
 
 impl Watch {
@@ -404,7 +399,7 @@ impl Watch {
             if let Some(batch) = self.parse_one()? {
                 return Ok(Some(batch));
             }
-            match self.body.frame().await {
+            match self.body.chunk().await {
                 None => return Ok(None),
                 Some(Err(e)) => {
                     return Err(EtcdError::BadAnswer {
@@ -412,13 +407,11 @@ impl Watch {
                         why: format!("watch stream broke: {e}"),
                     });
                 }
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        if self.buf.len() + data.len() > MAX_ANSWER_BYTES {
-                            return Err(self.bad("a watch message is too large"));
-                        }
-                        self.buf.extend_from_slice(&data);
+                Some(Ok(data)) => {
+                    if self.buf.len() + data.len() > MAX_ANSWER_BYTES {
+                        return Err(self.bad("a watch message is too large"));
                     }
+                    self.buf.extend_from_slice(&data);
                 }
             }
         }
@@ -517,87 +510,69 @@ fn kv_of(v: &Value) -> Option<Kv> {
     })
 }
 
-type Conn = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-
-async fn connect(ep: &Endpoint) -> Result<(Conn, tokio::task::JoinHandle<()>), Attempt> {
-    let stream = tokio::net::TcpStream::connect(&ep.authority)
-        .await
-        .map_err(|e| Attempt::Retry(format!("connect: {e}")))?;
-    let _ = stream.set_nodelay(true);
-    let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-        .await
-        .map_err(|e| Attempt::Retry(format!("handshake: {e}")))?;
-    let task = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok((send, task))
-}
-
-fn request(ep: &Endpoint, path: &str, body: Bytes) -> Result<hyper::Request<Full<Bytes>>, Attempt> {
+fn request(path: &str, body: Bytes) -> Result<http_client::Request, Attempt> {
     hyper::Request::post(path)
-        .header(hyper::header::HOST, &ep.authority)
         .header(hyper::header::CONTENT_TYPE, "application/json")
         .body(Full::new(body))
         .map_err(|e| Attempt::Retry(format!("request: {e}")))
 }
 
+/// Sends one request to one endpoint (the caller bounds its time); a transport failure means
+/// "try the next endpoint".
+async fn send(ep: &Endpoint, path: &str, body: Bytes) -> Result<http_client::Response, Attempt> {
+    http_client::send(&ep.authority, request(path, body)?)
+        .await
+        .map_err(|e| match e {
+            // The failover's message names the endpoint already.
+            http_client::ClientError::Connect { source, .. } => {
+                Attempt::Retry(format!("connect: {source}"))
+            }
+            e => Attempt::Retry(e.to_string()),
+        })
+}
+
 /// One request to one endpoint (the caller bounds its time).
 async fn post(ep: &Endpoint, path: &str, body: Bytes) -> Result<Value, Attempt> {
-    let (mut send, task) = connect(ep).await?;
-    let result = async {
-        let resp = send
-            .send_request(request(ep, path, body)?)
-            .await
-            .map_err(|e| Attempt::Retry(format!("request: {e}")))?;
-        let status = resp.status();
-        let bytes = Limited::new(resp.into_body(), MAX_ANSWER_BYTES)
-            .collect()
-            .await
-            .map_err(|e| Attempt::Retry(format!("reading the answer: {e}")))?
-            .to_bytes();
-        let v: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| Attempt::Retry(format!("answer {status} is not JSON: {e}")))?;
-        if status.is_success() && v.get("error").is_none() {
-            return Ok(v);
-        }
-        let code = int(v.get("code"));
-        let message = v
-            .get("message")
-            .or(v.get("error"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        // 14 Unavailable (no leader, stopping), 4 DeadlineExceeded (timeout inside etcd), and
-        // a 503 from the gateway are this endpoint's trouble: try another.
-        if matches!(code, 4 | 14) || status == hyper::StatusCode::SERVICE_UNAVAILABLE {
-            return Err(Attempt::Retry(format!("{status}: {message}")));
-        }
-        Err(Attempt::Final(EtcdError::Status {
-            endpoint: ep.authority.clone(),
-            code,
-            message,
-        }))
+    let resp = send(ep, path, body).await?;
+    let status = resp.status;
+    let bytes = resp
+        .bytes(MAX_ANSWER_BYTES)
+        .await
+        .map_err(|e| Attempt::Retry(format!("reading the answer: {e}")))?;
+    let v: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| Attempt::Retry(format!("answer {status} is not JSON: {e}")))?;
+    if status.is_success() && v.get("error").is_none() {
+        return Ok(v);
     }
-    .await;
-    task.abort();
-    result
+    let code = int(v.get("code"));
+    let message = v
+        .get("message")
+        .or(v.get("error"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    // 14 Unavailable (no leader, stopping), 4 DeadlineExceeded (timeout inside etcd), and
+    // a 503 from the gateway are this endpoint's trouble: try another.
+    if matches!(code, 4 | 14) || status == hyper::StatusCode::SERVICE_UNAVAILABLE {
+        return Err(Attempt::Retry(format!("{status}: {message}")));
+    }
+    Err(Attempt::Final(EtcdError::Status {
+        endpoint: ep.authority.clone(),
+        code,
+        message,
+    }))
 }
 
 async fn open_watch(ep: &Endpoint, body: Bytes, index: usize) -> Result<Watch, Attempt> {
-    let (mut send, conn) = connect(ep).await?;
-    let resp = send
-        .send_request(request(ep, "/v3/watch", body)?)
-        .await
-        .map_err(|e| Attempt::Retry(format!("watch request: {e}")))?;
-    if !resp.status().is_success() {
-        return Err(Attempt::Retry(format!("watch answered {}", resp.status())));
+    let resp = send(ep, "/v3/watch", body).await?;
+    if !resp.status.is_success() {
+        return Err(Attempt::Retry(format!("watch answered {}", resp.status)));
     }
     Ok(Watch {
-        body: resp.into_body(),
+        body: resp,
         buf: Vec::new(),
         endpoint: index,
         authority: ep.authority.clone(),
-        conn,
     })
 }
 

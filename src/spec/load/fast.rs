@@ -1,0 +1,194 @@
+//! The fast path: one read with the subset reader of [`crate::spec::yaml`], objects
+//! deserialised from its tree, which is also the location index the lint needs.
+
+use super::*;
+
+/// Load `text` with the fast reader and the tree deserialiser. `None` (and nothing added to
+/// `loaded`) when the text is outside the reader's subset or anything at all goes wrong:
+/// then [`load_full`] reads it and reports errors exactly as it always has.
+pub(super) fn load_fast(source: &str, text: &str, loaded: &mut Loaded) -> Option<SourceIndex> {
+    let index = yaml::read(text)?;
+    let mut out = Loaded::default();
+    // As in the full reader, every document's plan (and skip warning) comes first.
+    let mut plans = Vec::with_capacity(index.roots().len());
+    for &root in index.roots() {
+        let header = tree_header(&index, text, root, 0)?;
+        plans.push(tree_plan(&index, &header, 0, source, &mut out.warnings)?);
+    }
+    for (document, (&root, plan)) in index.roots().iter().zip(&plans).enumerate() {
+        let mut ignored = Vec::new();
+        let parsed = tree_parse(&index, text, root, plan, &mut Vec::new(), &mut ignored)?;
+        finish_document(source, document, parsed, ignored, &mut out);
+    }
+    loaded.templates.append(&mut out.templates);
+    loaded.warnings.append(&mut out.warnings);
+    Some(index)
+}
+
+/// [`Header`], read from the tree with serde-saphyr's rules for it; `None` where those rules
+/// would fail (a key of the wrong type) or get subtle.
+pub(super) struct TreeHeader<'t> {
+    pub(super) node: u32,
+    pub(super) kind: Option<&'t str>,
+    pub(super) api_version: Option<&'t str>,
+    pub(super) name: Option<&'t str>,
+    pub(super) items: Option<Vec<TreeHeader<'t>>>,
+}
+
+/// An optional string field: absent or null is `Some(None)`; not a scalar is `None`.
+pub(super) fn tree_string<'t>(
+    index: &'t SourceIndex,
+    text: &'t str,
+    node: Option<u32>,
+) -> Option<Option<&'t str>> {
+    let Some(node) = node else {
+        return Some(None);
+    };
+    match index.view(text, node) {
+        NodeView::Scalar(t, plain) if plain && is_null(t) => Some(None),
+        NodeView::Scalar(t, _) => Some(Some(t)),
+        _ => None,
+    }
+}
+
+pub(super) fn is_null(text: &str) -> bool {
+    matches!(text, "" | "~" | "null" | "Null" | "NULL")
+}
+
+pub(super) fn tree_header<'t>(
+    index: &'t SourceIndex,
+    text: &'t str,
+    node: u32,
+    depth: usize,
+) -> Option<TreeHeader<'t>> {
+    if index.view(text, node) != NodeView::Map || depth > MAX_HEADER_DEPTH {
+        return None;
+    }
+    let field = |key| index.child_by_key(text, node, key);
+    let kind = tree_string(index, text, field("kind"))?;
+    let api_version = tree_string(index, text, field("apiVersion"))?;
+    let name = match field("metadata") {
+        None => None,
+        Some(m) => match index.view(text, m) {
+            NodeView::Scalar(t, true) if is_null(t) => None,
+            NodeView::Map => {
+                let name = tree_string(index, text, index.child_by_key(text, m, "name"))?;
+                let generate =
+                    tree_string(index, text, index.child_by_key(text, m, "generateName"))?;
+                name.or(generate)
+            }
+            _ => return None,
+        },
+    };
+    let items = match field("items") {
+        None => None,
+        Some(i) => match index.view(text, i) {
+            NodeView::Scalar(t, true) if is_null(t) => None,
+            NodeView::Seq => Some(
+                index
+                    .children(i)
+                    .map(|c| tree_header(index, text, c, depth + 1))
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+            _ => return None,
+        },
+    };
+    Some(TreeHeader {
+        node,
+        kind,
+        api_version,
+        name,
+        items,
+    })
+}
+
+/// [`plan_for`] over a [`TreeHeader`]; `None` where `plan_for` reports an error.
+pub(super) fn tree_plan(
+    index: &SourceIndex,
+    h: &TreeHeader<'_>,
+    depth: usize,
+    source: &str,
+    warnings: &mut Vec<Warning>,
+) -> Option<Plan> {
+    let kind = h.kind.filter(|k| !k.is_empty())?;
+    let api_version = h.api_version.filter(|v| !v.is_empty())?;
+    if kind == "List" || (kind.ends_with("List") && h.items.is_some()) {
+        if depth >= MAX_LIST_DEPTH {
+            return None;
+        }
+        let mut plans = Vec::new();
+        for item in h.items.iter().flatten() {
+            plans.push(tree_plan(index, item, depth + 1, source, warnings)?);
+        }
+        return Some(Plan::List(plans));
+    }
+    match WorkloadKind::parse(kind) {
+        Some(wk) if wk.api_version() == api_version => Some(Plan::Object(wk)),
+        Some(_) => None,
+        None => {
+            warnings.push(Warning {
+                source: source.to_string(),
+                object: Some(format!("{kind}/{}", h.name.unwrap_or_default())),
+                field: None,
+                message: format!(
+                    "skipped: {api_version} {kind} has no pod template (line {})",
+                    index.at(h.node).0
+                ),
+            });
+            Some(Plan::Skip)
+        }
+    }
+}
+
+/// The typed objects of `node` following `plan`, the way [`PlanSeed`] builds them, with the
+/// unknown fields (paths from the document root, `prefix` first) added to `ignored`.
+pub(super) fn tree_parse(
+    index: &SourceIndex,
+    text: &str,
+    node: u32,
+    plan: &Plan,
+    prefix: &mut Vec<Seg>,
+    ignored: &mut Vec<Vec<Seg>>,
+) -> Option<Parsed> {
+    match plan {
+        // The reader has checked the syntax; a skipped object is not read any further.
+        Plan::Skip => Some(Parsed::Skipped),
+        Plan::Object(kind) => {
+            let mut on_ignored = |path: serde_ignored::Path<'_>| {
+                let mut segs = prefix.clone();
+                segs.extend(segments(&path));
+                ignored.push(segs);
+            };
+            let d =
+                serde_ignored::Deserializer::new(NodeDe::new(index, text, node), &mut on_ignored);
+            object(*kind, d).ok().map(Parsed::Object)
+        }
+        Plan::List(plans) => {
+            let mut out = Vec::new();
+            for child in index.children(node) {
+                match index.key(text, child)? {
+                    "items" => match index.view(text, child) {
+                        NodeView::Seq => {
+                            for (i, (item, plan)) in index.children(child).zip(plans).enumerate() {
+                                prefix.push(Seg::Key("items".into()));
+                                prefix.push(Seg::Index(i));
+                                let parsed = tree_parse(index, text, item, plan, prefix, ignored);
+                                prefix.truncate(prefix.len() - 2);
+                                out.push(parsed?);
+                            }
+                        }
+                        NodeView::Scalar(t, true) if is_null(t) => {}
+                        _ => return None,
+                    },
+                    "apiVersion" | "kind" | "metadata" => {}
+                    other => {
+                        let mut segs = prefix.clone();
+                        segs.push(Seg::Key(other.to_string()));
+                        ignored.push(segs);
+                    }
+                }
+            }
+            Some(Parsed::List(out))
+        }
+    }
+}
