@@ -147,15 +147,6 @@ fn namespace(name: &str) -> String {
     ns
 }
 
-/// The machine's address on its default route: a pod IP the API server accepts in an
-/// EndpointSlice (loopback addresses are refused there) for host-network pods.
-fn host_ip() -> String {
-    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-    // No packet is sent: connecting a UDP socket only picks the route.
-    s.connect("192.0.2.1:9").unwrap();
-    s.local_addr().unwrap().ip().to_string()
-}
-
 /// A running `probelet node`; stopped by SIGTERM (then SIGKILL) when dropped.
 struct Node {
     name: String,
@@ -192,6 +183,8 @@ impl Node {
             .arg("--client-ca-file")
             .arg(pki.join("ca.crt"))
             .args(["--max-container-restart-period", "2s"])
+            .arg("--run-dir")
+            .arg(c.dir.join(format!("run-{name}")))
             .args(extra)
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::options().append(true).open(&out).unwrap())
@@ -316,18 +309,14 @@ fn endpoint_ready(ns: &str, service: &str) -> Vec<(String, bool)> {
 }
 
 #[test]
-fn r29_2_deployment_rolls_out_its_endpointslice_lists_the_pod_ip_ready_and_it_answers() {
+fn r29_2_deployment_of_3_rolls_out_its_endpointslice_lists_3_ready_pod_ips_and_each_answers() {
     let _shared = shared_server();
     let ns = namespace("rollout");
-    let ip = host_ip();
-    let _node = Node::start_at("n-rollout", &ip, &[]);
-    let port = common::free_port();
-    // Host network: one replica per port (`--pod-network host` shares the node's address).
+    let _node = Node::start("n-rollout");
+    // Every replica binds the same port: each pod has its own network namespace and IP.
     kubectl_apply(
         &ns,
-        &format!(
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  replicas: 1\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      nodeSelector: {{kubernetes.io/hostname: n-rollout}}\n      terminationGracePeriodSeconds: 2\n      containers:\n      - name: app\n        image: example/app\n        command: [probelet, demo-app, --listen, \"{ip}:{port}\"]\n        ports: [{{containerPort: {port}}}]\n        readinessProbe: {{httpGet: {{path: /readyz, port: {port}}}, periodSeconds: 1}}\n        livenessProbe: {{httpGet: {{path: /healthz, port: {port}}}, periodSeconds: 2}}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: web}}\nspec:\n  selector: {{app: web}}\n  ports: [{{port: 80, targetPort: {port}}}]\n"
-        ),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      nodeSelector: {kubernetes.io/hostname: n-rollout}\n      terminationGracePeriodSeconds: 2\n      containers:\n      - name: app\n        image: example/app\n        command: [probelet, demo-app, --listen, \"0.0.0.0:8080\"]\n        ports: [{containerPort: 8080}]\n        readinessProbe: {httpGet: {path: /readyz, port: 8080}, periodSeconds: 1}\n        livenessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: 8080}]\n",
     );
     kubectl_ok(&[
         "rollout",
@@ -335,28 +324,48 @@ fn r29_2_deployment_rolls_out_its_endpointslice_lists_the_pod_ip_ready_and_it_an
         "-n",
         &ns,
         "deploy/web",
-        "--timeout=60s",
+        "--timeout=90s",
     ]);
     let pods = json(&["get", "pods", "-n", &ns, "-l", "app=web", "-o", "json"]);
-    let pod = &pods["items"][0];
-    assert_eq!(pod["status"]["podIP"], ip.as_str());
-    assert_eq!(condition(pod, "Ready").unwrap()["status"], "True");
-    assert_eq!(
-        condition(pod, "PodReadyToStartContainers").unwrap()["status"],
-        "True"
+    let mut ips: Vec<String> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(condition(p, "Ready").unwrap()["status"], "True", "{p}");
+            assert_eq!(
+                condition(p, "PodReadyToStartContainers").unwrap()["status"],
+                "True"
+            );
+            assert_eq!(p["status"]["hostIP"], "127.0.0.1");
+            p["status"]["podIP"].as_str().unwrap().to_string()
+        })
+        .collect();
+    ips.sort();
+    ips.dedup();
+    assert_eq!(ips.len(), 3, "three distinct pod IPs: {ips:?}");
+    let node = json(&["get", "node", "n-rollout", "-o", "json"]);
+    let cidr = node["spec"]["podCIDR"].as_str().unwrap().to_string();
+    let prefix = cidr.rsplit_once('.').unwrap().0.to_string() + ".";
+    assert!(
+        ips.iter().all(|ip| ip.starts_with(&prefix)),
+        "{ips:?} in {cidr}"
     );
-    let eps = wait_until(
-        "the EndpointSlice lists the pod ready",
+    let want: Vec<(String, bool)> = ips.iter().map(|ip| (ip.clone(), true)).collect();
+    wait_until(
+        "the EndpointSlice lists the 3 pods ready",
         Duration::from_secs(30),
         || {
-            let eps = endpoint_ready(&ns, "web");
-            (eps == vec![(ip.clone(), true)]).then_some(eps)
+            let mut eps = endpoint_ready(&ns, "web");
+            eps.sort();
+            (eps == want).then_some(())
         },
     );
-    assert_eq!(eps.len(), 1);
-    // The pod IP answers from the host.
-    let (code, _) = common::http(&format!("{ip}:{port}"), "GET", "/readyz", "");
-    assert_eq!(code, 200);
+    // Each pod IP answers from the host, each with its own process.
+    for ip in &ips {
+        let (code, _) = common::http(&format!("{ip}:8080"), "GET", "/readyz", "");
+        assert_eq!(code, 200, "{ip}");
+    }
     // The events are the kubelet's, from the node.
     let events = json(&["get", "events", "-n", &ns, "-o", "json"]);
     let started = events["items"]
@@ -371,11 +380,41 @@ fn r29_2_deployment_rolls_out_its_endpointslice_lists_the_pod_ip_ready_and_it_an
 }
 
 #[test]
+fn r29_2_host_network_reports_a_port_clash_as_the_second_containers_failure() {
+    let _shared = shared_server();
+    let ns = namespace("clash");
+    let _node = Node::start_at("n-clash", "127.0.0.1", &["--pod-network", "host"]);
+    let port = common::free_port();
+    let pod = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: n-clash\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"127.0.0.1:{port}\"]\n    readinessProbe: {{httpGet: {{path: /readyz, port: {port}}}, periodSeconds: 1}}\n"
+        )
+    };
+    kubectl_apply(&ns, &pod("first"));
+    wait_until("the first Ready", Duration::from_secs(30), || {
+        let p = pod_json(&ns, "first");
+        (condition(&p, "Ready")?["status"] == "True").then_some(())
+    });
+    kubectl_apply(&ns, &pod("second"));
+    let p = wait_until("the second restarted", Duration::from_secs(30), || {
+        let p = pod_json(&ns, "second");
+        (p["status"]["containerStatuses"][0]["restartCount"].as_i64() >= Some(1)).then_some(p)
+    });
+    let last = &p["status"]["containerStatuses"][0]["lastState"]["terminated"];
+    assert_eq!(last["reason"], "Error", "{p}");
+    assert_eq!(p["status"]["podIP"], "127.0.0.1");
+    // The first runs on, ready.
+    let first = pod_json(&ns, "first");
+    assert_eq!(condition(&first, "Ready").unwrap()["status"], "True");
+    assert_eq!(first["status"]["containerStatuses"][0]["restartCount"], 0);
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[test]
 fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_it_back() {
     let _shared = shared_server();
     let ns = namespace("readiness");
-    let ip = host_ip();
-    let _node = Node::start_at("n-readiness", &ip, &[]);
+    let _node = Node::start("n-readiness");
     let dir = tempfile::tempdir().unwrap();
     let port = common::free_port();
     let ready_file = dir.path().join("flip.ready");
@@ -385,6 +424,11 @@ fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
         &(file_probed_pod("flip", "n-readiness", port, dir.path(), false)
             + "---\napiVersion: v1\nkind: Service\nmetadata: {name: flip}\nspec:\n  selector: {app: flip}\n  ports: [{port: 80}]\n"),
     );
+    let ip = wait_until("the pod IP", Duration::from_secs(30), || {
+        pod_json(&ns, "flip")["status"]["podIP"]
+            .as_str()
+            .map(str::to_string)
+    });
     wait_until(
         "ready in the EndpointSlice",
         Duration::from_secs(40),
@@ -578,7 +622,7 @@ fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_ev
     // The node lifecycle controller evicts nothing when every node of a zone is NotReady
     // (full disruption: it suspects its own network): a second node stays Ready.
     let _peer = Node::start("n-kill9-peer");
-    let mut node = Node::start("n-kill9");
+    let mut node = Node::start_at("n-kill9", "127.0.0.1", &["--pod-network", "host"]);
     let port = common::free_port();
     let marker = format!("127.0.0.1:{port}");
     kubectl_apply(
@@ -639,6 +683,13 @@ fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
     assert!(
         process_with(&marker).is_none(),
         "a pod process survived SIGTERM"
+    );
+    // The pod network went with it: the bridge it made, the pods' sandboxes.
+    let bridge = Path::new("/sys/class/net").join(probelet::node::bridge_name("n-restart"));
+    assert!(!bridge.exists(), "{} left behind", bridge.display());
+    assert!(
+        std::fs::read_dir("/run/probelet/n-restart/sandboxes").map_or(true, |d| d.count() == 0),
+        "sandboxes left behind"
     );
     // Restarted: the pod bound to it runs again.
     let node = Node::start("n-restart");
@@ -774,7 +825,7 @@ fn r29_2_steady_state_costs_no_status_write() {
     for i in 0..5 {
         let port = common::free_port();
         yaml += &format!(
-            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}}}\nspec:\n  nodeName: n-steady\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"127.0.0.1:{port}\"]\n    startupProbe: {{httpGet: {{path: /startupz, port: {port}}}, periodSeconds: 1}}\n    livenessProbe: {{httpGet: {{path: /healthz, port: {port}}}, periodSeconds: 1}}\n    readinessProbe: {{httpGet: {{path: /readyz, port: {port}}}, periodSeconds: 1}}\n"
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}}}\nspec:\n  nodeName: n-steady\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"0.0.0.0:{port}\"]\n    startupProbe: {{httpGet: {{path: /startupz, port: {port}}}, periodSeconds: 1}}\n    livenessProbe: {{httpGet: {{path: /healthz, port: {port}}}, periodSeconds: 1}}\n    readinessProbe: {{httpGet: {{path: /readyz, port: {port}}}, periodSeconds: 1}}\n"
         );
     }
     kubectl_apply(&ns, &yaml);
@@ -812,17 +863,29 @@ fn r29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
     let c = cluster();
     let dir = c.dir.display().to_string();
     let ns = namespace("docs");
+    let node_out = c.dir.join("node-mynode.out");
     let sh = |command: &str| {
-        Command::new("sh")
-            .arg("-c")
-            .arg(command.replace("/tmp/cp", &dir))
+        let mut cmd = Command::new("sh");
+        // `exec`: the shell becomes the command, so the signals the test sends reach it.
+        cmd.arg("-c")
+            .arg(format!("exec {}", command.replace("/tmp/cp", &dir)))
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .env("PATH", bin_path())
             .env("KUBECONFIG", "/nonexistent")
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+            .stderr(Stdio::piped());
+        if command.starts_with("probelet node") {
+            // The node runs for the whole session: its output goes to a file, not a pipe
+            // nobody reads.
+            cmd.stdout(std::fs::File::create(&node_out).unwrap())
+                .stderr(
+                    std::fs::File::options()
+                        .append(true)
+                        .open(&node_out)
+                        .unwrap(),
+                );
+        }
+        cmd.spawn().unwrap()
     };
     let out = sh("scripts/control-plane node-cert /tmp/cp mynode")
         .wait_with_output()
@@ -834,7 +897,7 @@ fn r29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
     let node = Node {
         name: "mynode".into(),
         child: Some(node),
-        out: c.dir.join("node-mynode.out"),
+        out: node_out.clone(),
     };
     let out = sh(&format!(
         "kubectl --kubeconfig /tmp/cp/kubeconfig apply -f examples/deployment.yaml -n {ns}"
@@ -860,14 +923,23 @@ fn r29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
     });
     let mut seen = Vec::new();
     let end = Instant::now() + Duration::from_secs(60);
-    while !seen
-        .iter()
-        .any(|l: &String| l.contains("1/1") && l.contains("Running"))
-    {
+    // The example's 3 replicas, each `1/1 Running` at some point of the watch.
+    let ready_pods = |seen: &[String]| {
+        seen.iter()
+            .filter(|l| l.contains("1/1") && l.contains("Running"))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    };
+    while ready_pods(&seen) < 3 {
         let left = end.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(line) => seen.push(line),
-            Err(_) => panic!("no 1/1 Running in `kubectl get pods -w`: {seen:#?}"),
+            Err(_) => panic!(
+                "no 1/1 Running in `kubectl get pods -w`: {seen:#?}\n{}\n{}",
+                node.output(),
+                kubectl_ok(&["get", "all,events", "-n", &ns])
+            ),
         }
     }
     let _ = watch.kill();

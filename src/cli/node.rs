@@ -5,7 +5,7 @@ use super::run::{EventFormat, format_line, reap_orphans, supervisor_config, supe
 use clap::Args as ClapArgs;
 use probelet::display::terminal;
 use probelet::driver::real::{Line, Supervisor};
-use probelet::node::{NodeConfig, kubelet::KubeletTls};
+use probelet::node::{NodeConfig, PodNetworkMode, kubelet::KubeletTls};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,6 +17,9 @@ pub enum PodNetwork {
     /// Every pod shares the node's network: its IP is the node's, and two pods binding the same
     /// port clash (the second one's container fails, as its own failure).
     Host,
+    /// Every pod its own network namespace and IP from the node's pod CIDR, on a bridge
+    /// (root only).
+    Pod,
 }
 
 /// Arguments of `probelet node`.
@@ -47,9 +50,16 @@ pub struct Args {
     /// `--kubelet-client-certificate` is signed by it).
     #[arg(long, value_name = "FILE")]
     pub client_ca_file: Option<PathBuf>,
-    /// How pods are networked.
-    #[arg(long, value_enum, default_value = "host")]
-    pub pod_network: PodNetwork,
+    /// How pods are networked: `pod` (a network namespace and IP each; the default for root)
+    /// or `host` (the node's network, shared; the default otherwise).
+    #[arg(long, value_enum)]
+    pub pod_network: Option<PodNetwork>,
+    /// The pod network's bridge (default: `pb` and a hash of the node's name).
+    #[arg(long, value_name = "NAME")]
+    pub bridge: Option<String>,
+    /// Where the pod network records its sandboxes (default: /run/probelet/NODE).
+    #[arg(long, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
     /// How to print events and container output: `text` or `json` lines.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: EventFormat,
@@ -98,6 +108,22 @@ pub fn run(args: Args) -> ExitCode {
         address: args.node_ip.clone(),
         kubelet_listen: args.kubelet_listen,
         tls,
+        pod_network: match args
+            .pod_network
+            .unwrap_or(if rustix::process::geteuid().is_root() {
+                PodNetwork::Pod
+            } else {
+                PodNetwork::Host
+            }) {
+            PodNetwork::Host => PodNetworkMode::Host,
+            PodNetwork::Pod => PodNetworkMode::Pod {
+                bridge: args.bridge.clone(),
+                run_dir: args
+                    .run_dir
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("/run/probelet").join(&name)),
+            },
+        },
     };
     let format = args.output;
     let Some(runtime) = supervisor_runtime() else {

@@ -18,9 +18,10 @@ use crate::engine::{
     PodStatus, ProbeRequest,
 };
 use crate::outcome::ProbeOutcome;
-use crate::probe::{ProbeConfig, ProbeTarget, run_probe};
+use crate::probe::{ProbeConfig, ProbeTarget, run_probe_in};
 pub use crate::runtime::logs::ContainerLogs;
 use crate::runtime::logs::Stream;
+use crate::runtime::netns::Netns;
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
 use crate::spec::{PodTemplate, ProbeType};
 use crate::wall::{format_rfc3339, new_uid};
@@ -101,6 +102,9 @@ struct PodRun {
     /// The pod's IP: where its processes listen and its probes go (`SupervisorConfig::pod_ip`
     /// unless the pod was added with its own, as `probelet node` does).
     ip: String,
+    /// The pod's network sandbox (`probelet node` with a pod network): its processes, exec
+    /// probes and exec hooks run inside it.
+    netns: Option<Netns>,
     containers: HashMap<String, ContainerRun>,
     /// When it was added (its creation and start time).
     created: Instant,
@@ -154,6 +158,8 @@ pub enum PodCommand {
         uid: String,
         /// Its IP (`status.podIP`).
         ip: String,
+        /// Its network sandbox (`None`: the host's network).
+        netns: Option<Netns>,
     },
     /// Stop a pod by the kill path (preStop, grace period, R8.6/R8.15), the grace period
     /// given by the deletion (`None`: the pod's own).
@@ -366,13 +372,19 @@ impl Supervisor {
     /// Adds a pod from a loaded (and validated) template, under a fresh UID.
     pub fn add_pod(&mut self, template: PodTemplate) -> PodId {
         let ip = self.config.pod_ip.clone();
-        self.add_pod_as(template, &new_uid(), ip)
+        self.add_pod_as(template, &new_uid(), ip, None)
             .expect("a fresh UID is never a duplicate")
     }
 
-    /// Adds a pod under `uid` (the API server's) at `ip`; `None` when a pod of that UID runs
-    /// already.
-    pub fn add_pod_as(&mut self, template: PodTemplate, uid: &str, ip: String) -> Option<PodId> {
+    /// Adds a pod under `uid` (the API server's) at `ip`, in the network sandbox `netns` when
+    /// given; `None` when a pod of that UID runs already.
+    pub fn add_pod_as(
+        &mut self,
+        template: PodTemplate,
+        uid: &str,
+        ip: String,
+        netns: Option<Netns>,
+    ) -> Option<PodId> {
         let info = PodInfo::from_pod_spec(uid, &template.name, &template.namespace, &template.spec);
         let now = self.now();
         let id = self.manager.add_pod(now, info).ok()?;
@@ -399,6 +411,7 @@ impl Supervisor {
             PodRun {
                 template,
                 ip,
+                netns,
                 containers,
                 created: now,
                 deletion: None,
@@ -758,8 +771,13 @@ impl Supervisor {
     /// Carries out a node agent's command.
     fn apply_command(&mut self, command: PodCommand) {
         match command {
-            PodCommand::Add { template, uid, ip } => {
-                self.add_pod_as(*template, &uid, ip);
+            PodCommand::Add {
+                template,
+                uid,
+                ip,
+                netns,
+            } => {
+                self.add_pod_as(*template, &uid, ip, netns);
             }
             PodCommand::Delete { uid, grace } => {
                 let found = self.pods.iter().find(|(id, run)| {
@@ -1051,10 +1069,9 @@ impl Supervisor {
             ProbeType::Startup => c.spec.startup_probe.clone(),
         };
         let Some(probe) = probe else { return };
-        let host = self
-            .pods
-            .get(&req.pod)
-            .map_or_else(|| self.config.pod_ip.clone(), |p| p.ip.clone());
+        let run = self.pods.get(&req.pod);
+        let host = run.map_or_else(|| self.config.pod_ip.clone(), |p| p.ip.clone());
+        let netns = run.and_then(|p| p.netns.clone());
         let target = ProbeTarget {
             host,
             ports: c.spec.ports.clone().unwrap_or_default(),
@@ -1071,7 +1088,7 @@ impl Supervisor {
         tokio::spawn(async move {
             let outcome = match refused {
                 Some(addr) => ProbeOutcome::errored(crate::probe::link_local::refusal(addr)),
-                None => run_probe(&probe, &target, &cfg).await,
+                None => run_probe_in(&probe, &target, &cfg, netns.as_ref()).await.0,
             };
             let _ = tx.send(Msg::ProbeDone { worker, outcome });
         });
@@ -1091,7 +1108,16 @@ impl Supervisor {
         if instance > 0 {
             c.logs.lock().unwrap_or_else(|e| e.into_inner()).rotate();
         }
+        let netns = self.pods.get(&pod).and_then(|p| p.netns.clone());
+        let Some(c) = self
+            .pods
+            .get_mut(&pod)
+            .and_then(|p| p.containers.get_mut(name))
+        else {
+            return;
+        };
         let spawned = ProcessSpec::from_container(&c.spec).and_then(|mut spec| {
+            spec.netns = netns;
             // `probelet ...` runs this very binary (the demo app needs nothing installed).
             if spec.argv[0] == "probelet"
                 && let Ok(me) = std::env::current_exe()
@@ -1247,6 +1273,7 @@ impl Supervisor {
         HookContext {
             post_start: lifecycle.and_then(|l| l.post_start.clone()),
             pre_stop: lifecycle.and_then(|l| l.pre_stop.clone()),
+            netns: run.and_then(|p| p.netns.clone()),
             target: ProbeTarget {
                 host: run.map_or_else(|| self.config.pod_ip.clone(), |p| p.ip.clone()),
                 ports: c.and_then(|c| c.ports.clone()).unwrap_or_default(),
@@ -1306,6 +1333,7 @@ struct HookContext {
     post_start: Option<LifecycleHandler>,
     pre_stop: Option<LifecycleHandler>,
     target: ProbeTarget,
+    netns: Option<Netns>,
     config: Arc<ProbeConfig>,
     container: String,
     pod: String,
@@ -1317,6 +1345,7 @@ impl HookContext {
         let hook = run_hook(
             handler,
             &self.target,
+            self.netns.as_ref(),
             &self.config,
             timeout,
             &self.container,

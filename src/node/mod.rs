@@ -39,6 +39,73 @@ pub struct NodeConfig {
     pub kubelet_listen: std::net::SocketAddr,
     /// The kubelet endpoints' TLS; `None`: no endpoints (`kubectl logs` then fails).
     pub tls: Option<kubelet::KubeletTls>,
+    /// How pods are networked.
+    pub pod_network: PodNetworkMode,
+}
+
+/// How a node's pods are networked.
+#[derive(Debug, Clone)]
+pub enum PodNetworkMode {
+    /// The node's network, shared: every pod's IP is the node's.
+    Host,
+    /// A network namespace and IP per pod, from the node's `spec.podCIDR`, on a bridge.
+    Pod {
+        /// The bridge's name (`None`: one derived from the node's name, so that several nodes
+        /// on one machine each have their own).
+        bridge: Option<String>,
+        /// Where the sandboxes are recorded (`/run/probelet/NODE`).
+        run_dir: PathBuf,
+    },
+}
+
+/// How long a new node waits for the controller-manager to assign its pod CIDR.
+const POD_CIDR_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A bridge name for node `name`: `pb` and 8 hex digits of a hash of the name (Linux allows
+/// 15 characters), the same at every start.
+pub fn bridge_name(name: &str) -> String {
+    // FNV-1a: stable across runs and platforms, unlike std's hasher.
+    let hash = name.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    format!("pb{hash:08x}")
+}
+
+/// The node's pod network: waits (bounded) for its `spec.podCIDR`, then sets up the bridge.
+async fn pod_network(
+    client: &kube::Client,
+    name: &str,
+    bridge: Option<String>,
+    run_dir: PathBuf,
+) -> Result<crate::runtime::netns::PodNetwork, NodeError> {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let started = tokio::time::Instant::now();
+    let cidr = loop {
+        let node = nodes
+            .get(name)
+            .await
+            .map_err(|e| NodeError::from_kube(&format!("reading node {name}"), e))?;
+        if let Some(cidr) = node.spec.and_then(|s| s.pod_cidr) {
+            break cidr;
+        }
+        if started.elapsed() > POD_CIDR_WAIT {
+            return Err(NodeError::Server(format!(
+                "node {name} got no spec.podCIDR within {}s: the pod network needs the controller-manager's --allocate-node-cidrs (or use --pod-network host)",
+                POD_CIDR_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let pod_cidr = cidr
+        .parse()
+        .map_err(|e| NodeError::Server(format!("node {name}: spec.podCIDR {cidr:?}: {e}")))?;
+    let config = crate::runtime::netns::PodNetworkConfig {
+        bridge: bridge.unwrap_or_else(|| bridge_name(name)),
+        pod_cidr,
+        run_dir,
+    };
+    crate::runtime::netns::PodNetwork::create(config)
+        .map_err(|e| NodeError::Server(format!("pod network: {e}")))
 }
 
 /// `1.33` → `v1.33.0`: a node's `kubeletVersion` is a full semantic version (kubectl and the
@@ -81,6 +148,12 @@ pub async fn run(
         version: semver(supervisor.kubelet_version()),
     };
     let node = registration::register(&client, &identity).await?;
+    let ips: Arc<dyn pods::PodIps> = match config.pod_network.clone() {
+        PodNetworkMode::Host => Arc::new(pods::HostNetwork(config.address.clone())),
+        PodNetworkMode::Pod { bridge, run_dir } => {
+            Arc::new(pod_network(&client, &config.name, bridge, run_dir).await?)
+        }
+    };
 
     let report = {
         let note = note.clone();
@@ -119,7 +192,7 @@ pub async fn run(
         client.clone(),
         config.name.clone(),
         shared.clone(),
-        Box::new(pods::HostNetwork(config.address.clone())),
+        ips.clone(),
         commands_tx,
         status_tx.clone(),
         note,
@@ -137,12 +210,16 @@ pub async fn run(
             status: status_tx,
             events: events_tx,
             removed: removed_tx,
+            ips,
         }),
         commands_rx,
         config.name.clone(),
         config.address.clone(),
     );
     supervisor.run(stop).await;
-    tasks.abort_all();
+    // The tasks hold the pod network: it goes (sandboxes, then the bridge it made) once they
+    // are gone, after every pod process.
+    tasks.shutdown().await;
+    drop(supervisor);
     Ok(())
 }

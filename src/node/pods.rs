@@ -9,6 +9,7 @@ use super::state::{Shared, lock};
 use crate::api::objects::{PodRef, WallClock};
 use crate::driver::real::{ContainerLogs, NodeSink, PodCommand};
 use crate::engine::events::StoredEvent;
+use crate::runtime::netns::{Netns, PodNetwork};
 use crate::spec::PodTemplate;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
@@ -20,12 +21,12 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
-/// How pods get their IP.
-pub trait PodIps: Send {
-    /// The IP of a new pod (`Err`: the pod cannot run here, with why).
-    fn assign(&mut self, uid: &str) -> Result<String, String>;
-    /// A pod is gone: its IP may be reused.
-    fn release(&mut self, uid: &str);
+/// How pods get their network: an IP, and a sandbox to run in (or the host's network).
+pub trait PodIps: Send + Sync {
+    /// The IP (and sandbox) of a new pod (`Err`: the pod cannot run here, with why).
+    fn assign(&self, uid: &str) -> Result<(String, Option<Netns>), String>;
+    /// A pod is gone (nothing of it runs any more): its IP may be reused.
+    fn release(&self, uid: &str);
 }
 
 /// `--pod-network host`: every pod shares the node's network, so its IP is the node's and two
@@ -34,10 +35,24 @@ pub trait PodIps: Send {
 pub struct HostNetwork(pub String);
 
 impl PodIps for HostNetwork {
-    fn assign(&mut self, _uid: &str) -> Result<String, String> {
-        Ok(self.0.clone())
+    fn assign(&self, _uid: &str) -> Result<(String, Option<Netns>), String> {
+        Ok((self.0.clone(), None))
     }
-    fn release(&mut self, _uid: &str) {}
+    fn release(&self, _uid: &str) {}
+}
+
+/// `--pod-network pod`: every pod its own network namespace and IP from the node's pod CIDR
+/// ([`PodNetwork`]), so replicas that bind the same port run side by side.
+impl PodIps for PodNetwork {
+    fn assign(&self, uid: &str) -> Result<(String, Option<Netns>), String> {
+        let sandbox = self
+            .add_sandbox(uid)
+            .map_err(|e| format!("Failed to create pod sandbox: {e}"))?;
+        Ok((sandbox.ip.to_string(), Some(sandbox.netns)))
+    }
+    fn release(&self, uid: &str) {
+        let _ = self.remove_sandbox(uid);
+    }
 }
 
 /// The supervisor's side: statuses wake the status writer, events go to the event writer,
@@ -51,6 +66,8 @@ pub struct Sink {
     pub events: mpsc::UnboundedSender<EventWrite>,
     /// The deleter.
     pub removed: mpsc::UnboundedSender<PodRef>,
+    /// The pod network: a removed pod's sandbox and IP are released.
+    pub ips: Arc<dyn PodIps>,
 }
 
 impl NodeSink for Sink {
@@ -64,6 +81,7 @@ impl NodeSink for Sink {
     }
 
     fn pod_removed(&mut self, pod: &PodRef) {
+        self.ips.release(&pod.uid);
         let _ = self.removed.send(pod.clone());
     }
 
@@ -212,7 +230,7 @@ pub async fn sync_pods(
     client: kube::Client,
     node_name: String,
     shared: Shared,
-    mut ips: Box<dyn PodIps>,
+    ips: Arc<dyn PodIps>,
     commands: mpsc::UnboundedSender<PodCommand>,
     status: mpsc::UnboundedSender<String>,
     report: impl Fn(String) + Send + 'static,
@@ -252,7 +270,7 @@ pub async fn sync_pods(
                         &client,
                         &node_name,
                         &shared,
-                        ips.as_mut(),
+                        ips.as_ref(),
                         &commands,
                         &status,
                         &mut running,
@@ -267,22 +285,23 @@ pub async fn sync_pods(
                 // Pods deleted while the watch was down.
                 let gone: Vec<String> = running.difference(&listed).cloned().collect();
                 for uid in gone {
-                    stop(&shared, ips.as_mut(), &commands, &mut running, &uid);
+                    stop(&shared, &commands, &mut running, &uid);
                 }
             }
             watcher::Event::Delete(pod) => {
                 if let Some(uid) = pod.metadata.uid.as_deref() {
                     refused.remove(uid);
-                    stop(&shared, ips.as_mut(), &commands, &mut running, uid);
+                    stop(&shared, &commands, &mut running, uid);
                 }
             }
         }
     }
 }
 
+/// Stops a pod gone from the API at once (its sandbox is released when its processes are
+/// gone: [`Sink::pod_removed`]).
 fn stop(
     shared: &Shared,
-    ips: &mut dyn PodIps,
     commands: &mpsc::UnboundedSender<PodCommand>,
     running: &mut HashSet<String>,
     uid: &str,
@@ -292,7 +311,6 @@ fn stop(
             uid: uid.to_string(),
             grace: Some(0),
         });
-        ips.release(uid);
     }
     lock(shared).remove(uid);
 }
@@ -302,7 +320,7 @@ async fn apply(
     client: &kube::Client,
     node_name: &str,
     shared: &Shared,
-    ips: &mut dyn PodIps,
+    ips: &dyn PodIps,
     commands: &mpsc::UnboundedSender<PodCommand>,
     status: &mpsc::UnboundedSender<String>,
     running: &mut HashSet<String>,
@@ -340,8 +358,8 @@ async fn apply(
         return;
     }
     let spec = pod.spec.clone().unwrap_or_default();
-    let ip = match unrunnable(&spec).map_or_else(|| ips.assign(&uid), Err) {
-        Ok(ip) => ip,
+    let (ip, netns) = match unrunnable(&spec).map_or_else(|| ips.assign(&uid), Err) {
+        Ok(assigned) => assigned,
         Err(message) => {
             refused.insert(uid);
             if let Err(e) = warn(client, node_name, &pod, "Failed", &message).await {
@@ -356,6 +374,7 @@ async fn apply(
         }
     }
     let Some(template) = template(&pod) else {
+        ips.release(&uid);
         return;
     };
     lock(shared).entry(&uid).api = Some(pod);
@@ -364,6 +383,7 @@ async fn apply(
         template: Box::new(template),
         uid,
         ip,
+        netns,
     });
 }
 
