@@ -54,6 +54,9 @@ pub enum NodeError {
     /// The kubelet server could not start.
     #[error("kubelet server: {0}")]
     Server(String),
+    /// The pod network could not be set up (not root, no pod CIDR, ...).
+    #[error("pod network: {0}")]
+    PodNetwork(String),
 }
 
 impl NodeError {
@@ -94,7 +97,10 @@ impl NodeError {
     /// 401/403 and bad requests do not get better by themselves.
     pub fn retriable(&self) -> bool {
         matches!(self.code(), 0 | 409 | 429 | 500..=599)
-            && !matches!(self, NodeError::Kubeconfig { .. } | NodeError::Server(_))
+            && !matches!(
+                self,
+                NodeError::Kubeconfig { .. } | NodeError::Server(_) | NodeError::PodNetwork(_)
+            )
     }
 }
 

@@ -89,7 +89,7 @@ async fn pod_network(
             break cidr;
         }
         if started.elapsed() > POD_CIDR_WAIT {
-            return Err(NodeError::Server(format!(
+            return Err(NodeError::PodNetwork(format!(
                 "node {name} got no spec.podCIDR within {}s: the pod network needs the controller-manager's --allocate-node-cidrs (or use --pod-network host)",
                 POD_CIDR_WAIT.as_secs()
             )));
@@ -98,14 +98,14 @@ async fn pod_network(
     };
     let pod_cidr = cidr
         .parse()
-        .map_err(|e| NodeError::Server(format!("node {name}: spec.podCIDR {cidr:?}: {e}")))?;
+        .map_err(|e| NodeError::PodNetwork(format!("node {name}: spec.podCIDR {cidr:?}: {e}")))?;
     let config = crate::runtime::netns::PodNetworkConfig {
         bridge: bridge.unwrap_or_else(|| bridge_name(name)),
         pod_cidr,
         run_dir,
     };
     crate::runtime::netns::PodNetwork::create(config)
-        .map_err(|e| NodeError::Server(format!("pod network: {e}")))
+        .map_err(|e| NodeError::PodNetwork(e.to_string()))
 }
 
 /// `1.33` → `v1.33.0`: a node's `kubeletVersion` is a full semantic version (kubectl and the
