@@ -705,7 +705,7 @@ fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
 }
 
 #[test]
-fn r29_3_unreachable_api_server_and_wrong_token_are_one_clear_error_each() {
+fn r29_3_unreachable_api_server_wrong_token_and_rbac_403_are_one_clear_error_each() {
     let _shared = shared_server();
     let c = cluster();
     let dir = tempfile::tempdir().unwrap();
@@ -735,9 +735,12 @@ fn r29_3_unreachable_api_server_and_wrong_token_are_one_clear_error_each() {
         kubeconfig.replace(token_line, "    token: not-the-token"),
     )
     .unwrap();
+    // RBAC: the scheduler's credentials may not create nodes.
+    let forbidden = c.dir.join("kube-scheduler.kubeconfig");
     for (file, expect) in [
         (&unreachable, "the API server is unreachable"),
         (&wrong, "401 Unauthorized"),
+        (&forbidden, "forbids creating node n-bad (403 Forbidden)"),
     ] {
         let started = Instant::now();
         let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
