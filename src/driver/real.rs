@@ -1096,11 +1096,11 @@ impl Supervisor {
 
     fn start_container(&mut self, pod: PodId, name: &str) {
         let pod_name = self.pod_name(pod);
-        let Some(c) = self
-            .pods
-            .get_mut(&pod)
-            .and_then(|p| p.containers.get_mut(name))
-        else {
+        let Some(run) = self.pods.get_mut(&pod) else {
+            return;
+        };
+        let netns = run.netns.clone();
+        let Some(c) = run.containers.get_mut(name) else {
             return;
         };
         let instance = c.instances;
@@ -1108,14 +1108,6 @@ impl Supervisor {
         if instance > 0 {
             c.logs.lock().unwrap_or_else(|e| e.into_inner()).rotate();
         }
-        let netns = self.pods.get(&pod).and_then(|p| p.netns.clone());
-        let Some(c) = self
-            .pods
-            .get_mut(&pod)
-            .and_then(|p| p.containers.get_mut(name))
-        else {
-            return;
-        };
         let spawned = ProcessSpec::from_container(&c.spec).and_then(|mut spec| {
             spec.netns = netns;
             // `probelet ...` runs this very binary (the demo app needs nothing installed).
