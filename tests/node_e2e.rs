@@ -863,8 +863,17 @@ fn r29_2_steady_state_costs_no_status_write() {
         .then_some(())
     });
     // The counter is the whole API server's: the controllers' clean-up of earlier tests'
-    // pods (eviction, pod GC) patches statuses too. Measure once it has been still for 5 s
-    // (this test runs alone: no other node writes meanwhile).
+    // pods (eviction, pod GC marking them before deleting them) patches statuses too. Measure
+    // once only this test's pods are left and the counter has been still for 5 s (this test
+    // runs alone: no other node writes meanwhile).
+    wait_until(
+        "only this test's pods left",
+        Duration::from_secs(180),
+        || {
+            let all = kubectl_ok(&["get", "pods", "-A", "--no-headers"]);
+            (all.lines().count() == 5).then_some(())
+        },
+    );
     let before = wait_until("the API server quiet", Duration::from_secs(90), || {
         let before = status_patches();
         std::thread::sleep(Duration::from_secs(5));
