@@ -17,6 +17,8 @@
 //! * [`alerts`]: the alert lifecycle (pure) and the Alertmanager client (an edge task).
 //! * [`calibrate`]: `probelet calibrate`: probe settings from measured start-up and latency,
 //!   proved by simulation.
+//! * [`node`]: `probelet node`, a node of a real control plane: the supervisor's pods from
+//!   and their status to a real API server.
 //! * [`server`]: the one server edge (connection cap, timeouts, accept back-off) every
 //!   server probelet runs goes through.
 //! * [`http_client`]: the one HTTP client edge for probelet's own calls (Alertmanager, etcd,
@@ -37,6 +39,7 @@ pub mod http_client;
 pub mod lint;
 pub mod logs;
 pub mod monitor;
+pub mod node;
 pub mod outcome;
 pub mod probe;
 pub mod runtime;

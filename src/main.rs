@@ -55,6 +55,10 @@ enum Command {
     /// The application-side health proxy: checks dependencies in the background and answers
     /// /livez, /readyz, /startupz and gRPC health from cache; sd_notify watchdog; drain.
     Sidecar(cli::sidecar::Args),
+    /// Join a real Kubernetes control plane as a node: run the pods bound to it as local
+    /// processes with the kubelet's probes, status, events and graceful deletion
+    /// (see docs/node.md).
+    Node(cli::node::Args),
 }
 
 fn main() -> ExitCode {
@@ -78,5 +82,6 @@ fn main() -> ExitCode {
         Command::Targets(args) => cli::targets::run(args),
         Command::Calibrate(args) => cli::calibrate::run(args),
         Command::Sidecar(args) => cli::sidecar::run(args),
+        Command::Node(args) => cli::node::run(args),
     }
 }

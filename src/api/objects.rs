@@ -45,8 +45,11 @@ pub fn timestamp(t: SystemTime) -> k8s_openapi::jiff::Timestamp {
 pub struct Placement {
     /// `spec.nodeName` (this machine's host name).
     pub node_name: String,
-    /// `status.podIP` and `status.hostIP`: the address probes use.
+    /// `status.podIP`: the address probes use.
     pub pod_ip: String,
+    /// `status.hostIP`: the node's address (`run`: the same as the pod IP; `node` with a pod
+    /// network: the node's InternalIP).
+    pub host_ip: String,
 }
 
 /// The identity the supervisor gave a pod.
@@ -93,7 +96,10 @@ pub fn pod(
     }
 }
 
-fn pod_status(
+/// The `v1.PodStatus` of a pod: phase, the engine's conditions (PodScheduled, Initialized,
+/// ContainersReady, Ready), container statuses, addresses. `probelet node` adds what only a
+/// node knows with [`kubelet_conditions`].
+pub fn pod_status(
     template: &PodTemplate,
     identity: &PodIdentity,
     status: &PodStatus,
@@ -136,7 +142,7 @@ fn pod_status(
         ip: placement.pod_ip.clone(),
     }];
     let host_ips = vec![core::HostIP {
-        ip: placement.pod_ip.clone(),
+        ip: placement.host_ip.clone(),
     }];
     core::PodStatus {
         phase: Some(phase_name(status.phase).to_string()),
@@ -158,13 +164,116 @@ fn pod_status(
         container_statuses: Some(regular.into_iter().map(convert).collect()),
         init_container_statuses: (!init.is_empty())
             .then(|| init.into_iter().map(convert).collect()),
-        host_ip: Some(placement.pod_ip.clone()),
+        host_ip: Some(placement.host_ip.clone()),
         host_ips: Some(host_ips),
         pod_ip: Some(placement.pod_ip.clone()),
         pod_ips: Some(ips),
         start_time: Some(clock.time(identity.created)),
         qos_class: Some(qos_class(&template.spec).to_string()),
         ..Default::default()
+    }
+}
+
+/// The kubelet's reason on Ready when every container is ready but a readiness gate is not
+/// (`pkg/kubelet/status/generate.go`).
+pub const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
+
+/// Completes a pod status the way a node's kubelet does, over the conditions the API server
+/// holds (`api_conditions`: what the pod object has now, written by anyone):
+///
+/// * `PodReadyToStartContainers` is True since `sandbox_ready`: the pod's sandbox (its
+///   processes' environment, and its network namespace when there is one) exists once the pod
+///   runs here;
+/// * Ready is `GeneratePodReadyCondition` (`pkg/kubelet/status/generate.go`): ContainersReady's
+///   status, reason and message while that is not True; else False while a
+///   `spec.readinessGates` condition is not True in the API — an absent one gives
+///   `corresponding condition of pod readiness gate "X" does not exist.`, a non-True one
+///   `the status of pod readiness gate "X" is not "True", but S`, joined with `, `, under reason
+///   `ReadinessGatesNotReady`; else True;
+/// * a condition whose status the API already has keeps the API's `lastTransitionTime`
+///   (the status manager's `updateLastTransitionTime`); a Ready that changes only because of a
+///   gate changes at `now`. So an unchanged status renders the same and is not written again.
+///
+/// Conditions the node does not own (the gates' own, anything else) are not in the result:
+/// a strategic merge patch of it leaves them as they are.
+pub fn kubelet_conditions(
+    status: &mut core::PodStatus,
+    gates: &[core::PodReadinessGate],
+    api_conditions: &[core::PodCondition],
+    sandbox_ready: Time,
+    now: Time,
+) {
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    if !conditions
+        .iter()
+        .any(|c| c.type_ == "PodReadyToStartContainers")
+    {
+        conditions.insert(
+            0,
+            core::PodCondition {
+                type_: "PodReadyToStartContainers".into(),
+                status: "True".into(),
+                last_transition_time: Some(sandbox_ready),
+                ..Default::default()
+            },
+        );
+    }
+    let unready: Vec<String> = gates
+        .iter()
+        .filter_map(|g| {
+            let t = &g.condition_type;
+            match api_conditions.iter().find(|c| &c.type_ == t) {
+                None => Some(format!(
+                    "corresponding condition of pod readiness gate {t:?} does not exist."
+                )),
+                Some(c) if c.status != "True" => Some(format!(
+                    "the status of pod readiness gate {t:?} is not \"True\", but {}",
+                    c.status
+                )),
+                Some(_) => None,
+            }
+        })
+        .collect();
+    let containers_ready = conditions
+        .iter()
+        .find(|c| c.type_ == "ContainersReady")
+        .cloned();
+    if let (Some(ready), Some(containers)) = (
+        conditions.iter_mut().find(|c| c.type_ == "Ready"),
+        containers_ready,
+    ) {
+        let (status, reason, message) = if containers.status != "True" {
+            (containers.status, containers.reason, containers.message)
+        } else if !unready.is_empty() {
+            (
+                "False".to_string(),
+                Some(READINESS_GATES_NOT_READY.to_string()),
+                Some(unready.join(", ")),
+            )
+        } else {
+            ("True".to_string(), None, None)
+        };
+        let at = if ready.status == status {
+            ready.last_transition_time.clone()
+        } else {
+            Some(now)
+        };
+        *ready = core::PodCondition {
+            type_: "Ready".into(),
+            status,
+            reason,
+            message,
+            last_transition_time: at,
+            ..Default::default()
+        };
+    }
+    for c in conditions.iter_mut() {
+        if let Some(old) = api_conditions
+            .iter()
+            .find(|o| o.type_ == c.type_ && o.status == c.status)
+        {
+            c.last_transition_time = old.last_transition_time.clone();
+        }
     }
 }
 
@@ -390,6 +499,7 @@ mod tests {
         let placement = Placement {
             node_name: "node".into(),
             pod_ip: "127.0.0.1".into(),
+            host_ip: "127.0.0.1".into(),
         };
         let p = pod(
             &t,
@@ -455,5 +565,117 @@ mod tests {
             qos_class(&t("    resources: {limits: {cpu: 100m, memory: 1Gi}}\n").spec),
             "Guaranteed"
         );
+    }
+
+    fn cond(type_: &str, status: &str, reason: Option<&str>) -> core::PodCondition {
+        core::PodCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.map(Into::into),
+            message: reason.map(|_| "containers with unready status: [app]".into()),
+            last_transition_time: Some(Time(
+                k8s_openapi::jiff::Timestamp::from_second(100).unwrap(),
+            )),
+            ..Default::default()
+        }
+    }
+
+    fn at(secs: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
+    }
+
+    fn gate(t: &str) -> core::PodReadinessGate {
+        core::PodReadinessGate {
+            condition_type: t.into(),
+        }
+    }
+
+    fn engine_status(containers_ready: bool) -> core::PodStatus {
+        let reason = (!containers_ready).then_some("ContainersNotReady");
+        let s = if containers_ready { "True" } else { "False" };
+        core::PodStatus {
+            conditions: Some(vec![
+                cond("PodScheduled", "True", None),
+                cond("Initialized", "True", None),
+                cond("ContainersReady", s, reason),
+                // The engine knows no gate condition: with gates, its Ready is never True.
+                cond("Ready", "False", Some("ReadinessGatesNotReady")),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    fn find<'a>(s: &'a core::PodStatus, t: &str) -> &'a core::PodCondition {
+        s.conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap()
+    }
+
+    #[test]
+    fn r29_2_ready_with_an_absent_readiness_gate_is_false_with_the_kubelets_reason_and_message() {
+        let mut s = engine_status(true);
+        kubelet_conditions(&mut s, &[gate("example.com/lb")], &[], at(50), at(200));
+        let ready = find(&s, "Ready");
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.reason.as_deref(), Some(READINESS_GATES_NOT_READY));
+        assert_eq!(
+            ready.message.as_deref(),
+            Some(
+                "corresponding condition of pod readiness gate \"example.com/lb\" does not exist."
+            )
+        );
+        let sandbox = find(&s, "PodReadyToStartContainers");
+        assert_eq!(sandbox.status, "True");
+        assert_eq!(sandbox.last_transition_time, Some(at(50)));
+    }
+
+    #[test]
+    fn r29_2_ready_follows_the_gates_conditions_in_the_api() {
+        let gates = [gate("a"), gate("b")];
+        let mut s = engine_status(true);
+        let api = [cond("a", "False", None), cond("b", "Unknown", None)];
+        kubelet_conditions(&mut s, &gates, &api, at(50), at(200));
+        assert_eq!(
+            find(&s, "Ready").message.as_deref(),
+            Some(
+                "the status of pod readiness gate \"a\" is not \"True\", but False, the status of pod readiness gate \"b\" is not \"True\", but Unknown"
+            )
+        );
+        let mut s = engine_status(true);
+        let api = [cond("a", "True", None), cond("b", "True", None)];
+        kubelet_conditions(&mut s, &gates, &api, at(50), at(200));
+        let ready = find(&s, "Ready");
+        assert_eq!(ready.status, "True");
+        assert_eq!(ready.reason, None);
+        assert_eq!(ready.message, None);
+        assert_eq!(ready.last_transition_time, Some(at(200)), "it changed now");
+    }
+
+    #[test]
+    fn r29_2_ready_takes_containers_ready_while_that_is_false_whatever_the_gates() {
+        let mut s = engine_status(false);
+        let api = [cond("a", "True", None)];
+        kubelet_conditions(&mut s, &[gate("a")], &api, at(50), at(200));
+        let ready = find(&s, "Ready");
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
+        assert_eq!(
+            ready.message.as_deref(),
+            Some("containers with unready status: [app]")
+        );
+    }
+
+    #[test]
+    fn r29_2_an_unchanged_condition_keeps_the_apis_transition_time() {
+        let mut s = engine_status(true);
+        let mut api_ready = cond("Ready", "True", None);
+        api_ready.last_transition_time = Some(at(7));
+        kubelet_conditions(&mut s, &[], &[api_ready], at(50), at(200));
+        assert_eq!(find(&s, "Ready").last_transition_time, Some(at(7)));
+        // Without gates the engine's Ready is what the kubelet's is... once containers are ready.
+        assert_eq!(find(&s, "Ready").status, "True");
     }
 }

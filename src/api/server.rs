@@ -1311,6 +1311,30 @@ impl hyper::body::Body for CountedBody {
     }
 }
 
+/// The lines of `buffer` at or after `since`, the last `tail` of them, as `kubectl logs`
+/// prints them (also the node's kubelet endpoint, `node::kubelet`).
+pub fn log_text(
+    buffer: &crate::runtime::logs::LogBuffer,
+    since: Option<SystemTime>,
+    tail: Option<usize>,
+    timestamps: bool,
+) -> String {
+    let recent = |at: SystemTime| since.is_none_or(|s| at >= s);
+    // Lines are in time order: those since `since` are a suffix, and the tail is taken
+    // from it (the same lines as the kubelet's tail-then-filter).
+    let count = buffer.timed_lines().filter(|(at, _)| recent(*at)).count();
+    let skip = tail.map_or(0, |t| count.saturating_sub(t));
+    let mut text = String::new();
+    for (at, line) in buffer
+        .timed_lines()
+        .filter(|(at, _)| recent(*at))
+        .skip(skip)
+    {
+        log_line(&mut text, at, line, timestamps);
+    }
+    text
+}
+
 /// A log line as `kubectl logs` prints it: with `--timestamps`, the kubelet's RFC 3339 time
 /// with nanoseconds first.
 fn log_line(out: &mut String, at: SystemTime, line: &str, timestamps: bool) {
@@ -1402,7 +1426,6 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
         Ok(l) => l,
         Err(e) => return bad_request(&e),
     };
-    let recent = move |at: SystemTime| since.is_none_or(|s| at >= s);
     let previous = req.params.flag("previous");
     let (text, mut position, instance) = {
         let logs = logs.lock().unwrap_or_else(|e| e.into_inner());
@@ -1418,18 +1441,7 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
         } else {
             &logs.current
         };
-        // Lines are in time order: those since `since` are a suffix, and the tail is taken
-        // from it (the same lines as the kubelet's tail-then-filter).
-        let count = buffer.timed_lines().filter(|(at, _)| recent(*at)).count();
-        let skip = tail.map_or(0, |t| count.saturating_sub(t));
-        let mut text = String::new();
-        for (at, line) in buffer
-            .timed_lines()
-            .filter(|(at, _)| recent(*at))
-            .skip(skip)
-        {
-            log_line(&mut text, at, line, timestamps);
-        }
+        let text = log_text(buffer, since, tail, timestamps);
         (text, buffer.written(), logs.rotations)
     };
     let mut text = text.into_bytes();

@@ -11,6 +11,7 @@ pub mod get;
 pub mod lint;
 pub mod logs;
 pub mod monitor;
+pub mod node;
 pub mod run;
 pub mod sidecar;
 pub mod simulate;

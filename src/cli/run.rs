@@ -88,7 +88,7 @@ pub enum EventFormat {
 }
 
 /// One line of output: JSON, or `time pod[container] ...` text.
-fn format_line(format: EventFormat, line: &Line) -> String {
+pub fn format_line(format: EventFormat, line: &Line) -> String {
     let who = pod_container(line);
     match format {
         EventFormat::Json => serde_json::to_string(line).unwrap_or_default(),
@@ -111,6 +111,67 @@ fn pod_container(line: &Line) -> String {
         line.pod.clone()
     } else {
         format!("{}[{}]", line.pod, line.container)
+    }
+}
+
+/// The supervisor's settings from the flags `run` and `node` share: the pod IP, link-local
+/// probes, the emulated kubelet version, the jitter seed (random when not given) and the
+/// CrashLoopBackOff cap.
+pub fn supervisor_config(
+    pod_ip: &str,
+    allow_link_local: bool,
+    kubelet_version: &str,
+    seed: Option<u64>,
+    max_container_restart_period: Option<Duration>,
+) -> SupervisorConfig {
+    let mut config = SupervisorConfig {
+        pod_ip: pod_ip.to_string(),
+        allow_link_local,
+        ..SupervisorConfig::default()
+    };
+    config.probe.kubelet_version = kubelet_version.to_string();
+    config.engine.seed = seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    });
+    if let Some(max) = max_container_restart_period {
+        config.engine.backoff = BackoffPolicy::with_max(max);
+    }
+    config
+}
+
+/// What a supervisor's process needs before any container starts (issue 13: every descriptor
+/// the hard limit allows, as Go does since 1.19; the containment watcher), and its runtime;
+/// `None` (said on stderr) when there is no runtime.
+pub fn supervisor_runtime() -> Option<tokio::runtime::Runtime> {
+    let _ = probelet::runtime::limits::raise_nofile();
+    probelet::runtime::containment::init();
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("error: {e}");
+            None
+        }
+    }
+}
+
+/// Becomes the subreaper of the containers' orphans and reaps them as they exit, so none is
+/// left a zombie (and probelet can serve as PID 1 in a container). Needs a tokio runtime.
+pub fn reap_orphans() {
+    if probelet::runtime::process::become_subreaper().is_ok()
+        && let Ok(mut child_exits) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
+    {
+        tokio::spawn(async move {
+            while child_exits.recv().await.is_some() {
+                probelet::runtime::process::reap_orphans();
+            }
+        });
     }
 }
 
@@ -163,35 +224,16 @@ pub fn run(args: Args) -> ExitCode {
         // Every manifest was invalid: bad input (README "Exit codes").
         return ExitCode::from(2);
     }
-    let mut config = SupervisorConfig {
-        pod_ip: args.pod_ip.clone(),
-        allow_link_local: args.allow_link_local,
-        ..SupervisorConfig::default()
-    };
-    config.probe.kubelet_version = args.kubelet_version.clone();
-    config.engine.seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0)
-    });
-    if let Some(max) = args.max_container_restart_period {
-        config.engine.backoff = BackoffPolicy::with_max(max);
-    }
+    let config = supervisor_config(
+        &args.pod_ip,
+        args.allow_link_local,
+        &args.kubelet_version,
+        args.seed,
+        args.max_container_restart_period,
+    );
     let format = args.events;
-    // Issue 13: every descriptor the hard limit allows (as Go does since 1.19), and the
-    // containment watcher before any container starts.
-    let _ = probelet::runtime::limits::raise_nofile();
-    probelet::runtime::containment::init();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+    let Some(runtime) = supervisor_runtime() else {
+        return ExitCode::from(2);
     };
     let interactive = std::io::stderr().is_terminal();
     // On a terminal the lines scroll above a status table redrawn in place; off a terminal
@@ -199,18 +241,8 @@ pub fn run(args: Args) -> ExitCode {
     let live_table =
         !args.no_table && format == EventFormat::Text && std::io::stdout().is_terminal();
     runtime.block_on(async move {
-        // Orphaned grandchildren of the containers are reparented to probelet and reaped here,
-        // so none is left a zombie (and probelet can serve as PID 1 in a container).
-        if probelet::runtime::process::become_subreaper().is_ok()
-            && let Ok(mut child_exits) =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
-        {
-            tokio::spawn(async move {
-                while child_exits.recv().await.is_some() {
-                    probelet::runtime::process::reap_orphans();
-                }
-            });
-        }
+        // Orphaned grandchildren of the containers are reparented to probelet and reaped here.
+        reap_orphans();
         let pending: Arc<Mutex<Vec<String>>> = Arc::default();
         let sink = {
             let pending = pending.clone();

@@ -8,7 +8,7 @@
 
 use super::hooks::run_hook;
 use crate::api::metrics::{ProbeKey, ProbeMetrics};
-use crate::api::objects::{self, Placement, PodIdentity, WallClock};
+use crate::api::objects::{self, Placement, PodIdentity, PodRef, WallClock};
 use crate::api::store::{ApiStore, Control, DeleteRefused, PodEntry, Publisher};
 use crate::api::workloads;
 use crate::engine::events::{EventStore, SPAM_BURST, SPAM_REFILL, SpamFilter, StoredEvent};
@@ -18,9 +18,10 @@ use crate::engine::{
     PodStatus, ProbeRequest,
 };
 use crate::outcome::ProbeOutcome;
-use crate::probe::{ProbeConfig, ProbeTarget, run_probe};
+use crate::probe::{ProbeConfig, ProbeTarget, run_probe_in};
 pub use crate::runtime::logs::ContainerLogs;
 use crate::runtime::logs::Stream;
+use crate::runtime::netns::Netns;
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
 use crate::spec::{PodTemplate, ProbeType};
 use crate::wall::{format_rfc3339, new_uid};
@@ -98,6 +99,12 @@ struct ContainerRun {
 
 struct PodRun {
     template: PodTemplate,
+    /// The pod's IP: where its processes listen and its probes go (`SupervisorConfig::pod_ip`
+    /// unless the pod was added with its own, as `probelet node` does).
+    ip: String,
+    /// The pod's network sandbox (`probelet node` with a pod network): its processes, exec
+    /// probes and exec hooks run inside it.
+    netns: Option<Netns>,
     containers: HashMap<String, ContainerRun>,
     /// When it was added (its creation and start time).
     created: Instant,
@@ -122,6 +129,53 @@ struct ApiLink {
     /// True once a pod was deleted through the API: the supervisor then keeps serving even
     /// when no pod is left.
     deleted_any: bool,
+}
+
+/// A node agent's side of the supervisor (`probelet node`): the supervisor tells it what
+/// happened to the pods the agent added ([`PodCommand::Add`]), and the agent writes that to the
+/// API server. Called on the supervisor's task: implementations hand the work to their own
+/// tasks and return at once.
+pub trait NodeSink: Send {
+    /// A pod was added: its containers' logs (for the kubelet's `containerLogs`).
+    fn pod_added(&mut self, pod: &PodRef, logs: Vec<(String, Arc<Mutex<ContainerLogs>>)>);
+    /// A pod's status changed: the status the engine decided, rendered as the API's
+    /// ([`objects::pod_status`]).
+    fn pod_status(&mut self, pod: &PodRef, status: k8s_openapi::api::core::v1::PodStatus);
+    /// A pod's deletion finished: nothing of it runs any more.
+    fn pod_removed(&mut self, pod: &PodRef);
+    /// An event passed the spam filter (new, or a repeat merged into `event.count`).
+    fn event(&mut self, pod: &PodRef, event: &StoredEvent, clock: WallClock);
+}
+
+/// What a node agent asks of the supervisor.
+#[derive(Debug)]
+pub enum PodCommand {
+    /// Run a pod the API server bound to this node, under its API UID, at `ip`.
+    Add {
+        /// The pod (as the API server has it).
+        template: Box<PodTemplate>,
+        /// `metadata.uid`.
+        uid: String,
+        /// Its IP (`status.podIP`).
+        ip: String,
+        /// Its network sandbox (`None`: the host's network).
+        netns: Option<Netns>,
+    },
+    /// Stop a pod by the kill path (preStop, grace period, R8.6/R8.15), the grace period
+    /// given by the deletion (`None`: the pod's own).
+    Delete {
+        /// `metadata.uid`.
+        uid: String,
+        /// `metadata.deletionGracePeriodSeconds`.
+        grace: Option<i64>,
+    },
+}
+
+/// The node side of a supervisor: where its pods came from and where their status goes.
+struct NodeLink {
+    sink: Box<dyn NodeSink>,
+    commands: mpsc::UnboundedReceiver<PodCommand>,
+    placement: Placement,
 }
 
 /// The longest an API reader waits for a change to show.
@@ -168,6 +222,8 @@ pub struct Supervisor {
     last_probe: HashMap<(PodId, String, ProbeType), String>,
     /// The Kubernetes API, when enabled.
     api: Option<ApiLink>,
+    /// The node agent, when attached.
+    node: Option<NodeLink>,
     /// Set (from any thread) when a stop is asked for: checked between the actions of one
     /// step, so that a step starting hundreds of containers does not delay the stop.
     stop_requested: Arc<std::sync::atomic::AtomicBool>,
@@ -225,6 +281,7 @@ impl Supervisor {
             probing: HashMap::new(),
             last_probe: HashMap::new(),
             api: None,
+            node: None,
             stop_requested: Arc::default(),
             filter_noted: Default::default(),
             backoff_shown: Default::default(),
@@ -259,6 +316,7 @@ impl Supervisor {
             placement: Placement {
                 node_name,
                 pod_ip: self.config.pod_ip.clone(),
+                host_ip: self.config.pod_ip.clone(),
             },
             unpublished: self.pods.keys().copied().collect(),
             flush_at: None,
@@ -268,6 +326,32 @@ impl Supervisor {
         self.publish(&[]);
         self.flush_api();
         store
+    }
+
+    /// Makes this supervisor a node's (`probelet node`): pods come and go by `commands`, and
+    /// their status, logs and events go to `sink`. It then runs until its stop, even with no
+    /// pod. `node_name` and `host_ip` are what the pods' status reports.
+    pub fn attach_node(
+        &mut self,
+        sink: Box<dyn NodeSink>,
+        commands: mpsc::UnboundedReceiver<PodCommand>,
+        node_name: String,
+        host_ip: String,
+    ) {
+        self.node = Some(NodeLink {
+            sink,
+            commands,
+            placement: Placement {
+                node_name,
+                pod_ip: host_ip.clone(),
+                host_ip,
+            },
+        });
+    }
+
+    /// The kubelet version probes emulate.
+    pub fn kubelet_version(&self) -> &str {
+        &self.config.probe.kubelet_version
     }
 
     fn now(&self) -> Instant {
@@ -287,14 +371,23 @@ impl Supervisor {
 
     /// Adds a pod from a loaded (and validated) template, under a fresh UID.
     pub fn add_pod(&mut self, template: PodTemplate) -> PodId {
-        let uid = new_uid();
-        let info =
-            PodInfo::from_pod_spec(&uid, &template.name, &template.namespace, &template.spec);
+        let ip = self.config.pod_ip.clone();
+        self.add_pod_as(template, &new_uid(), ip, None)
+            .expect("a fresh UID is never a duplicate")
+    }
+
+    /// Adds a pod under `uid` (the API server's) at `ip`, in the network sandbox `netns` when
+    /// given; `None` when a pod of that UID runs already.
+    pub fn add_pod_as(
+        &mut self,
+        template: PodTemplate,
+        uid: &str,
+        ip: String,
+        netns: Option<Netns>,
+    ) -> Option<PodId> {
+        let info = PodInfo::from_pod_spec(uid, &template.name, &template.namespace, &template.spec);
         let now = self.now();
-        let id = self
-            .manager
-            .add_pod(now, info)
-            .expect("a fresh UID is never a duplicate");
+        let id = self.manager.add_pod(now, info).ok()?;
         let containers = template
             .spec
             .init_containers
@@ -317,6 +410,8 @@ impl Supervisor {
             id,
             PodRun {
                 template,
+                ip,
+                netns,
                 containers,
                 created: now,
                 deletion: None,
@@ -326,7 +421,21 @@ impl Supervisor {
         if let Some(api) = &mut self.api {
             api.unpublished.push(id);
         }
-        id
+        let pod = self.pod_ref(id);
+        if let (Some(node), Some(pod), Some(run)) = (&mut self.node, pod, self.pods.get(&id)) {
+            let logs = run
+                .containers
+                .iter()
+                .map(|(name, c)| (name.clone(), c.logs.clone()))
+                .collect();
+            node.sink.pod_added(&pod, logs);
+        }
+        Some(id)
+    }
+
+    /// The API's reference to a pod (name, namespace, UID).
+    fn pod_ref(&self, id: PodId) -> Option<PodRef> {
+        self.manager.pod_info(id).map(|i| pod_ref(i))
     }
 
     /// The engine's view of a pod.
@@ -407,6 +516,10 @@ impl Supervisor {
         if !self.stopping() && self.api.as_ref().is_some_and(|a| a.deleted_any) {
             return false;
         }
+        // A node serves until it is stopped: pods come and go.
+        if !self.stopping() && self.node.is_some() {
+            return false;
+        }
         self.pods.keys().all(|id| {
             self.manager.pod_status(*id).is_none_or(|s| {
                 s.phase.is_terminal() && s.containers.iter().all(|c| !c.is_running())
@@ -481,6 +594,7 @@ impl Supervisor {
                     ApiWake::Request(request) => self.apply_control(request),
                     ApiWake::Flush => self.flush_api(),
                 },
+                Some(command) = node_command(&mut self.node) => self.apply_command(command),
                 _ = &mut stop, if !stopping => {
                     self.stop_requested.store(true, std::sync::atomic::Ordering::Release);
                 }
@@ -620,18 +734,8 @@ impl Supervisor {
                     let _ = reply.send(Err(refused));
                     return;
                 }
-                let now = self.now();
                 if run.deletion.is_none() {
-                    let grace = grace_period_seconds.unwrap_or_else(|| {
-                        self.manager
-                            .pod_info(id)
-                            .map_or(30, |i| i.termination_grace_period_seconds)
-                    });
-                    let _ = self.manager.terminate_pod(now, id, Some(grace));
-                    if let Some(run) = self.pods.get_mut(&id) {
-                        let ends = now + crate::engine::time::seconds(grace.max(0));
-                        run.deletion = Some((ends, grace));
-                    }
+                    self.begin_deletion(id, grace_period_seconds);
                 }
                 self.dispatch();
                 self.flush_api();
@@ -646,6 +750,46 @@ impl Supervisor {
                 let _ = reply.send(pod.ok_or(DeleteRefused::NotFound));
             }
         }
+    }
+
+    /// Starts a pod's deletion: its containers stop by the kill path, within `grace` seconds
+    /// (the pod's own grace period when `None`).
+    fn begin_deletion(&mut self, id: PodId, grace: Option<i64>) {
+        let now = self.now();
+        let grace = grace.unwrap_or_else(|| {
+            self.manager
+                .pod_info(id)
+                .map_or(30, |i| i.termination_grace_period_seconds)
+        });
+        let _ = self.manager.terminate_pod(now, id, Some(grace));
+        if let Some(run) = self.pods.get_mut(&id) {
+            let ends = now + crate::engine::time::seconds(grace.max(0));
+            run.deletion = Some((ends, grace));
+        }
+    }
+
+    /// Carries out a node agent's command.
+    fn apply_command(&mut self, command: PodCommand) {
+        match command {
+            PodCommand::Add {
+                template,
+                uid,
+                ip,
+                netns,
+            } => {
+                self.add_pod_as(*template, &uid, ip, netns);
+            }
+            PodCommand::Delete { uid, grace } => {
+                let found = self.pods.iter().find(|(id, run)| {
+                    run.deletion.is_none()
+                        && self.manager.pod_info(**id).is_some_and(|i| *i.uid == *uid)
+                });
+                if let Some(id) = found.map(|(id, _)| *id) {
+                    self.begin_deletion(id, grace);
+                }
+            }
+        }
+        self.dispatch();
     }
 
     /// Removes pods whose deletion finished: nothing of theirs runs any more.
@@ -664,6 +808,10 @@ impl Supervisor {
             .map(|(id, _)| *id)
             .collect();
         for id in done {
+            let pod = self.pod_ref(id);
+            if let (Some(pod), Some(node)) = (pod, &mut self.node) {
+                node.sink.pod_removed(&pod);
+            }
             let _ = self.manager.remove_pod(now, id);
             self.events.forget_pod(id);
             self.filter_noted.remove(&id);
@@ -683,6 +831,22 @@ impl Supervisor {
     /// published yet); the snapshot readers see is rebuilt at most every [`API_FLUSH`].
     fn publish(&mut self, touched: &[PodId]) {
         let clock = self.clock();
+        if let Some(node) = &mut self.node {
+            for &id in touched {
+                let Some((run, status, info, identity)) =
+                    unpublished_change(&mut self.pods, &self.manager, id)
+                else {
+                    continue;
+                };
+                let placement = Placement {
+                    pod_ip: run.ip.clone(),
+                    ..node.placement.clone()
+                };
+                let rendered =
+                    objects::pod_status(&run.template, &identity, status, clock, &placement);
+                node.sink.pod_status(&pod_ref(info), rendered);
+            }
+        }
         let Some(api) = &mut self.api else {
             return;
         };
@@ -695,25 +859,10 @@ impl Supervisor {
         }
         let unpublished = std::mem::take(&mut api.unpublished);
         for &id in touched.iter().chain(&unpublished) {
-            let (Some(run), Some(status), Some(info)) = (
-                self.pods.get_mut(&id),
-                self.manager.pod_status(id),
-                self.manager.pod_info(id),
-            ) else {
+            let Some((run, status, _, identity)) =
+                unpublished_change(&mut self.pods, &self.manager, id)
+            else {
                 continue;
-            };
-            if run
-                .published
-                .as_ref()
-                .is_some_and(|(s, d)| s == status && *d == run.deletion)
-            {
-                continue;
-            }
-            run.published = Some((status.clone(), run.deletion));
-            let identity = PodIdentity {
-                uid: info.uid.to_string(),
-                created: run.created,
-                deletion: run.deletion,
             };
             let version = api.publisher.next_version();
             let pod = objects::pod(
@@ -856,6 +1005,11 @@ impl Supervisor {
             if let Some(api) = &mut self.api {
                 api.publisher.record_event(stored, clock);
             }
+            if let Some(node) = &mut self.node
+                && let Some(info) = self.manager.pod_info(pod)
+            {
+                node.sink.event(&pod_ref(info), stored, clock);
+            }
             (self.sink)(event_line(stored, pod_name, time));
             return;
         }
@@ -915,8 +1069,11 @@ impl Supervisor {
             ProbeType::Startup => c.spec.startup_probe.clone(),
         };
         let Some(probe) = probe else { return };
+        let run = self.pods.get(&req.pod);
+        let host = run.map_or_else(|| self.config.pod_ip.clone(), |p| p.ip.clone());
+        let netns = run.and_then(|p| p.netns.clone());
         let target = ProbeTarget {
-            host: self.config.pod_ip.clone(),
+            host,
             ports: c.spec.ports.clone().unwrap_or_default(),
             env: c.spec.env.clone().unwrap_or_default(),
         };
@@ -931,7 +1088,7 @@ impl Supervisor {
         tokio::spawn(async move {
             let outcome = match refused {
                 Some(addr) => ProbeOutcome::errored(crate::probe::link_local::refusal(addr)),
-                None => run_probe(&probe, &target, &cfg).await,
+                None => run_probe_in(&probe, &target, &cfg, netns.as_ref()).await.0,
             };
             let _ = tx.send(Msg::ProbeDone { worker, outcome });
         });
@@ -939,11 +1096,11 @@ impl Supervisor {
 
     fn start_container(&mut self, pod: PodId, name: &str) {
         let pod_name = self.pod_name(pod);
-        let Some(c) = self
-            .pods
-            .get_mut(&pod)
-            .and_then(|p| p.containers.get_mut(name))
-        else {
+        let Some(run) = self.pods.get_mut(&pod) else {
+            return;
+        };
+        let netns = run.netns.clone();
+        let Some(c) = run.containers.get_mut(name) else {
             return;
         };
         let instance = c.instances;
@@ -952,6 +1109,7 @@ impl Supervisor {
             c.logs.lock().unwrap_or_else(|e| e.into_inner()).rotate();
         }
         let spawned = ProcessSpec::from_container(&c.spec).and_then(|mut spec| {
+            spec.netns = netns;
             // `probelet ...` runs this very binary (the demo app needs nothing installed).
             if spec.argv[0] == "probelet"
                 && let Ok(me) = std::env::current_exe()
@@ -1107,8 +1265,9 @@ impl Supervisor {
         HookContext {
             post_start: lifecycle.and_then(|l| l.post_start.clone()),
             pre_stop: lifecycle.and_then(|l| l.pre_stop.clone()),
+            netns: run.and_then(|p| p.netns.clone()),
             target: ProbeTarget {
-                host: self.config.pod_ip.clone(),
+                host: run.map_or_else(|| self.config.pod_ip.clone(), |p| p.ip.clone()),
                 ports: c.and_then(|c| c.ports.clone()).unwrap_or_default(),
                 env: c.and_then(|c| c.env.clone()).unwrap_or_default(),
             },
@@ -1166,6 +1325,7 @@ struct HookContext {
     post_start: Option<LifecycleHandler>,
     pre_stop: Option<LifecycleHandler>,
     target: ProbeTarget,
+    netns: Option<Netns>,
     config: Arc<ProbeConfig>,
     container: String,
     pod: String,
@@ -1177,6 +1337,7 @@ impl HookContext {
         let hook = run_hook(
             handler,
             &self.target,
+            self.netns.as_ref(),
             &self.config,
             timeout,
             &self.container,
@@ -1212,6 +1373,51 @@ async fn api_wake(api: &mut Option<ApiLink>) -> ApiWake {
         Some(request) = api.control.recv() => ApiWake::Request(request),
         _ = async { tokio::time::sleep_until(flush_at.expect("guarded")).await }, if flush_at.is_some() => ApiWake::Flush,
         else => std::future::pending().await,
+    }
+}
+
+/// A pod's status if it changed since it was last published (then marked published), with
+/// what rendering it needs.
+fn unpublished_change<'a>(
+    pods: &'a mut HashMap<PodId, PodRun>,
+    manager: &'a Manager,
+    id: PodId,
+) -> Option<(&'a PodRun, &'a PodStatus, &'a PodInfo, PodIdentity)> {
+    let (run, status, info) = (
+        pods.get_mut(&id)?,
+        manager.pod_status(id)?,
+        manager.pod_info(id)?,
+    );
+    if run
+        .published
+        .as_ref()
+        .is_some_and(|(s, d)| s == status && *d == run.deletion)
+    {
+        return None;
+    }
+    run.published = Some((status.clone(), run.deletion));
+    let identity = PodIdentity {
+        uid: info.uid.to_string(),
+        created: run.created,
+        deletion: run.deletion,
+    };
+    Some((run, status, info, identity))
+}
+
+/// The API's reference to a pod.
+fn pod_ref(info: &PodInfo) -> PodRef {
+    PodRef {
+        name: info.name.to_string(),
+        namespace: info.namespace.to_string(),
+        uid: info.uid.to_string(),
+    }
+}
+
+/// The node agent's next command; never when no agent is attached.
+async fn node_command(node: &mut Option<NodeLink>) -> Option<PodCommand> {
+    match node {
+        Some(node) => node.commands.recv().await,
+        None => std::future::pending().await,
     }
 }
 

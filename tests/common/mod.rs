@@ -268,6 +268,16 @@ pub fn wait_for_restart_row(
     }
 }
 
+/// A finished command's exit code, stdout and stderr, for an assertion's message.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// A port that was free a moment ago on 127.0.0.1 (for a server the test starts next).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -1,0 +1,225 @@
+//! `probelet node`: a node of a real Kubernetes control plane (issue 29).
+//!
+//! The node is another edge of the same pipeline as `run`: the [`Supervisor`] runs the pods
+//! bound to this node through the engine, with real probes and processes; this module feeds it
+//! the pods the API server assigns ([`pods::sync_pods`]) and writes back what it decides
+//! (status, events, deletions) — one task per job, each at its own edge:
+//!
+//! * [`client`]: the kube-rs client, errors a user can act on, bounded retries;
+//! * [`registration`]: the `Node` object and its Lease;
+//! * [`pods`]: the watch of the node's pods, and the supervisor's sink;
+//! * [`status`]: the status manager (strategic merge patches, only on change);
+//! * [`events`]: the event recorder;
+//! * [`kubelet`]: the kubelet's TLS read endpoints (`containerLogs`).
+
+pub mod client;
+pub mod events;
+pub mod kubelet;
+pub mod pods;
+pub mod registration;
+pub mod state;
+pub mod status;
+
+use crate::driver::real::Supervisor;
+use client::NodeError;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// How a node runs.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// The kubeconfig to reach the API server with.
+    pub kubeconfig: PathBuf,
+    /// The node's name.
+    pub name: String,
+    /// The node's InternalIP (host-network pods' IP too).
+    pub address: String,
+    /// Where the kubelet endpoints listen (port 0: any free port).
+    pub kubelet_listen: std::net::SocketAddr,
+    /// The kubelet endpoints' TLS; `None`: no endpoints (`kubectl logs` then fails).
+    pub tls: Option<kubelet::KubeletTls>,
+    /// How pods are networked.
+    pub pod_network: PodNetworkMode,
+}
+
+/// How a node's pods are networked.
+#[derive(Debug, Clone)]
+pub enum PodNetworkMode {
+    /// The node's network, shared: every pod's IP is the node's.
+    Host,
+    /// A network namespace and IP per pod, from the node's `spec.podCIDR`, on a bridge.
+    Pod {
+        /// The bridge's name (`None`: one derived from the node's name, so that several nodes
+        /// on one machine each have their own).
+        bridge: Option<String>,
+        /// Where the sandboxes are recorded (`/run/probelet/NODE`).
+        run_dir: PathBuf,
+    },
+}
+
+/// How long a new node waits for the controller-manager to assign its pod CIDR.
+const POD_CIDR_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A bridge name for node `name`: `pb` and 8 hex digits of a hash of the name (Linux allows
+/// 15 characters), the same at every start.
+pub fn bridge_name(name: &str) -> String {
+    // FNV-1a: stable across runs and platforms, unlike std's hasher.
+    let hash = name.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    format!("pb{hash:08x}")
+}
+
+/// The node's pod network: waits (bounded) for its `spec.podCIDR`, then sets up the bridge.
+async fn pod_network(
+    client: &kube::Client,
+    name: &str,
+    bridge: Option<String>,
+    run_dir: PathBuf,
+) -> Result<crate::runtime::netns::PodNetwork, NodeError> {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let started = tokio::time::Instant::now();
+    let cidr = loop {
+        let node = nodes
+            .get(name)
+            .await
+            .map_err(|e| NodeError::from_kube(&format!("reading node {name}"), e))?;
+        if let Some(cidr) = node.spec.and_then(|s| s.pod_cidr) {
+            break cidr;
+        }
+        if started.elapsed() > POD_CIDR_WAIT {
+            return Err(NodeError::PodNetwork(format!(
+                "node {name} got no spec.podCIDR within {}s: the pod network needs the controller-manager's --allocate-node-cidrs (or use --pod-network host)",
+                POD_CIDR_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let pod_cidr = cidr
+        .parse()
+        .map_err(|e| NodeError::PodNetwork(format!("node {name}: spec.podCIDR {cidr:?}: {e}")))?;
+    let config = crate::runtime::netns::PodNetworkConfig {
+        bridge: bridge.unwrap_or_else(|| bridge_name(name)),
+        pod_cidr,
+        run_dir,
+    };
+    crate::runtime::netns::PodNetwork::create(config)
+        .map_err(|e| NodeError::PodNetwork(e.to_string()))
+}
+
+/// `1.33` → `v1.33.0`: a node's `kubeletVersion` is a full semantic version (kubectl and the
+/// controllers parse it).
+fn semver(version: &str) -> String {
+    let v = version.trim_start_matches('v');
+    match v.split('.').count() {
+        1 => format!("v{v}.0.0"),
+        2 => format!("v{v}.0"),
+        _ => format!("v{v}"),
+    }
+}
+
+/// Runs the node with `supervisor` until `stop` resolves: registers it, starts its tasks, runs
+/// its pods; on `stop`, stops every pod by the kill path and returns once no process is left.
+///
+/// An API server that cannot be reached, credentials it refuses, or RBAC that forbids
+/// registering are errors returned at once; later failures (a status write, a lease renewal)
+/// are reported through `note` and retried, and the node keeps serving.
+pub async fn run(
+    config: NodeConfig,
+    mut supervisor: Supervisor,
+    stop: impl std::future::Future<Output = ()>,
+    note: impl Fn(String) + Send + Sync + Clone + 'static,
+) -> Result<(), NodeError> {
+    let client = client::connect(&config.kubeconfig).await?;
+    // The kubelet endpoints first: the node object carries their port.
+    let listener = tokio::net::TcpListener::bind(config.kubelet_listen)
+        .await
+        .map_err(|e| NodeError::Server(format!("listening on {}: {e}", config.kubelet_listen)))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| NodeError::Server(e.to_string()))?
+        .port();
+    let tls = config.tls.as_ref().map(kubelet::tls_config).transpose()?;
+    let identity = registration::NodeIdentity {
+        name: config.name.clone(),
+        address: config.address.clone(),
+        kubelet_port: port,
+        version: semver(supervisor.kubelet_version()),
+    };
+    let node = registration::register(&client, &identity).await?;
+    let ips: Arc<dyn pods::PodIps> = match config.pod_network.clone() {
+        PodNetworkMode::Host => Arc::new(pods::HostNetwork(config.address.clone())),
+        PodNetworkMode::Pod { bridge, run_dir } => {
+            Arc::new(pod_network(&client, &config.name, bridge, run_dir).await?)
+        }
+    };
+
+    let report = {
+        let note = note.clone();
+        move |e: NodeError| note(e.to_string())
+    };
+
+    let shared: state::Shared = Arc::default();
+    let (status_tx, status_rx) = mpsc::unbounded_channel();
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let (removed_tx, removed_rx) = mpsc::unbounded_channel();
+    let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(registration::keep_lease(
+        client.clone(),
+        node,
+        report.clone(),
+    ));
+    tasks.spawn(status::write_statuses(
+        client.clone(),
+        shared.clone(),
+        status_rx,
+        report.clone(),
+    ));
+    tasks.spawn(events::write_events(
+        client.clone(),
+        config.name.clone(),
+        events_rx,
+        report.clone(),
+    ));
+    tasks.spawn(pods::delete_removed(
+        client.clone(),
+        removed_rx,
+        report.clone(),
+    ));
+    tasks.spawn(pods::sync_pods(
+        client.clone(),
+        config.name.clone(),
+        shared.clone(),
+        ips.clone(),
+        commands_tx,
+        status_tx.clone(),
+        note,
+    ));
+    if let Some(tls) = tls {
+        tasks.spawn(kubelet::serve(
+            kubelet::TlsListener::new(listener, tls),
+            shared.clone(),
+        ));
+    }
+
+    supervisor.attach_node(
+        Box::new(pods::Sink {
+            shared,
+            status: status_tx,
+            events: events_tx,
+            removed: removed_tx,
+            ips,
+        }),
+        commands_rx,
+        config.name.clone(),
+        config.address.clone(),
+    );
+    supervisor.run(stop).await;
+    // The tasks hold the pod network: it goes (sandboxes, then the bridge it made) once they
+    // are gone, after every pod process.
+    tasks.shutdown().await;
+    drop(supervisor);
+    Ok(())
+}

@@ -1,0 +1,484 @@
+//! Pod sync: the watch of the pods bound to this node (`spec.nodeName=NAME`, resumed from its
+//! last resourceVersion by kube-runtime's watcher, with back-off) turned into the supervisor's
+//! [`PodCommand`]s; and the supervisor's [`NodeSink`], which hands statuses, events and
+//! removals to the writer tasks.
+
+use super::client::{NodeError, retry};
+use super::events::EventWrite;
+use super::state::{Shared, lock};
+use crate::api::objects::{PodRef, WallClock};
+use crate::driver::real::{ContainerLogs, NodeSink, PodCommand};
+use crate::engine::events::StoredEvent;
+use crate::runtime::netns::{Netns, PodNetwork};
+use crate::spec::PodTemplate;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1 as core;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+
+/// How pods get their network: an IP, and a sandbox to run in (or the host's network).
+pub trait PodIps: Send + Sync {
+    /// The IP (and sandbox) of a new pod (`Err`: the pod cannot run here, with why).
+    fn assign(&self, uid: &str) -> Result<(String, Option<Netns>), String>;
+    /// A pod is gone (nothing of it runs any more): its IP may be reused.
+    fn release(&self, uid: &str);
+}
+
+/// `--pod-network host`: every pod shares the node's network, so its IP is the node's and two
+/// pods that bind the same port clash (the second one's container fails to start, as its own
+/// failure).
+pub struct HostNetwork(pub String);
+
+impl PodIps for HostNetwork {
+    fn assign(&self, _uid: &str) -> Result<(String, Option<Netns>), String> {
+        Ok((self.0.clone(), None))
+    }
+    fn release(&self, _uid: &str) {}
+}
+
+/// `--pod-network pod`: every pod its own network namespace and IP from the node's pod CIDR
+/// ([`PodNetwork`]), so replicas that bind the same port run side by side.
+impl PodIps for PodNetwork {
+    fn assign(&self, uid: &str) -> Result<(String, Option<Netns>), String> {
+        let sandbox = self
+            .add_sandbox(uid)
+            .map_err(|e| format!("Failed to create pod sandbox: {e}"))?;
+        Ok((sandbox.ip.to_string(), Some(sandbox.netns)))
+    }
+    fn release(&self, uid: &str) {
+        let _ = self.remove_sandbox(uid);
+    }
+}
+
+/// The supervisor's side: statuses wake the status writer, events go to the event writer,
+/// removals to the deleter.
+pub struct Sink {
+    /// The pod table.
+    pub shared: Shared,
+    /// Wakes the status writer (by UID).
+    pub status: mpsc::UnboundedSender<String>,
+    /// The event writer.
+    pub events: mpsc::UnboundedSender<EventWrite>,
+    /// The deleter.
+    pub removed: mpsc::UnboundedSender<PodRef>,
+    /// The pod network: a removed pod's sandbox and IP are released.
+    pub ips: Arc<dyn PodIps>,
+}
+
+impl NodeSink for Sink {
+    fn pod_added(&mut self, pod: &PodRef, logs: Vec<(String, Arc<Mutex<ContainerLogs>>)>) {
+        lock(&self.shared).entry(&pod.uid).logs = logs;
+    }
+
+    fn pod_status(&mut self, pod: &PodRef, status: core::PodStatus) {
+        lock(&self.shared).entry(&pod.uid).rendered = Some(status);
+        let _ = self.status.send(pod.uid.clone());
+    }
+
+    fn pod_removed(&mut self, pod: &PodRef) {
+        self.ips.release(&pod.uid);
+        let _ = self.removed.send(pod.clone());
+    }
+
+    fn event(&mut self, pod: &PodRef, event: &StoredEvent, clock: WallClock) {
+        let _ = self.events.send(EventWrite {
+            pod: pod.clone(),
+            event: event.clone(),
+            clock,
+        });
+    }
+}
+
+/// Why a pod cannot run here, if it cannot: a container without a command (probelet runs
+/// processes; with no image there is no entrypoint to take one from).
+pub fn unrunnable(spec: &core::PodSpec) -> Option<String> {
+    let missing: Vec<&str> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .filter(|c| c.command.as_ref().is_none_or(Vec::is_empty))
+        .map(|c| c.name.as_str())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "Error: container {} has no command: probelet runs containers as local processes, and without an image there is no entrypoint to take one from",
+            missing
+                .iter()
+                .map(|c| format!("{c:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// What of a pod's spec probelet does not do, one line each (reported once per pod as a
+/// `Warning` event, never ignored silently).
+pub fn unsupported(spec: &core::PodSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    // The service account token volume the API server adds to every pod is not the user's:
+    // only the volumes a user asked for are reported.
+    let volumes: Vec<&str> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.as_str())
+        .filter(|n| !n.starts_with("kube-api-access-"))
+        .collect();
+    if !volumes.is_empty() {
+        out.push(format!(
+            "spec.volumes ({}): not supported (containers see the node's file system)",
+            volumes.join(", ")
+        ));
+    }
+    if spec
+        .ephemeral_containers
+        .as_ref()
+        .is_some_and(|v| !v.is_empty())
+    {
+        out.push("spec.ephemeralContainers: not supported".into());
+    }
+    if spec.host_network == Some(true) {
+        out.push("spec.hostNetwork: ignored (the node's --pod-network decides)".into());
+    }
+    out
+}
+
+/// The template the supervisor runs for an API pod.
+fn template(pod: &core::Pod) -> Option<PodTemplate> {
+    let meta = pod.metadata.clone();
+    let name = meta.name.clone()?;
+    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+    Some(PodTemplate {
+        source: format!("pod {namespace}/{name}"),
+        document: 0,
+        kind: "Pod".into(),
+        name,
+        namespace,
+        template_metadata: meta.clone(),
+        metadata: meta,
+        field_prefix: "spec".into(),
+        spec: pod.spec.clone()?,
+        replicas: None,
+    })
+}
+
+/// Posts one `Warning` event about a pod the supervisor does not run (so it has no event
+/// store of its own).
+async fn warn(
+    client: &kube::Client,
+    node_name: &str,
+    pod: &core::Pod,
+    reason: &str,
+    message: &str,
+) -> Result<(), NodeError> {
+    let ns = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let event = core::Event {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            generate_name: Some(format!("{name}.")),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        },
+        involved_object: core::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(name),
+            namespace: Some(ns.clone()),
+            uid: pod.metadata.uid.clone(),
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        type_: Some("Warning".into()),
+        count: Some(1),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        source: Some(core::EventSource {
+            component: Some("kubelet".into()),
+            host: Some(node_name.into()),
+        }),
+        reporting_component: Some("kubelet".into()),
+        reporting_instance: Some(node_name.into()),
+        ..Default::default()
+    };
+    let events: Api<core::Event> = Api::namespaced(client.clone(), &ns);
+    events
+        .create(&PostParams::default(), &event)
+        .await
+        .map(|_| ())
+        .map_err(|e| NodeError::from_kube("recording an event", e))
+}
+
+/// Watches the pods bound to `node_name` for ever and keeps the supervisor's pods in step:
+/// a new pod is added (unless it cannot run: then one event says why), a pod marked for
+/// deletion is stopped by the kill path with the deletion's grace period, a pod gone from the
+/// API is stopped at once. Each change of a pod's API object wakes the status writer (a
+/// readiness gate set by someone else changes Ready).
+pub async fn sync_pods(
+    client: kube::Client,
+    node_name: String,
+    shared: Shared,
+    ips: Arc<dyn PodIps>,
+    commands: mpsc::UnboundedSender<PodCommand>,
+    status: mpsc::UnboundedSender<String>,
+    report: impl Fn(String) + Send + 'static,
+) {
+    let pods: Api<core::Pod> = Api::all(client.clone());
+    let config = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
+    let mut stream = watcher(pods, config).default_backoff().boxed();
+    // Pods handed to the supervisor, and pods refused (reported once).
+    let mut running: HashSet<String> = HashSet::new();
+    let mut refused: HashSet<String> = HashSet::new();
+    let mut listed: HashSet<String> = HashSet::new();
+    let mut error_shown = false;
+    while let Some(event) = stream.next().await {
+        let event = match event {
+            Ok(e) => {
+                error_shown = false;
+                e
+            }
+            Err(e) => {
+                // The watcher backs off and resumes by itself; say so once per outage.
+                if !error_shown {
+                    report(format!(
+                        "watching the pods of node {node_name}: {}",
+                        crate::display::error_chain(&e)
+                    ));
+                    error_shown = true;
+                }
+                continue;
+            }
+        };
+        match event {
+            watcher::Event::Init => listed.clear(),
+            watcher::Event::InitApply(pod) | watcher::Event::Apply(pod) => {
+                if let Some(uid) = pod.metadata.uid.clone() {
+                    listed.insert(uid.clone());
+                    apply(
+                        &client,
+                        &node_name,
+                        &shared,
+                        ips.as_ref(),
+                        &commands,
+                        &status,
+                        &mut running,
+                        &mut refused,
+                        pod,
+                        &report,
+                    )
+                    .await;
+                }
+            }
+            watcher::Event::InitDone => {
+                // Pods deleted while the watch was down.
+                let gone: Vec<String> = running.difference(&listed).cloned().collect();
+                for uid in gone {
+                    stop(&shared, &commands, &mut running, &uid);
+                }
+            }
+            watcher::Event::Delete(pod) => {
+                if let Some(uid) = pod.metadata.uid.as_deref() {
+                    refused.remove(uid);
+                    stop(&shared, &commands, &mut running, uid);
+                }
+            }
+        }
+    }
+}
+
+/// Stops a pod gone from the API at once (its sandbox is released when its processes are
+/// gone: [`Sink::pod_removed`]).
+fn stop(
+    shared: &Shared,
+    commands: &mpsc::UnboundedSender<PodCommand>,
+    running: &mut HashSet<String>,
+    uid: &str,
+) {
+    if running.remove(uid) {
+        let _ = commands.send(PodCommand::Delete {
+            uid: uid.to_string(),
+            grace: Some(0),
+        });
+    }
+    lock(shared).remove(uid);
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn apply(
+    client: &kube::Client,
+    node_name: &str,
+    shared: &Shared,
+    ips: &dyn PodIps,
+    commands: &mpsc::UnboundedSender<PodCommand>,
+    status: &mpsc::UnboundedSender<String>,
+    running: &mut HashSet<String>,
+    refused: &mut HashSet<String>,
+    pod: core::Pod,
+    report: &(impl Fn(String) + Send),
+) {
+    let Some(uid) = pod.metadata.uid.clone() else {
+        return;
+    };
+    let deleting = pod.metadata.deletion_timestamp.is_some();
+    let terminal = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| p == "Succeeded" || p == "Failed");
+    if running.contains(&uid) {
+        lock(shared).entry(&uid).api = Some(pod.clone());
+        if deleting {
+            let _ = commands.send(PodCommand::Delete {
+                uid: uid.clone(),
+                grace: pod.metadata.deletion_grace_period_seconds,
+            });
+        }
+        let _ = status.send(uid);
+        return;
+    }
+    if deleting {
+        // Never started here (or already stopped, before a restart): nothing runs, so the
+        // deletion completes at once.
+        delete_now(client, &pod, report).await;
+        return;
+    }
+    if terminal || refused.contains(&uid) {
+        return;
+    }
+    let spec = pod.spec.clone().unwrap_or_default();
+    let (ip, netns) = match unrunnable(&spec).map_or_else(|| ips.assign(&uid), Err) {
+        Ok(assigned) => assigned,
+        Err(message) => {
+            refused.insert(uid);
+            if let Err(e) = warn(client, node_name, &pod, "Failed", &message).await {
+                report(e.to_string());
+            }
+            return;
+        }
+    };
+    for line in unsupported(&spec) {
+        if let Err(e) = warn(client, node_name, &pod, "Unsupported", &line).await {
+            report(e.to_string());
+        }
+    }
+    let Some(template) = template(&pod) else {
+        ips.release(&uid);
+        return;
+    };
+    lock(shared).entry(&uid).api = Some(pod);
+    running.insert(uid.clone());
+    let _ = commands.send(PodCommand::Add {
+        template: Box::new(template),
+        uid,
+        ip,
+        netns,
+    });
+}
+
+/// Deletes a pod whose containers have all stopped, with grace 0 and a UID precondition, as
+/// the kubelet does once a deletion's kill path has finished.
+pub async fn delete_now(client: &kube::Client, pod: &core::Pod, report: &(impl Fn(String) + Send)) {
+    let (Some(ns), Some(name), Some(uid)) = (
+        pod.metadata.namespace.clone(),
+        pod.metadata.name.clone(),
+        pod.metadata.uid.clone(),
+    ) else {
+        return;
+    };
+    let pod = PodRef {
+        name,
+        namespace: ns,
+        uid,
+    };
+    if let Err(e) = delete_ref(client, &pod).await {
+        report(e.to_string());
+    }
+}
+
+/// [`delete_now`] for a pod reference.
+pub async fn delete_ref(client: &kube::Client, pod: &PodRef) -> Result<(), NodeError> {
+    let pods: Api<core::Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(pod.uid.clone()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    let what = format!("deleting pod {}/{}", pod.namespace, pod.name);
+    let result = retry(3, || async {
+        pods.delete(&pod.name, &params)
+            .await
+            .map(|_| ())
+            .map_err(|e| NodeError::from_kube(&what, e))
+    })
+    .await;
+    match result {
+        // Gone already, or another pod of that name now (the precondition): done.
+        Err(e) if e.code() == 404 || e.code() == 409 => Ok(()),
+        other => other,
+    }
+}
+
+/// Deletes the pods the supervisor finished stopping, for ever.
+pub async fn delete_removed(
+    client: kube::Client,
+    mut removed: mpsc::UnboundedReceiver<PodRef>,
+    report: impl Fn(NodeError) + Send + 'static,
+) {
+    while let Some(pod) = removed.recv().await {
+        if let Err(e) = delete_ref(&client, &pod).await {
+            report(e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> core::PodSpec {
+        crate::spec::load::load_str("t.yaml", yaml)
+            .expect("loads")
+            .templates
+            .remove(0)
+            .spec
+    }
+
+    #[test]
+    fn r29_2_an_image_only_container_cannot_run_and_says_why() {
+        let s = spec(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: web, image: nginx}\n  - {name: ok, image: x, command: [sleep, '1']}\n",
+        );
+        let why = unrunnable(&s).expect("refused");
+        assert!(why.contains("container \"web\" has no command"), "{why}");
+        assert!(!why.contains("\"ok\""), "{why}");
+    }
+
+    #[test]
+    fn r29_4_unsupported_fields_are_named_and_the_service_account_volume_is_not() {
+        let s = spec(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes:\n  - {name: kube-api-access-abcde, projected: {sources: []}}\n  containers:\n  - {name: web, command: [x]}\n",
+        );
+        assert!(unsupported(&s).is_empty());
+        let s = spec(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  hostNetwork: true\n  volumes:\n  - {name: data, emptyDir: {}}\n  containers:\n  - {name: web, command: [x]}\n",
+        );
+        let lines = unsupported(&s);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("spec.volumes (data)"), "{lines:?}");
+    }
+}
