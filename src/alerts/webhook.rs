@@ -408,6 +408,13 @@ impl crate::server::Handler for Webhook {
             }
             Some(_) => {}
         }
+        let declared = req
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > MAX_BODY as u64) {
+            return answer(413, format!("body over {MAX_BODY} bytes, refused\n"));
+        }
         let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
             Ok(b) => b.to_bytes(),
             Err(_) => {

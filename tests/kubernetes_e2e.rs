@@ -1,0 +1,591 @@
+//! Issue 30 against the real pieces: a control plane started by `scripts/control-plane` (etcd,
+//! kube-apiserver, kube-controller-manager, kube-scheduler; once for this test binary), the
+//! real `kubectl`, a real Alertmanager, and `probelet sidecar` / `probelet alerts webhook`
+//! processes. Each test has its own namespace.
+//!
+//! The pods here are created by kubectl and stay Pending (no node): the gate writer and the
+//! webhook act on the API objects, which is all they touch.
+
+mod alerts_support;
+mod common;
+
+use alerts_support::{Alertmanager, Killed, TcpTarget, free_port, wait_for};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+struct Cluster {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/control-plane")
+}
+
+extern "C" fn down_at_exit() {
+    if let Some(c) = CLUSTER.get() {
+        let _ = Command::new(script()).arg("down").arg(&c.dir).output();
+        let _ = std::fs::remove_dir_all(&c.dir);
+    }
+}
+
+fn cluster() -> &'static Cluster {
+    CLUSTER.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("probelet-k8s-e2e-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = Command::new(script()).arg("up").arg(&dir).output().unwrap();
+        assert!(out.status.success(), "control-plane up: {}", text(&out));
+        // SAFETY: registering a plain function with no captured state.
+        unsafe { libc::atexit(down_at_exit) };
+        Cluster {
+            kubeconfig: dir.join("kubeconfig"),
+            dir,
+        }
+    })
+}
+
+fn text(out: &Output) -> String {
+    common::output_text(out)
+}
+
+fn kubectl_in(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    use std::io::Write;
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn kubectl_ok(args: &[&str]) -> String {
+    let out = kubectl_in(args, None);
+    assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn apply(ns: &str, yaml: &str) {
+    let out = kubectl_in(&["apply", "-n", ns, "-f", "-"], Some(yaml));
+    assert!(out.status.success(), "kubectl apply: {}", text(&out));
+}
+
+fn pod_json(ns: &str, name: &str) -> Value {
+    serde_json::from_str(&kubectl_ok(&["get", "pod", "-n", ns, name, "-o", "json"])).unwrap()
+}
+
+fn condition(pod: &Value, type_: &str) -> Option<Value> {
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+/// A namespace of its own, once its `default` service account exists.
+fn namespace(name: &str) -> String {
+    let ns = format!("{name}-{}", std::process::id());
+    kubectl_ok(&["create", "namespace", &ns]);
+    wait_for(Duration::from_secs(30), "the default service account", || {
+        kubectl_in(&["get", "serviceaccount", "-n", &ns, "default"], None)
+            .status
+            .success()
+            .then_some(())
+    });
+    ns
+}
+
+const GATE: &str = "cloud.example.com/dependency-check";
+
+/// A Pending pod (no node) with the gate.
+fn gated_pod(ns: &str, name: &str) {
+    apply(
+        ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: orders}}}}\nspec:\n  readinessGates: [{{conditionType: {GATE}}}]\n  containers: [{{name: app, image: none, command: [sleep, '3600']}}]\n"
+        ),
+    );
+}
+
+/// The service-account credentials a kubelet mounts, for `sa` in `ns`: a token from the
+/// TokenRequest API and the cluster's CA.
+fn service_account_dir(ns: &str, sa: &str, into: &Path) -> PathBuf {
+    let dir = into.join(format!("sa-{sa}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token = kubectl_ok(&["create", "token", "-n", ns, sa]);
+    std::fs::write(dir.join("token"), token.trim()).unwrap();
+    std::fs::copy(cluster().dir.join("pki/ca.crt"), dir.join("ca.crt")).unwrap();
+    dir
+}
+
+/// `(host, port)` of the API server, as KUBERNETES_SERVICE_HOST/PORT give it in a pod.
+fn api_host_port() -> (String, String) {
+    let kc = std::fs::read_to_string(&cluster().kubeconfig).unwrap();
+    let server = kc
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .expect("server in kubeconfig")
+        .trim_start_matches("https://")
+        .to_string();
+    let (h, p) = server.rsplit_once(':').unwrap();
+    (h.to_string(), p.to_string())
+}
+
+/// A running `probelet sidecar`; its stderr in `log`.
+struct Sidecar {
+    _child: Killed,
+    addr: String,
+    log: PathBuf,
+}
+
+impl Sidecar {
+    fn start(dir: &Path, config: &str, env: &[(&str, &str)], args: &[&str]) -> Sidecar {
+        let cfg = dir.join("sidecar.yaml");
+        std::fs::write(&cfg, config).unwrap();
+        let log = dir.join("sidecar.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .arg("sidecar")
+            .arg(&cfg)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let child = Killed(child);
+        let addr = wait_for(Duration::from_secs(20), "sidecar listening", || {
+            let l = std::fs::read_to_string(&log).ok()?;
+            l.lines()
+                .find_map(|l| l.strip_prefix("sidecar: listening on "))
+                .map(|r| r.split(' ').next().unwrap().to_string())
+        });
+        Sidecar {
+            _child: child,
+            addr,
+            log,
+        }
+    }
+
+    fn readyz_verbose(&self) -> (u16, String) {
+        common::http(&self.addr, "GET", "/readyz?verbose", "")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn gate_status(ns: &str, pod: &str) -> Option<String> {
+    condition(&pod_json(ns, pod), GATE).map(|c| c["status"].as_str().unwrap_or("").to_string())
+}
+
+/// Polls until the gate's condition is `want`; answers how long it took.
+fn wait_gate(ns: &str, pod: &str, want: &str, budget: Duration) -> Duration {
+    let start = Instant::now();
+    wait_for(budget, &format!("gate {want}"), || {
+        (gate_status(ns, pod).as_deref() == Some(want)).then_some(())
+    });
+    start.elapsed()
+}
+
+#[test]
+fn r30_1_the_gate_follows_the_dependency_with_in_cluster_config_and_keeps_other_conditions() {
+    let ns = namespace("gate");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(
+        &ns,
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/sidecar-rbac.yaml"),
+        )
+        .unwrap(),
+    );
+    gated_pod(&ns, "app");
+    // A condition someone else owns: the gate's writes must never touch it.
+    kubectl_ok(&[
+        "patch", "pod", "-n", &ns, "app", "--subresource=status", "--type=strategic", "-p",
+        r#"{"status":{"conditions":[{"type":"example.com/other","status":"True"}]}}"#,
+    ]);
+    let sa = service_account_dir(&ns, "probelet-sidecar", tmp.path());
+    let (host, port) = api_host_port();
+    let mut db = TcpTarget::listening();
+    let config = format!(
+        "readinessGate: {GATE}\nchecks:\n- name: db\n  probe: {{tcpSocket: {{port: {}}}, periodSeconds: 1, failureThreshold: 1}}\n",
+        db.port
+    );
+    let sidecar = Sidecar::start(
+        tmp.path(),
+        &config,
+        &[
+            ("POD_NAME", "app"),
+            ("POD_NAMESPACE", &ns),
+            ("KUBERNETES_SERVICE_HOST", &host),
+            ("KUBERNETES_SERVICE_PORT", &port),
+        ],
+        &["--service-account-dir", sa.to_str().unwrap()],
+    );
+    wait_gate(&ns, "app", "True", Duration::from_secs(20));
+    let (code, body) = sidecar.readyz_verbose();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(&format!("gate: {GATE} True (1 writes)")), "{body}");
+    assert!(body.contains("mode: normal"), "{body}");
+
+    // The dependency goes: False within period × threshold + 2 s, naming the check.
+    db.close();
+    let took = wait_gate(&ns, "app", "False", Duration::from_secs(10));
+    assert!(took <= Duration::from_secs(3), "gate False after {took:?}");
+    let pod = pod_json(&ns, "app");
+    let c = condition(&pod, GATE).unwrap();
+    assert_eq!(c["reason"], "DependencyCheckFailed");
+    assert_eq!(c["message"], "failing: db");
+    assert_eq!(
+        condition(&pod, "example.com/other").unwrap()["status"],
+        "True",
+        "another writer's condition is kept"
+    );
+
+    db.open();
+    let took = wait_gate(&ns, "app", "True", Duration::from_secs(10));
+    assert!(took <= Duration::from_secs(3), "gate True after {took:?}");
+    assert_eq!(
+        condition(&pod_json(&ns, "app"), "example.com/other").unwrap()["status"],
+        "True"
+    );
+    let log = sidecar.log();
+    assert_eq!(log.matches("gate cloud.example.com/dependency-check is now").count(), 3, "{log}");
+}
+
+#[test]
+fn r30_1_a_forbidden_gate_write_is_retried_reported_and_never_blocks_the_endpoints() {
+    let ns = namespace("forbidden");
+    let tmp = tempfile::tempdir().unwrap();
+    gated_pod(&ns, "app");
+    // `default` has no Role: every write is 403.
+    let sa = service_account_dir(&ns, "default", tmp.path());
+    let (host, port) = api_host_port();
+    let _db = TcpTarget::listening();
+    let config = format!(
+        "readinessGate: {GATE}\nchecks:\n- name: db\n  probe: {{tcpSocket: {{port: {}}}, periodSeconds: 1}}\n",
+        _db.port
+    );
+    let sidecar = Sidecar::start(
+        tmp.path(),
+        &config,
+        &[
+            ("POD_NAME", "app"),
+            ("POD_NAMESPACE", &ns),
+            ("KUBERNETES_SERVICE_HOST", &host),
+            ("KUBERNETES_SERVICE_PORT", &port),
+        ],
+        &["--service-account-dir", sa.to_str().unwrap()],
+    );
+    let body = wait_for(Duration::from_secs(20), "a reported 403", || {
+        let (code, body) = sidecar.readyz_verbose();
+        (code == 200 && body.contains("403 Forbidden")).then_some(body)
+    });
+    assert!(body.contains(&format!("gate: {GATE} not written yet (0 writes, failing:")), "{body}");
+    // The endpoints answer at once while the writer backs off.
+    for _ in 0..5 {
+        let start = Instant::now();
+        let (code, _) = common::http(&sidecar.addr, "GET", "/readyz", "");
+        assert_eq!(code, 200);
+        assert!(start.elapsed() < Duration::from_millis(500));
+    }
+    assert_eq!(gate_status(&ns, "app"), None, "nothing was written");
+    let log = sidecar.log();
+    assert_eq!(log.matches("403 Forbidden").count(), 1, "reported once: {log}");
+}
+
+#[test]
+fn r30_1_a_sidecar_outside_a_pod_says_what_is_missing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("s.yaml");
+    std::fs::write(&cfg, format!("readinessGate: {GATE}\nchecks: []\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .arg("sidecar")
+        .arg(&cfg)
+        .env_remove("POD_NAME")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains("POD_NAME is not set: give the sidecar container `env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]`"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// A running webhook with its config (token `TOKEN`, prefixes probe/ and strategy/).
+struct Webhook {
+    _child: Killed,
+    addr: String,
+}
+
+const TOKEN: &str = "s3cret-token-of-the-webhook";
+
+fn start_webhook(dir: &Path, max_pods: usize) -> Webhook {
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    let cfg = dir.join("webhook.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "tokenFile: token\nallowedPrefixes: [probe/, strategy/]\nmaxPodsPerAlert: {max_pods}\nrules:\n- alert: HighLatencyAlert\n  labels: {{probe/debug: latency}}\n  ttl: 5m\n- alert: DependencyDown\n  labels: {{strategy/degrade: cache-only}}\n  ttl: 3m\n  selectors: {{orders: app=orders}}\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["alerts", "webhook"])
+        .arg(&cfg)
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(["--listen", &addr])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("webhook.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let child = Killed(child);
+    wait_for(Duration::from_secs(20), "webhook listening", || {
+        std::net::TcpStream::connect(&addr).ok()
+    });
+    Webhook { _child: child, addr }
+}
+
+fn labels(ns: &str, pod: &str) -> Value {
+    pod_json(ns, pod)["metadata"]["labels"].clone()
+}
+
+#[test]
+fn r30_2_alertmanager_firing_labels_the_pod_resolve_removes_it_and_the_sidecar_shows_the_mode() {
+    let ns = namespace("alerts");
+    let tmp = tempfile::tempdir().unwrap();
+    gated_pod(&ns, "app");
+    let webhook = start_webhook(tmp.path(), 10);
+    let am_config = tmp.path().join("alertmanager.yml");
+    std::fs::write(
+        &am_config,
+        format!(
+            "route:\n  receiver: probelet\n  group_by: [alertname, namespace, pod]\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n- name: probelet\n  webhook_configs:\n  - url: http://{}/alerts\n    send_resolved: true\n    http_config:\n      authorization: {{type: Bearer, credentials_file: {}}}\n",
+            webhook.addr,
+            tmp.path().join("token").display()
+        ),
+    )
+    .unwrap();
+    let am = Alertmanager::start(&am_config);
+    // The sidecar of that pod follows its labels (admin kubeconfig here).
+    let kubeconfig = cluster().kubeconfig.to_str().unwrap().to_string();
+    let sidecar = Sidecar::start(
+        tmp.path(),
+        "checks: []\ndegrade: {}\nreadinessGate: cloud.example.com/dependency-check\n",
+        &[("POD_NAME", "app"), ("POD_NAMESPACE", &ns)],
+        &["--kubeconfig", &kubeconfig],
+    );
+    let post = |ends: &str| {
+        let body = format!(
+            r#"[{{"labels":{{"alertname":"HighLatencyAlert","namespace":"{ns}","pod":"app"}}{ends}}}]"#
+        );
+        let (code, answer) = common::http_body(
+            &am.addr,
+            "POST",
+            "/api/v2/alerts",
+            "Content-Type: application/json\r\n",
+            &body,
+        );
+        assert_eq!(code, 200, "{answer}");
+    };
+    let fired = Instant::now();
+    post("");
+    wait_for(Duration::from_secs(15), "probe/debug=latency on the pod", || {
+        (labels(&ns, "app")["probe/debug"] == "latency").then_some(())
+    });
+    // group_wait 1 s + one group interval (1 s), with the API round trips.
+    assert!(fired.elapsed() < Duration::from_secs(5), "{:?}", fired.elapsed());
+    assert_eq!(labels(&ns, "app")["app"], "orders", "other labels kept");
+    wait_for(Duration::from_secs(10), "the sidecar reports the mode", || {
+        sidecar
+            .readyz_verbose()
+            .1
+            .contains("mode: probe/debug=latency")
+            .then_some(())
+    });
+    // Resolve: endsAt in the past.
+    let past = format!(
+        r#","endsAt":"{}""#,
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(1)
+    );
+    post(&past);
+    wait_for(Duration::from_secs(15), "label removed on resolve", || {
+        labels(&ns, "app").get("probe/debug").is_none().then_some(())
+    });
+    wait_for(Duration::from_secs(10), "the sidecar is back to normal", || {
+        sidecar.readyz_verbose().1.contains("mode: normal").then_some(())
+    });
+}
+
+#[test]
+fn r30_2_hostile_webhook_input_is_refused_and_patches_nothing() {
+    let ns = namespace("hostile");
+    let tmp = tempfile::tempdir().unwrap();
+    gated_pod(&ns, "app");
+    gated_pod(&ns, "app2");
+    let webhook = start_webhook(tmp.path(), 1);
+    let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+    let alert = |name: &str, extra: &str| {
+        format!(
+            r#"{{"status":"firing","labels":{{"alertname":"{name}","namespace":"{ns}","pod":"app"}},"annotations":{{{extra}}},"fingerprint":"x{name}"}}"#
+        )
+    };
+    let send = |headers: &str, body: &str| {
+        common::http_body(&webhook.addr, "POST", "/alerts", headers, body)
+    };
+    let good = format!(r#"{{"alerts":[{}]}}"#, alert("HighLatencyAlert", ""));
+    // No token, a wrong token.
+    assert_eq!(send("", &good).0, 401);
+    assert_eq!(send("Authorization: Bearer nope\r\n", &good).0, 401);
+    // Malformed JSON.
+    let (code, body) = send(&auth, "{\"alerts\": [");
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("not Alertmanager webhook JSON"), "{body}");
+    // A label outside the prefix (in the alert's podLabels): refused whole.
+    let outside = format!(
+        r#"{{"alerts":[{},{}]}}"#,
+        alert("HighLatencyAlert", ""),
+        alert("Other", r#""podLabels":"app=evil""#)
+    );
+    let (code, body) = send(&auth, &outside);
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("label \"app\" is outside the allowed prefixes (probe/, strategy/)"), "{body}");
+    // 10,000 alerts at once.
+    let many = format!(
+        r#"{{"alerts":[{}]}}"#,
+        vec![alert("HighLatencyAlert", ""); 10_000].join(",")
+    );
+    assert!(many.len() < 2 << 20);
+    let (code, body) = send(&auth, &many);
+    assert!(code == 413, "{code} {body}");
+    // A 10 MB body, refused from its length.
+    let mut s = std::net::TcpStream::connect(&webhook.addr).unwrap();
+    use std::io::{Read, Write};
+    write!(s, "POST /alerts HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 10485760\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    // A selector matching more pods than maxPodsPerAlert (1): nothing labelled.
+    let wide = format!(
+        r#"{{"alerts":[{{"status":"firing","labels":{{"alertname":"DependencyDown","namespace":"{ns}","service":"orders"}},"fingerprint":"w"}}]}}"#
+    );
+    let (code, body) = send(&auth, &wide);
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("matches more than 1 pods"), "{body}");
+    for pod in ["app", "app2"] {
+        let l = labels(&ns, pod);
+        assert_eq!(l.as_object().unwrap().len(), 1, "only app=orders on {pod}: {l}");
+    }
+    // And the good one goes through, once: a re-send changes nothing.
+    let (code, body) = send(&auth, &good);
+    assert_eq!((code, body.trim()), (200, r#"{"labelled":1,"cleared":0,"ignored":0}"#));
+    let (code, body) = send(&auth, &good);
+    assert_eq!((code, body.trim()), (200, r#"{"labelled":0,"cleared":0,"ignored":0}"#));
+    assert_eq!(labels(&ns, "app")["probe/debug"], "latency");
+}
+
+fn repo_file(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
+#[test]
+fn r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load() {
+    let ns = namespace("shop");
+    let tmp = tempfile::tempdir().unwrap();
+    // The documented commands, against the real API server.
+    let root = env!("CARGO_MANIFEST_DIR");
+    for args in [
+        vec!["apply", "-n", &ns, "-f", "deploy/kubernetes/sidecar-rbac.yaml"],
+        vec![
+            "create", "configmap", "orders-sidecar", "-n", &ns,
+            "--from-file=sidecar.yaml=examples/rollout-safety/sidecar.yaml",
+        ],
+        vec!["apply", "-n", &ns, "-f", "examples/rollout-safety/deployment.yaml"],
+    ] {
+        let out = Command::new("kubectl")
+            .current_dir(root)
+            .arg("--kubeconfig")
+            .arg(&cluster().kubeconfig)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+    }
+    let d: Value = serde_json::from_str(&kubectl_ok(&[
+        "get", "deployment", "-n", &ns, "orders", "-o", "json",
+    ]))
+    .unwrap();
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["readinessGates"][0]["conditionType"],
+        GATE
+    );
+    let pdb: Value = serde_json::from_str(&kubectl_ok(&[
+        "get", "pdb", "-n", &ns, "orders", "-o", "json",
+    ]))
+    .unwrap();
+    assert_eq!(pdb["spec"]["minAvailable"], 2);
+    // The controllers made its 3 pods (Pending: no node here).
+    let pod = wait_for(Duration::from_secs(30), "the Deployment's pods", || {
+        let v: Value = serde_json::from_str(&kubectl_ok(&[
+            "get", "pods", "-n", &ns, "-l", "app=orders", "-o", "json",
+        ]))
+        .unwrap();
+        let items = v["items"].as_array()?.clone();
+        (items.len() == 3).then(|| items[0]["metadata"]["name"].as_str().unwrap().to_string())
+    });
+    // The example's sidecar config, for one of them: with its database and cache elsewhere
+    // (nothing answers on these ports), its gate goes False naming both.
+    let config = repo_file("examples/rollout-safety/sidecar.yaml")
+        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", free_port()))
+        .replace("127.0.0.1:6379", &format!("127.0.0.1:{}", free_port()))
+        .replace("0.0.0.0:8086", "127.0.0.1:0");
+    let kubeconfig = cluster().kubeconfig.to_str().unwrap().to_string();
+    let sidecar = Sidecar::start(
+        tmp.path(),
+        &config,
+        &[("POD_NAME", &pod), ("POD_NAMESPACE", &ns), ("PGPASSWORD", "x")],
+        &["--kubeconfig", &kubeconfig],
+    );
+    wait_gate(&ns, &pod, "False", Duration::from_secs(20));
+    let c = condition(&pod_json(&ns, &pod), GATE).unwrap();
+    assert_eq!(c["message"], "failing: orders-db, cache");
+    // strategy/degrade=cache-only makes the database weak: only the cache fails now.
+    kubectl_ok(&["label", "pod", "-n", &ns, &pod, "strategy/degrade=cache-only"]);
+    let body = wait_for(Duration::from_secs(10), "degraded mode", || {
+        let b = sidecar.readyz_verbose().1;
+        b.contains("mode: strategy/degrade=cache-only").then_some(b)
+    });
+    assert!(body.contains("(not required)"), "{body}");
+    // The webhook's example config loads (its token file is beside it): the next step,
+    // reading the kubeconfig, is what fails here.
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .current_dir(root)
+        .args(["alerts", "webhook", "examples/rollout-safety/webhook.yaml"])
+        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let t = text(&out);
+    assert!(t.contains("error: kubeconfig /nonexistent/kubeconfig:"), "{t}");
+}
