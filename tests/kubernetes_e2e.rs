@@ -97,12 +97,16 @@ fn condition(pod: &Value, type_: &str) -> Option<Value> {
 fn namespace(name: &str) -> String {
     let ns = format!("{name}-{}", std::process::id());
     kubectl_ok(&["create", "namespace", &ns]);
-    wait_for(Duration::from_secs(30), "the default service account", || {
-        kubectl_in(&["get", "serviceaccount", "-n", &ns, "default"], None)
-            .status
-            .success()
-            .then_some(())
-    });
+    wait_for(
+        Duration::from_secs(30),
+        "the default service account",
+        || {
+            kubectl_in(&["get", "serviceaccount", "-n", &ns, "default"], None)
+                .status
+                .success()
+                .then_some(())
+        },
+    );
     ns
 }
 
@@ -215,7 +219,14 @@ fn r30_1_the_gate_follows_the_dependency_with_in_cluster_config_and_keeps_other_
     gated_pod(&ns, "app");
     // A condition someone else owns: the gate's writes must never touch it.
     kubectl_ok(&[
-        "patch", "pod", "-n", &ns, "app", "--subresource=status", "--type=strategic", "-p",
+        "patch",
+        "pod",
+        "-n",
+        &ns,
+        "app",
+        "--subresource=status",
+        "--type=strategic",
+        "-p",
         r#"{"status":{"conditions":[{"type":"example.com/other","status":"True"}]}}"#,
     ]);
     let sa = service_account_dir(&ns, "probelet-sidecar", tmp.path());
@@ -239,7 +250,10 @@ fn r30_1_the_gate_follows_the_dependency_with_in_cluster_config_and_keeps_other_
     wait_gate(&ns, "app", "True", Duration::from_secs(20));
     let (code, body) = sidecar.readyz_verbose();
     assert_eq!(code, 200, "{body}");
-    assert!(body.contains(&format!("gate: {GATE} True (1 writes)")), "{body}");
+    assert!(
+        body.contains(&format!("gate: {GATE} True (1 writes)")),
+        "{body}"
+    );
     assert!(body.contains("mode: normal"), "{body}");
 
     // The dependency goes: False within period × threshold + 2 s, naming the check.
@@ -264,7 +278,12 @@ fn r30_1_the_gate_follows_the_dependency_with_in_cluster_config_and_keeps_other_
         "True"
     );
     let log = sidecar.log();
-    assert_eq!(log.matches("gate cloud.example.com/dependency-check is now").count(), 3, "{log}");
+    assert_eq!(
+        log.matches("gate cloud.example.com/dependency-check is now")
+            .count(),
+        3,
+        "{log}"
+    );
 }
 
 #[test]
@@ -295,7 +314,10 @@ fn r30_1_a_forbidden_gate_write_is_retried_reported_and_never_blocks_the_endpoin
         let (code, body) = sidecar.readyz_verbose();
         (code == 200 && body.contains("403 Forbidden")).then_some(body)
     });
-    assert!(body.contains(&format!("gate: {GATE} not written yet (0 writes, failing:")), "{body}");
+    assert!(
+        body.contains(&format!("gate: {GATE} not written yet (0 writes, failing:")),
+        "{body}"
+    );
     // The endpoints answer at once while the writer backs off.
     for _ in 0..5 {
         let start = Instant::now();
@@ -305,7 +327,11 @@ fn r30_1_a_forbidden_gate_write_is_retried_reported_and_never_blocks_the_endpoin
     }
     assert_eq!(gate_status(&ns, "app"), None, "nothing was written");
     let log = sidecar.log();
-    assert_eq!(log.matches("403 Forbidden").count(), 1, "reported once: {log}");
+    assert_eq!(
+        log.matches("403 Forbidden").count(),
+        1,
+        "reported once: {log}"
+    );
 }
 
 #[test]
@@ -361,7 +387,10 @@ fn start_webhook(dir: &Path, max_pods: usize) -> Webhook {
     wait_for(Duration::from_secs(20), "webhook listening", || {
         std::net::TcpStream::connect(&addr).ok()
     });
-    Webhook { _child: child, addr }
+    Webhook {
+        _child: child,
+        addr,
+    }
 }
 
 fn labels(ns: &str, pod: &str) -> Value {
@@ -408,19 +437,29 @@ fn r30_2_alertmanager_firing_labels_the_pod_resolve_removes_it_and_the_sidecar_s
     };
     let fired = Instant::now();
     post("");
-    wait_for(Duration::from_secs(15), "probe/debug=latency on the pod", || {
-        (labels(&ns, "app")["probe/debug"] == "latency").then_some(())
-    });
+    wait_for(
+        Duration::from_secs(15),
+        "probe/debug=latency on the pod",
+        || (labels(&ns, "app")["probe/debug"] == "latency").then_some(()),
+    );
     // group_wait 1 s + one group interval (1 s), with the API round trips.
-    assert!(fired.elapsed() < Duration::from_secs(5), "{:?}", fired.elapsed());
+    assert!(
+        fired.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        fired.elapsed()
+    );
     assert_eq!(labels(&ns, "app")["app"], "orders", "other labels kept");
-    wait_for(Duration::from_secs(10), "the sidecar reports the mode", || {
-        sidecar
-            .readyz_verbose()
-            .1
-            .contains("mode: probe/debug=latency")
-            .then_some(())
-    });
+    wait_for(
+        Duration::from_secs(10),
+        "the sidecar reports the mode",
+        || {
+            sidecar
+                .readyz_verbose()
+                .1
+                .contains("mode: probe/debug=latency")
+                .then_some(())
+        },
+    );
     // Resolve: endsAt in the past.
     let past = format!(
         r#","endsAt":"{}""#,
@@ -428,11 +467,22 @@ fn r30_2_alertmanager_firing_labels_the_pod_resolve_removes_it_and_the_sidecar_s
     );
     post(&past);
     wait_for(Duration::from_secs(15), "label removed on resolve", || {
-        labels(&ns, "app").get("probe/debug").is_none().then_some(())
+        labels(&ns, "app")
+            .get("probe/debug")
+            .is_none()
+            .then_some(())
     });
-    wait_for(Duration::from_secs(10), "the sidecar is back to normal", || {
-        sidecar.readyz_verbose().1.contains("mode: normal").then_some(())
-    });
+    wait_for(
+        Duration::from_secs(10),
+        "the sidecar is back to normal",
+        || {
+            sidecar
+                .readyz_verbose()
+                .1
+                .contains("mode: normal")
+                .then_some(())
+        },
+    );
 }
 
 #[test]
@@ -467,7 +517,10 @@ fn r30_2_hostile_webhook_input_is_refused_and_patches_nothing() {
     );
     let (code, body) = send(&auth, &outside);
     assert_eq!(code, 422, "{body}");
-    assert!(body.contains("label \"app\" is outside the allowed prefixes (probe/, strategy/)"), "{body}");
+    assert!(
+        body.contains("label \"app\" is outside the allowed prefixes (probe/, strategy/)"),
+        "{body}"
+    );
     // 10,000 alerts at once.
     let many = format!(
         r#"{{"alerts":[{}]}}"#,
@@ -479,7 +532,11 @@ fn r30_2_hostile_webhook_input_is_refused_and_patches_nothing() {
     // A 10 MB body, refused from its length.
     let mut s = std::net::TcpStream::connect(&webhook.addr).unwrap();
     use std::io::{Read, Write};
-    write!(s, "POST /alerts HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 10485760\r\n\r\n").unwrap();
+    write!(
+        s,
+        "POST /alerts HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 10485760\r\n\r\n"
+    )
+    .unwrap();
     let mut answer = String::new();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let _ = s.read_to_string(&mut answer);
@@ -493,13 +550,23 @@ fn r30_2_hostile_webhook_input_is_refused_and_patches_nothing() {
     assert!(body.contains("matches more than 1 pods"), "{body}");
     for pod in ["app", "app2"] {
         let l = labels(&ns, pod);
-        assert_eq!(l.as_object().unwrap().len(), 1, "only app=orders on {pod}: {l}");
+        assert_eq!(
+            l.as_object().unwrap().len(),
+            1,
+            "only app=orders on {pod}: {l}"
+        );
     }
     // And the good one goes through, once: a re-send changes nothing.
     let (code, body) = send(&auth, &good);
-    assert_eq!((code, body.trim()), (200, r#"{"labelled":1,"cleared":0,"ignored":0}"#));
+    assert_eq!(
+        (code, body.trim()),
+        (200, r#"{"labelled":1,"cleared":0,"ignored":0}"#)
+    );
     let (code, body) = send(&auth, &good);
-    assert_eq!((code, body.trim()), (200, r#"{"labelled":0,"cleared":0,"ignored":0}"#));
+    assert_eq!(
+        (code, body.trim()),
+        (200, r#"{"labelled":0,"cleared":0,"ignored":0}"#)
+    );
     assert_eq!(labels(&ns, "app")["probe/debug"], "latency");
 }
 
@@ -514,12 +581,28 @@ fn r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load() {
     // The documented commands, against the real API server.
     let root = env!("CARGO_MANIFEST_DIR");
     for args in [
-        vec!["apply", "-n", &ns, "-f", "deploy/kubernetes/sidecar-rbac.yaml"],
         vec![
-            "create", "configmap", "orders-sidecar", "-n", &ns,
+            "apply",
+            "-n",
+            &ns,
+            "-f",
+            "deploy/kubernetes/sidecar-rbac.yaml",
+        ],
+        vec![
+            "create",
+            "configmap",
+            "orders-sidecar",
+            "-n",
+            &ns,
             "--from-file=sidecar.yaml=examples/rollout-safety/sidecar.yaml",
         ],
-        vec!["apply", "-n", &ns, "-f", "examples/rollout-safety/deployment.yaml"],
+        vec![
+            "apply",
+            "-n",
+            &ns,
+            "-f",
+            "examples/rollout-safety/deployment.yaml",
+        ],
     ] {
         let out = Command::new("kubectl")
             .current_dir(root)
@@ -531,7 +614,13 @@ fn r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load() {
         assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
     }
     let d: Value = serde_json::from_str(&kubectl_ok(&[
-        "get", "deployment", "-n", &ns, "orders", "-o", "json",
+        "get",
+        "deployment",
+        "-n",
+        &ns,
+        "orders",
+        "-o",
+        "json",
     ]))
     .unwrap();
     assert_eq!(d["spec"]["replicas"], 3);
@@ -548,7 +637,14 @@ fn r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load() {
     // The controllers made its 3 pods (Pending: no node here).
     let pod = wait_for(Duration::from_secs(30), "the Deployment's pods", || {
         let v: Value = serde_json::from_str(&kubectl_ok(&[
-            "get", "pods", "-n", &ns, "-l", "app=orders", "-o", "json",
+            "get",
+            "pods",
+            "-n",
+            &ns,
+            "-l",
+            "app=orders",
+            "-o",
+            "json",
         ]))
         .unwrap();
         let items = v["items"].as_array()?.clone();
@@ -564,14 +660,25 @@ fn r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load() {
     let sidecar = Sidecar::start(
         tmp.path(),
         &config,
-        &[("POD_NAME", &pod), ("POD_NAMESPACE", &ns), ("PGPASSWORD", "x")],
+        &[
+            ("POD_NAME", &pod),
+            ("POD_NAMESPACE", &ns),
+            ("PGPASSWORD", "x"),
+        ],
         &["--kubeconfig", &kubeconfig],
     );
     wait_gate(&ns, &pod, "False", Duration::from_secs(20));
     let c = condition(&pod_json(&ns, &pod), GATE).unwrap();
     assert_eq!(c["message"], "failing: orders-db, cache");
     // strategy/degrade=cache-only makes the database weak: only the cache fails now.
-    kubectl_ok(&["label", "pod", "-n", &ns, &pod, "strategy/degrade=cache-only"]);
+    kubectl_ok(&[
+        "label",
+        "pod",
+        "-n",
+        &ns,
+        &pod,
+        "strategy/degrade=cache-only",
+    ]);
     let body = wait_for(Duration::from_secs(10), "degraded mode", || {
         let b = sidecar.readyz_verbose().1;
         b.contains("mode: strategy/degrade=cache-only").then_some(b)
@@ -587,5 +694,147 @@ fn r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let t = text(&out);
-    assert!(t.contains("error: kubeconfig /nonexistent/kubeconfig:"), "{t}");
+    assert!(
+        t.contains("error: kubeconfig /nonexistent/kubeconfig:"),
+        "{t}"
+    );
+}
+
+/// A `probelet node` (host network, no kubelet port), stopped by SIGTERM when dropped.
+struct Node {
+    child: std::process::Child,
+    out: PathBuf,
+}
+
+impl Node {
+    fn start(name: &str, dir: &Path) -> Node {
+        let out = dir.join(format!("node-{name}.out"));
+        let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .arg("node")
+            .arg("--kubeconfig")
+            .arg(&cluster().kubeconfig)
+            .args(["--name", name, "--node-ip", "127.0.0.1"])
+            .args(["--kubelet-listen", "127.0.0.1:0"])
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::options().append(true).open(&out).unwrap())
+            .spawn()
+            .unwrap();
+        let node = Node { child, out };
+        wait_for(Duration::from_secs(30), "node registered", || {
+            kubectl_in(&["get", "node", name], None)
+                .status
+                .success()
+                .then_some(())
+        });
+        node
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let end = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < end {
+            if self.child.try_wait().unwrap().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn r30_1_a_node_pod_whose_sidecar_writes_the_gate_flips_ready_with_its_dependency() {
+    let ns = namespace("nodegate");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
+    let node_name = format!("gate-node-{}", std::process::id());
+    let node = Node::start(&node_name, tmp.path());
+    let mut db = TcpTarget::listening();
+    let port = free_port();
+    let config = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "readinessGate: {GATE}\nchecks:\n- name: db\n  probe: {{tcpSocket: {{port: {}}}, periodSeconds: 1, failureThreshold: 1}}\n",
+            db.port
+        ),
+    )
+    .unwrap();
+    // The sidecar as the pod's container: its identity from the Downward API, its
+    // credentials from the node (a token bound to the pod, for probelet-sidecar).
+    apply(
+        &ns,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: gated}}
+spec:
+  nodeName: {node_name}
+  serviceAccountName: probelet-sidecar
+  readinessGates: [{{conditionType: {GATE}}}]
+  containers:
+  - name: probe-sidecar
+    image: probelet
+    command: ["{bin}", sidecar, "{config}", --listen, "127.0.0.1:{port}"]
+    env:
+    - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+    - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    readinessProbe: {{tcpSocket: {{port: {port}}}, periodSeconds: 1}}
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            config = config.display(),
+        ),
+    );
+    let ready = |want: &str| -> Option<Value> {
+        let pod = pod_json(&ns, "gated");
+        let c = condition(&pod, "Ready")?;
+        (c["status"] == want).then_some(c)
+    };
+    let log = || std::fs::read_to_string(&node.out).unwrap_or_default();
+    wait_for(Duration::from_secs(40), "Ready through the gate", || {
+        let r = ready("True");
+        if r.is_none() {
+            let _ = log();
+        }
+        r
+    });
+    assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
+
+    db.close();
+    let start = Instant::now();
+    let c = wait_for(Duration::from_secs(10), "Ready=False", || ready("False"));
+    let took = start.elapsed();
+    assert_eq!(c["reason"], "ReadinessGatesNotReady", "{c}");
+    assert!(took <= Duration::from_secs(3), "Ready=False after {took:?}");
+    // The container itself stays ready: only the gate is down.
+    let pod = pod_json(&ns, "gated");
+    assert_eq!(
+        condition(&pod, "ContainersReady").unwrap()["status"],
+        "True"
+    );
+
+    db.open();
+    let start = Instant::now();
+    wait_for(Duration::from_secs(10), "Ready=True again", || {
+        ready("True")
+    });
+    assert!(
+        start.elapsed() <= Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    // The node's later writes kept the gate's condition.
+    assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "-n",
+        &ns,
+        "gated",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
 }

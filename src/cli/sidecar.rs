@@ -49,9 +49,11 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Where the pod's service-account token and ca.crt are mounted.
-    #[arg(long, value_name = "DIR", default_value = probelet::sidecar::gate::SERVICE_ACCOUNT_DIR)]
-    pub service_account_dir: PathBuf,
+    /// Where the pod's service-account token and ca.crt are mounted (default: the directory
+    /// `probelet node` names in PROBELET_SERVICE_ACCOUNT_DIR, else the kubelet's
+    /// /var/run/secrets/kubernetes.io/serviceaccount).
+    #[arg(long, value_name = "DIR")]
+    pub service_account_dir: Option<PathBuf>,
 }
 
 /// Runs the sidecar until it has drained.
@@ -103,7 +105,11 @@ pub fn run(args: Args) -> ExitCode {
 /// down costs retries later, not the start).
 async fn kube_edge(args: &Args) -> Result<(kube::Client, gate::PodIdentity), NodeError> {
     let pod = gate::PodIdentity::from_env()?;
-    let client = gate::connect(args.kubeconfig.as_deref(), &args.service_account_dir).await?;
+    let sa_dir = args.service_account_dir.clone().unwrap_or_else(|| {
+        std::env::var_os(probelet::node::service_account::DIR_ENV)
+            .map_or_else(|| gate::SERVICE_ACCOUNT_DIR.into(), PathBuf::from)
+    });
+    let client = gate::connect(args.kubeconfig.as_deref(), &sa_dir).await?;
     Ok((client, pod))
 }
 

@@ -390,7 +390,7 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("t.yaml:3:16: readinessGate: Invalid value: \"Bad Gate\""),
+            e.contains("t.yaml:2:1: readinessGate: Invalid value: \"Bad Gate\""),
             "{e}"
         );
         assert!(
