@@ -710,14 +710,14 @@ struct Node {
 }
 
 impl Node {
-    fn start(name: &str, dir: &Path) -> Node {
+    fn start(name: &str, dir: &Path, ip: &str) -> Node {
         let out = dir.join(format!("node-{name}.out"));
         let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
             .arg("node")
             .arg("--kubeconfig")
             .arg(&cluster().kubeconfig)
-            .args(["--name", name, "--node-ip", "127.0.0.1"])
-            .args(["--kubelet-listen", "127.0.0.1:0"])
+            .args(["--name", name, "--node-ip", ip])
+            .args(["--kubelet-listen", &format!("{ip}:0")])
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::options().append(true).open(&out).unwrap())
             .spawn()
@@ -754,7 +754,7 @@ fn r30_1_a_node_pod_whose_sidecar_writes_the_gate_flips_ready_with_its_dependenc
     let tmp = tempfile::tempdir().unwrap();
     apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
     let node_name = format!("gate-node-{}", std::process::id());
-    let node = Node::start(&node_name, tmp.path());
+    let node = Node::start(&node_name, tmp.path(), "127.0.0.1");
     let mut db = TcpTarget::listening();
     let port = free_port();
     let config = tmp.path().join("sidecar.yaml");
@@ -840,4 +840,247 @@ spec:
         "--wait=true",
         "--timeout=60s",
     ]);
+}
+
+/// The machine's address on its default route (the API server refuses loopback addresses in
+/// EndpointSlices).
+fn host_ip() -> String {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    // No packet is sent: connecting a UDP socket only picks the route.
+    s.connect("192.0.2.1:9").unwrap();
+    s.local_addr().unwrap().ip().to_string()
+}
+
+fn ready_pods(ns: &str) -> Vec<(String, bool)> {
+    let v: Value = serde_json::from_str(&kubectl_ok(&[
+        "get",
+        "pods",
+        "-n",
+        ns,
+        "-l",
+        "app=orders",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let ready = condition(p, "Ready").is_some_and(|c| c["status"] == "True");
+            (p["metadata"]["name"].as_str().unwrap().to_string(), ready)
+        })
+        .collect()
+}
+
+fn rollout_status(ns: &str, timeout: &str) -> Output {
+    kubectl_in(
+        &[
+            "rollout",
+            "status",
+            "-n",
+            ns,
+            "deployment/orders",
+            &format!("--timeout={timeout}"),
+        ],
+        None,
+    )
+}
+
+fn pdb(ns: &str) -> Value {
+    serde_json::from_str(&kubectl_ok(&[
+        "get", "pdb", "-n", ns, "orders", "-o", "json",
+    ]))
+    .unwrap()
+}
+
+fn evict(ns: &str, pod: &str) -> Output {
+    let body = format!(
+        r#"{{"apiVersion":"policy/v1","kind":"Eviction","metadata":{{"name":"{pod}","namespace":"{ns}"}}}}"#
+    );
+    kubectl_in(
+        &[
+            "create",
+            "--raw",
+            &format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"),
+            "-f",
+            "-",
+        ],
+        Some(&body),
+    )
+}
+
+/// The ready endpoints of the `orders` Service (EndpointSlices), by pod.
+fn ready_endpoints(ns: &str) -> Vec<String> {
+    let v: Value = serde_json::from_str(&kubectl_ok(&[
+        "get",
+        "endpointslices",
+        "-n",
+        ns,
+        "-l",
+        "kubernetes.io/service-name=orders",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let mut pods: Vec<String> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] == true)
+        .filter_map(|e| e["targetRef"]["name"].as_str().map(str::to_string))
+        .collect();
+    pods.sort();
+    pods
+}
+
+#[test]
+fn r30_3_the_pdb_refuses_an_eviction_while_a_gate_is_false_and_a_failing_rollout_stalls() {
+    let ns = namespace("rollout");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
+    let ip = host_ip();
+    let node_name = format!("rollout-node-{}", std::process::id());
+    let _node = Node::start(&node_name, tmp.path(), &ip);
+    // Each replica's sidecar checks its own dependency: a file named after the pod must not
+    // exist (`DIR/down-POD`), and `$DEP` (the version's dependency) must.
+    let down = tmp.path().join("down");
+    std::fs::create_dir_all(&down).unwrap();
+    let dep_ok = tmp.path().join("dep-ok");
+    std::fs::write(&dep_ok, "").unwrap();
+    let config = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "readinessGate: {GATE}\nchecks:\n- name: dependency\n  probe: {{exec: {{command: [sh, -c, 'test ! -e {}/down-$POD_NAME && test -e \"$DEP\"']}}, periodSeconds: 1, failureThreshold: 1}}\n",
+            down.display()
+        ),
+    )
+    .unwrap();
+    let deployment = |dep: &Path| {
+        format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: orders}}
+spec:
+  replicas: 3
+  selector: {{matchLabels: {{app: orders}}}}
+  strategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 0, maxSurge: 1}}}}
+  template:
+    metadata: {{labels: {{app: orders}}}}
+    spec:
+      nodeName: {node_name}
+      serviceAccountName: probelet-sidecar
+      terminationGracePeriodSeconds: 2
+      readinessGates: [{{conditionType: {GATE}}}]
+      containers:
+      - name: probe-sidecar
+        image: probelet
+        command: ["{bin}", sidecar, "{config}", --listen, "127.0.0.1:0"]
+        ports: [{{name: http, containerPort: 8086}}]
+        env:
+        - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+        - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+        - {{name: DEP, value: "{dep}"}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: orders}}
+spec:
+  selector: {{app: orders}}
+  ports: [{{port: 80, targetPort: http}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: orders}}
+spec:
+  minAvailable: 2
+  selector: {{matchLabels: {{app: orders}}}}
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            config = config.display(),
+            dep = dep.display(),
+        )
+    };
+    apply(&ns, &deployment(&dep_ok));
+    let out = rollout_status(&ns, "90s");
+    assert!(out.status.success(), "rollout: {}", text(&out));
+    let pods: Vec<String> = ready_pods(&ns).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(pods.len(), 3);
+    wait_for(Duration::from_secs(20), "3 ready endpoints", || {
+        (ready_endpoints(&ns).len() == 3).then_some(())
+    });
+
+    // One pod's gate goes False: the PDB has no disruption left, and an eviction of a second
+    // pod is refused with 429.
+    std::fs::write(down.join(format!("down-{}", pods[0])), "").unwrap();
+    wait_for(Duration::from_secs(10), "pod 0 not ready", || {
+        ready_pods(&ns)
+            .iter()
+            .any(|(n, r)| *n == pods[0] && !r)
+            .then_some(())
+    });
+    wait_for(
+        Duration::from_secs(20),
+        "the PDB allows no disruption",
+        || {
+            let v = pdb(&ns);
+            (v["status"]["disruptionsAllowed"] == 0 && v["status"]["currentHealthy"] == 2)
+                .then_some(())
+        },
+    );
+    let refused = evict(&ns, &pods[1]);
+    assert!(!refused.status.success());
+    let t = text(&refused);
+    assert!(
+        t.contains("429") || t.contains("Too many requests") || t.contains("disruption budget"),
+        "{t}"
+    );
+    // The first pod is Ready again: the eviction goes through.
+    std::fs::remove_file(down.join(format!("down-{}", pods[0]))).unwrap();
+    wait_for(
+        Duration::from_secs(20),
+        "the PDB allows one disruption",
+        || {
+            let v = pdb(&ns);
+            (v["status"]["disruptionsAllowed"] == 1).then_some(())
+        },
+    );
+    let evicted = evict(&ns, &pods[1]);
+    assert!(evicted.status.success(), "{}", text(&evicted));
+    let out = rollout_status(&ns, "90s");
+    assert!(out.status.success(), "back to 3: {}", text(&out));
+
+    // A version whose dependency check fails: the rollout stalls, no old pod goes, the
+    // Service keeps 3 ready endpoints.
+    let before: Vec<String> = wait_for(Duration::from_secs(30), "the evicted pod gone", || {
+        let p = ready_pods(&ns);
+        (p.len() == 3 && p.iter().all(|(_, r)| *r)).then(|| p.into_iter().map(|(n, _)| n).collect())
+    });
+    apply(&ns, &deployment(&tmp.path().join("missing")));
+    let out = rollout_status(&ns, "15s");
+    assert!(
+        !out.status.success(),
+        "the rollout must not complete: {}",
+        text(&out)
+    );
+    let now = ready_pods(&ns);
+    for old in &before {
+        assert!(
+            now.iter().any(|(n, r)| n == old && *r),
+            "old pod {old} still there and Ready: {now:?}"
+        );
+    }
+    assert_eq!(
+        now.iter().filter(|(_, r)| !r).count(),
+        1,
+        "one new, not ready: {now:?}"
+    );
+    assert_eq!(ready_endpoints(&ns), {
+        let mut b = before.clone();
+        b.sort();
+        b
+    });
 }
