@@ -199,7 +199,7 @@ impl KubeState {
         if let Some(gate) = &self.gate {
             let written = match self.written {
                 None => "not written yet".to_string(),
-                Some(s) => format!("{}", if s { "True" } else { "False" }),
+                Some(s) => (if s { "True" } else { "False" }).to_string(),
             };
             out.push_str(&format!(
                 "gate: {} {written} ({} writes",
