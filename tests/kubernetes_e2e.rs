@@ -8,6 +8,7 @@
 
 mod alerts_support;
 mod common;
+mod deps_support;
 
 use alerts_support::{Alertmanager, Killed, TcpTarget, free_port, wait_for};
 use serde_json::Value;
@@ -1083,4 +1084,90 @@ spec:
         b.sort();
         b
     });
+}
+
+#[test]
+fn r30_1_postgres_down_takes_the_pod_out_of_the_endpointslice_through_the_gate_and_back() {
+    let ns = namespace("pg");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
+    let ip = host_ip();
+    let node_name = format!("pg-node-{}", std::process::id());
+    let _node = Node::start(&node_name, tmp.path(), &ip);
+    let mut pg = deps_support::Postgres::start();
+    let redis = deps_support::Redis::start("cache-secret");
+    let config = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "readinessGate: {GATE}\nchecks:\n- name: orders-db\n  postgres: {{dsn: \"postgres://app@127.0.0.1:{}/postgres\", passwordFrom: {{env: PGPASSWORD}}, periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 1}}\n- name: cache\n  redis: {{address: \"127.0.0.1:{}\", passwordFrom: {{env: REDIS_PASSWORD}}, periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 1}}\n",
+            pg.port, redis.port
+        ),
+    )
+    .unwrap();
+    apply(
+        &ns,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: orders-0, labels: {{app: orders}}}}
+spec:
+  nodeName: {node_name}
+  serviceAccountName: probelet-sidecar
+  terminationGracePeriodSeconds: 2
+  readinessGates: [{{conditionType: {GATE}}}]
+  containers:
+  - name: probe-sidecar
+    image: probelet
+    command: ["{bin}", sidecar, "{config}", --listen, "127.0.0.1:0"]
+    ports: [{{name: http, containerPort: 8086}}]
+    env:
+    - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+    - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    - {{name: PGPASSWORD, value: app-secret}}
+    - {{name: REDIS_PASSWORD, value: cache-secret}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: orders}}
+spec:
+  selector: {{app: orders}}
+  ports: [{{port: 80, targetPort: http}}]
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            config = config.display(),
+        ),
+    );
+    let ready = || ready_endpoints(&ns) == ["orders-0"];
+    wait_for(
+        Duration::from_secs(40),
+        "orders-0 ready in the EndpointSlice",
+        || ready().then_some(()),
+    );
+    // period × threshold + 2 s = 3 s, measured from the stop to the EndpointSlice.
+    let budget = Duration::from_secs(3);
+    pg.stop();
+    let start = Instant::now();
+    wait_for(
+        Duration::from_secs(10),
+        "orders-0 out of the EndpointSlice",
+        || (!ready()).then_some(()),
+    );
+    let took = start.elapsed();
+    let pod = pod_json(&ns, "orders-0");
+    let r = condition(&pod, "Ready").unwrap();
+    assert_eq!(r["reason"], "ReadinessGatesNotReady", "{r}");
+    assert_eq!(
+        condition(&pod, GATE).unwrap()["message"],
+        "failing: orders-db"
+    );
+    assert!(took <= budget, "out after {took:?}");
+    pg.restart();
+    let start = Instant::now();
+    wait_for(Duration::from_secs(10), "orders-0 back", || {
+        ready().then_some(())
+    });
+    let took = start.elapsed();
+    assert!(took <= budget, "back after {took:?}");
+    eprintln!("measured: out and back within {budget:?}");
 }
