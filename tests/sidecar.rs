@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{free_port, http};
-use deps_support::{Postgres, Redis, is_root, kill_cont, pg_bin};
+use deps_support::{Postgres, Redis, kill_cont};
 
 // === a running sidecar ===
 
