@@ -118,7 +118,10 @@ pub async fn provide(
         extra.push(("KUBERNETES_SERVICE_PORT", s.port.clone()));
         if spec.automount_service_account_token != Some(false) {
             match token_dir(client, pod, s).await {
-                Ok(dir) => extra.push((DIR_ENV, dir.display().to_string())),
+                Ok(dir) => {
+                    extra.push((DIR_ENV, dir.display().to_string()));
+                    tokio::spawn(refresh(client.clone(), pod.clone(), s.clone(), dir));
+                }
                 Err(e) => report(e.to_string()),
             }
         }
@@ -206,6 +209,26 @@ async fn token_dir(
     write_private(&dir, "ca.crt", &s.ca_pem).map_err(io)?;
     write_private(&dir, "namespace", &ns).map_err(io)?;
     Ok(dir)
+}
+
+/// Renews the pod's token at 80 % of its lifetime, as the kubelet does, until the pod's
+/// directory is removed ([`forget`]). A failed renewal is tried again a minute later (the
+/// old token is still valid for a while).
+async fn refresh(client: kube::Client, pod: core::Pod, s: ServiceEnv, dir: PathBuf) {
+    let mut wait = std::time::Duration::from_secs(TOKEN_SECONDS as u64 * 8 / 10);
+    loop {
+        tokio::time::sleep(wait).await;
+        if !dir.exists() {
+            return;
+        }
+        wait = match token_dir(&client, &pod, &s).await {
+            Ok(_) => std::time::Duration::from_secs(TOKEN_SECONDS as u64 * 8 / 10),
+            Err(e) => {
+                eprintln!("node: {e} (retrying in 1m)");
+                std::time::Duration::from_secs(60)
+            }
+        };
+    }
 }
 
 /// Writes `dir/name` readable by this user only (the token is a credential).
