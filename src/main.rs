@@ -59,6 +59,9 @@ enum Command {
     /// processes with the kubelet's probes, status, events and graceful deletion
     /// (see docs/node.md).
     Node(cli::node::Args),
+    /// Alert-driven tooling: `alerts webhook` labels the pods an Alertmanager alert names
+    /// while it fires (see docs/kubernetes.md).
+    Alerts(cli::alerts_webhook::Args),
 }
 
 fn main() -> ExitCode {
@@ -83,5 +86,6 @@ fn main() -> ExitCode {
         Command::Calibrate(args) => cli::calibrate::run(args),
         Command::Sidecar(args) => cli::sidecar::run(args),
         Command::Node(args) => cli::node::run(args),
+        Command::Alerts(args) => cli::alerts_webhook::run(args),
     }
 }

@@ -33,6 +33,7 @@ const DEMO_SESSION: &str = "r26_3_the_demo_terminal_shows_killing_and_backoff_af
 const CONTROL_PLANE: &str =
     "r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process";
 const NODE_SESSION: &str = "r29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready";
+const K8S_EXAMPLE: &str = "r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load";
 const APP_SESSION: &str = "docs_check_and_monitor_against_the_demo_app";
 
 /// Every documented command, as written (comments after two spaces and `# ` cut off).
@@ -283,6 +284,23 @@ const TABLE: &[(&str, How)] = &[
     (
         "kubectl --kubeconfig /tmp/cp/kubeconfig get pods -w",
         ByTest(NODE_SESSION),
+    ),
+    // docs/kubernetes.md
+    (
+        "kubectl apply -n shop -f deploy/kubernetes/sidecar-rbac.yaml",
+        ByTest(K8S_EXAMPLE),
+    ),
+    (
+        "probelet alerts webhook examples/rollout-safety/webhook.yaml --kubeconfig /tmp/cp/kubeconfig",
+        ByTest(K8S_EXAMPLE),
+    ),
+    (
+        "kubectl create configmap orders-sidecar -n shop --from-file=sidecar.yaml=examples/rollout-safety/sidecar.yaml",
+        ByTest(K8S_EXAMPLE),
+    ),
+    (
+        "kubectl apply -n shop -f examples/rollout-safety/deployment.yaml",
+        ByTest(K8S_EXAMPLE),
     ),
 ];
 

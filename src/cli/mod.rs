@@ -1,6 +1,7 @@
 //! The subcommands: argument structs (clap) and what each one does.
 
 pub mod alerting;
+pub mod alerts_webhook;
 pub mod api_client;
 pub mod bench;
 pub mod calibrate;

@@ -8,10 +8,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use probelet::node::client::NodeError;
 use probelet::probe::go_duration;
 use probelet::sidecar::config::{self, SidecarConfig};
 use probelet::sidecar::runner::{self, Checks, Shared};
-use probelet::sidecar::{notify, server};
+use probelet::sidecar::{gate, labels, notify, server};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// The application-side health proxy: checks dependencies in the background and answers
@@ -41,6 +42,18 @@ pub struct Args {
     /// default such a check fails with a refusal and is never connected, as in `run`.
     #[arg(long)]
     pub allow_link_local: bool,
+
+    /// The API server for `readinessGate` and `degrade` (the sidecar's own pod, named by
+    /// POD_NAME and POD_NAMESPACE). Without it, the in-cluster configuration: the service
+    /// account in --service-account-dir and KUBERNETES_SERVICE_HOST/PORT.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Where the pod's service-account token and ca.crt are mounted (default: the directory
+    /// `probelet node` names in PROBELET_SERVICE_ACCOUNT_DIR, else the kubelet's
+    /// /var/run/secrets/kubernetes.io/serviceaccount).
+    #[arg(long, value_name = "DIR")]
+    pub service_account_dir: Option<PathBuf>,
 }
 
 /// Runs the sidecar until it has drained.
@@ -67,7 +80,20 @@ pub fn run(args: Args) -> ExitCode {
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(serve(args.config, cfg, pinned)),
+        Ok(rt) => rt.block_on(async {
+            let kube = if cfg.needs_api() {
+                match kube_edge(&args).await {
+                    Ok(k) => Some(k),
+                    Err(e) => {
+                        eprintln!("sidecar: {}", probelet::probe::error_chain(&e));
+                        return ExitCode::from(1);
+                    }
+                }
+            } else {
+                None
+            };
+            serve(args.config, cfg, pinned, kube).await
+        }),
         Err(e) => {
             eprintln!("sidecar: {e}");
             ExitCode::from(2)
@@ -75,8 +101,25 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
+/// The API client and the sidecar's own pod (only reading files here: an API server that is
+/// down costs retries later, not the start).
+async fn kube_edge(args: &Args) -> Result<(kube::Client, gate::PodIdentity), NodeError> {
+    let pod = gate::PodIdentity::from_env()?;
+    let sa_dir = args.service_account_dir.clone().unwrap_or_else(|| {
+        std::env::var_os(probelet::node::service_account::DIR_ENV)
+            .map_or_else(|| gate::SERVICE_ACCOUNT_DIR.into(), PathBuf::from)
+    });
+    let client = gate::connect(args.kubeconfig.as_deref(), &sa_dir).await?;
+    Ok((client, pod))
+}
+
 /// `pinned`: `--listen` was given, so a reload does not follow the file's `listen`.
-async fn serve(path: PathBuf, cfg: SidecarConfig, pinned: bool) -> ExitCode {
+async fn serve(
+    path: PathBuf,
+    cfg: SidecarConfig,
+    pinned: bool,
+    kube: Option<(kube::Client, gate::PodIdentity)>,
+) -> ExitCode {
     // Handlers first: the "listening" line below tells a supervisor it may signal us, and a
     // SIGHUP or SIGTERM before the handlers exist would kill the process (the default action)
     // instead of reloading or draining.
@@ -126,6 +169,25 @@ async fn serve(path: PathBuf, cfg: SidecarConfig, pinned: bool) -> ExitCode {
         task: Some(tokio::spawn(server::serve(listener, shared.clone()))),
     };
     let reader = notify.map(|l| tokio::spawn(runner::read_notify(shared.clone(), l)));
+    // The gate's writer and the labels' watch: tasks of their own, so the endpoints never
+    // wait for the API server.
+    let mut kube_tasks = Vec::new();
+    if let Some((client, pod)) = kube {
+        if let Some(g) = &cfg.readiness_gate {
+            kube_tasks.push(tokio::spawn(gate::keep_gate(
+                client.clone(),
+                pod.clone(),
+                g.clone(),
+                shared.clone(),
+            )));
+        }
+        kube_tasks.push(tokio::spawn(labels::follow_labels(
+            client,
+            pod,
+            cfg.clone(),
+            shared.clone(),
+        )));
+    }
     let why = loop {
         tokio::select! {
             _ = term.recv() => break Some("SIGTERM"),
@@ -148,6 +210,7 @@ async fn serve(path: PathBuf, cfg: SidecarConfig, pinned: bool) -> ExitCode {
     // endpoints controller drops the pod before anything stops.
     tokio::time::sleep(delay).await;
     checks.stop();
+    kube_tasks.iter().for_each(|t| t.abort());
     listening.stop().await;
     if let Some(r) = reader {
         r.abort();

@@ -10,13 +10,15 @@
 //! * [`pods`]: the watch of the node's pods, and the supervisor's sink;
 //! * [`status`]: the status manager (strategic merge patches, only on change);
 //! * [`events`]: the event recorder;
-//! * [`kubelet`]: the kubelet's TLS read endpoints (`containerLogs`).
+//! * [`kubelet`]: the kubelet's TLS read endpoints (`containerLogs`);
+//! * [`service_account`]: Downward API env, service variables and a token for each pod.
 
 pub mod client;
 pub mod events;
 pub mod kubelet;
 pub mod pods;
 pub mod registration;
+pub mod service_account;
 pub mod state;
 pub mod status;
 
@@ -132,6 +134,8 @@ pub async fn run(
     note: impl Fn(String) + Send + Sync + Clone + 'static,
 ) -> Result<(), NodeError> {
     let client = client::connect(&config.kubeconfig).await?;
+    // What pods get for in-cluster clients (issue 30): the API server's address and CA.
+    service_account::init(&config.kubeconfig).await?;
     // The kubelet endpoints first: the node object carries their port.
     let listener = tokio::net::TcpListener::bind(config.kubelet_listen)
         .await

@@ -313,6 +313,7 @@ fn stop(
         });
     }
     lock(shared).remove(uid);
+    super::service_account::forget(uid);
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -373,10 +374,11 @@ async fn apply(
             report(e.to_string());
         }
     }
-    let Some(template) = template(&pod) else {
+    let Some(mut template) = template(&pod) else {
         ips.release(&uid);
         return;
     };
+    super::service_account::provide(client, &pod, &ip, &mut template.spec, report).await;
     lock(shared).entry(&uid).api = Some(pod);
     running.insert(uid.clone());
     let _ = commands.send(PodCommand::Add {

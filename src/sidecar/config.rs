@@ -164,6 +164,19 @@ pub struct SidecarConfig {
     pub overload_recover: Duration,
     /// The checks, in file order.
     pub checks: Vec<CheckSpec>,
+    /// `readinessGate: TYPE`: the pod condition the sidecar writes on its own pod (issue 30,
+    /// [`crate::sidecar::gate`]).
+    pub readiness_gate: Option<String>,
+    /// `degrade: {MODE: [CHECK, ...]}`: while the pod carries `strategy/degrade=MODE`, the
+    /// named checks are weak ([`crate::sidecar::labels`]).
+    pub degrade: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl SidecarConfig {
+    /// Whether the sidecar talks to the API server (a gate to write or labels to follow).
+    pub fn needs_api(&self) -> bool {
+        self.readiness_gate.is_some() || !self.degrade.is_empty()
+    }
 }
 
 /// A loaded config and the notes about it.
@@ -186,6 +199,8 @@ struct Doc {
     overload: Option<OverloadDoc>,
     #[serde(default)]
     checks: Vec<CheckDoc>,
+    readiness_gate: Option<String>,
+    degrade: Option<std::collections::BTreeMap<String, Vec<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -610,6 +625,28 @@ fn resolve(
             timing,
         });
     }
+    let readiness_gate = doc.readiness_gate;
+    if let Some(g) = &readiness_gate
+        && let Some(msg) = crate::sidecar::gate::condition_type_error(g)
+    {
+        errors.push(FieldError::invalid(
+            &root.child("readinessGate"),
+            BadValue::Str(g.clone()),
+            msg,
+        ));
+    }
+    let degrade = doc.degrade.unwrap_or_default();
+    for (mode, names) in &degrade {
+        for (i, name) in names.iter().enumerate() {
+            if !checks.iter().any(|c| c.name == *name) {
+                errors.push(FieldError::invalid(
+                    &root.child("degrade").child(mode).index(i),
+                    BadValue::Str(name.clone()),
+                    "names no check",
+                ));
+            }
+        }
+    }
     SidecarConfig {
         listen,
         notify_socket,
@@ -619,6 +656,8 @@ fn resolve(
         drain_delay,
         overload_recover,
         checks,
+        readiness_gate,
+        degrade,
     }
 }
 

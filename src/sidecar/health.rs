@@ -211,6 +211,8 @@ pub struct AppState {
     pub overload_cleared_at: Option<Instant>,
     /// The last `STATUS=` text, clipped.
     pub status: Option<String>,
+    /// Checks made weak by the pod's `strategy/degrade` label (the config's `degrade:` map).
+    pub weak: std::collections::BTreeSet<String>,
 }
 
 impl AppState {
@@ -373,7 +375,8 @@ pub fn evaluate(
     );
     let lines: Vec<(Line, bool)> = lines
         .into_iter()
-        .map(|l| {
+        .map(|mut l| {
+            l.required &= !app.weak.contains(&l.name);
             let excluded = exclude.contains(&l.name);
             (l, excluded)
         })

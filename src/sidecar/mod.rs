@@ -14,9 +14,13 @@
 //! | [`runner`] | check tasks on tokio, the cache, reloads |
 //! | [`server`] | HTTP `/livez` `/readyz` `/startupz` `/metrics` and gRPC health |
 //! | [`metrics`] | the Prometheus text |
+//! | [`gate`] | the readiness gate written on the sidecar's own pod |
+//! | [`labels`] | the pod's mode labels (`probe/debug`, `strategy/degrade`) |
 
 pub mod config;
+pub mod gate;
 pub mod health;
+pub mod labels;
 pub mod metrics;
 pub mod notify;
 pub mod runner;

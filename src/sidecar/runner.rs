@@ -44,6 +44,8 @@ pub struct State {
     pub reloads: u64,
     /// Reloads refused.
     pub reload_errors: u64,
+    /// The readiness gate's writes and the pod's mode labels (issue 30).
+    pub kube: super::gate::KubeState,
 }
 
 /// The cache and the clock, shared by the check tasks, the notify reader and the servers.
@@ -78,6 +80,7 @@ impl Shared {
                 },
                 reloads: 0,
                 reload_errors: 0,
+                kube: Default::default(),
             }),
             origin: tokio::time::Instant::now(),
             generation: AtomicU64::new(0),

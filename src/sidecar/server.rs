@@ -122,7 +122,29 @@ async fn handle(req: Request<Incoming>, sidecar: &Sidecar) -> Response<Body> {
     if let Some(endpoint) = endpoint {
         let (verbose, exclude) = query(req.uri().query().unwrap_or(""));
         let report = shared.report(endpoint, &exclude);
-        return http_answer(&report, verbose);
+        let mut answer = http_answer(&report, verbose);
+        // The gate's writes and the pod's mode (issue 30), before the verdict line.
+        if verbose && endpoint == ProbeType::Readiness {
+            let kube = shared.state().kube.clone();
+            if kube.gate.is_some() || !kube.mode.is_empty() {
+                let body = report.render(true);
+                let (lines, verdict) = body
+                    .trim_end()
+                    .rsplit_once('\n')
+                    .map_or(("", body.trim_end()), |(a, b)| (a, b));
+                let lines = if lines.is_empty() {
+                    String::new()
+                } else {
+                    format!("{lines}\n")
+                };
+                answer = text(
+                    answer.status(),
+                    "text/plain; charset=utf-8",
+                    format!("{lines}{}{verdict}\n", kube.render()),
+                );
+            }
+        }
+        return answer;
     }
     match path.as_str() {
         "/metrics" => text(

@@ -1,0 +1,296 @@
+//! What a kubelet gives a pod's containers so that in-cluster clients work (issue 30 item 1):
+//! the Downward API's `valueFrom.fieldRef` variables, the `KUBERNETES_SERVICE_HOST`/`PORT`
+//! service variables, and a service-account token bound to the pod (TokenRequest API).
+//!
+//! probelet runs containers as local processes without volumes, so the token and the CA are
+//! written to a per-pod directory (mode 700, token 600) whose path the containers get in
+//! `PROBELET_SERVICE_ACCOUNT_DIR` (where a kubelet would mount
+//! `/var/run/secrets/kubernetes.io/serviceaccount`); `probelet sidecar` reads it from there.
+//! The service variables name the API server of the node's kubeconfig: there is no kube-proxy
+//! to route the `kubernetes` Service's ClusterIP.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use base64::Engine;
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1 as core;
+use kube::Api;
+use kube::api::PostParams;
+
+use super::client::NodeError;
+
+/// The variable naming the directory with `token`, `ca.crt` and `namespace`.
+pub const DIR_ENV: &str = "PROBELET_SERVICE_ACCOUNT_DIR";
+
+/// Token lifetime asked for (the kubelet's default projected token: 1 h).
+const TOKEN_SECONDS: i64 = 3600;
+
+/// The API server as pods see it.
+#[derive(Debug, Clone)]
+struct ServiceEnv {
+    host: String,
+    port: String,
+    ca_pem: String,
+    root: PathBuf,
+}
+
+static SERVICE: OnceLock<ServiceEnv> = OnceLock::new();
+
+/// Reads the API server's address and CA from the node's kubeconfig, once at node start.
+pub async fn init(kubeconfig: &Path) -> Result<(), NodeError> {
+    let bad = |message: String| NodeError::Kubeconfig {
+        path: kubeconfig.to_path_buf(),
+        message,
+    };
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
+        .map_err(|e| bad(crate::display::error_chain(&e)))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .map_err(|e| bad(crate::display::error_chain(&e)))?;
+    let host = config.cluster_url.host().unwrap_or("127.0.0.1").to_string();
+    let port = config.cluster_url.port_u16().unwrap_or(443).to_string();
+    let ca_pem = config
+        .root_cert
+        .iter()
+        .flatten()
+        .map(|der| {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+            let lines: Vec<&str> = b64
+                .as_bytes()
+                .chunks(64)
+                .map(|c| std::str::from_utf8(c).unwrap_or(""))
+                .collect();
+            format!(
+                "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                lines.join("\n")
+            )
+        })
+        .collect();
+    let root = std::env::temp_dir().join(format!("probelet-node-sa-{}", std::process::id()));
+    let _ = SERVICE.set(ServiceEnv {
+        host: host.trim_matches(['[', ']']).to_string(),
+        port,
+        ca_pem,
+        root,
+    });
+    Ok(())
+}
+
+/// The value of a Downward API `fieldRef`, when probelet knows it.
+fn field(pod: &core::Pod, ip: &str, path: &str) -> Option<String> {
+    let m = &pod.metadata;
+    let spec = pod.spec.as_ref();
+    let keyed = |map: &Option<BTreeMap<String, String>>, prefix: &str| {
+        let key = path.strip_prefix(prefix)?.strip_suffix("']")?;
+        Some(map.as_ref()?.get(key).cloned().unwrap_or_default())
+    };
+    match path {
+        "metadata.name" => m.name.clone(),
+        "metadata.namespace" => m.namespace.clone(),
+        "metadata.uid" => m.uid.clone(),
+        "spec.nodeName" => spec?.node_name.clone(),
+        "spec.serviceAccountName" => spec?.service_account_name.clone(),
+        "status.podIP" | "status.hostIP" => Some(ip.to_string()),
+        p if p.starts_with("metadata.labels['") => keyed(&m.labels, "metadata.labels['"),
+        p if p.starts_with("metadata.annotations['") => {
+            keyed(&m.annotations, "metadata.annotations['")
+        }
+        _ => None,
+    }
+}
+
+/// Gives `spec`'s containers what a kubelet gives them: Downward API values in place of the
+/// `fieldRef`s it knows, the service variables, and (unless `automountServiceAccountToken:
+/// false`) a token bound to the pod. A token that cannot be had is reported and the pod runs
+/// without one (its clients then fail with their own clear error).
+pub async fn provide(
+    client: &kube::Client,
+    pod: &core::Pod,
+    ip: &str,
+    spec: &mut core::PodSpec,
+    report: &(impl Fn(String) + Send),
+) {
+    let mut extra = Vec::new();
+    if let Some(s) = SERVICE.get() {
+        extra.push(("KUBERNETES_SERVICE_HOST", s.host.clone()));
+        extra.push(("KUBERNETES_SERVICE_PORT", s.port.clone()));
+        if spec.automount_service_account_token != Some(false) {
+            match token_dir(client, pod, s).await {
+                Ok(dir) => {
+                    extra.push((DIR_ENV, dir.display().to_string()));
+                    tokio::spawn(refresh(client.clone(), pod.clone(), s.clone(), dir));
+                }
+                Err(e) => report(e.to_string()),
+            }
+        }
+    }
+    let containers = spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut());
+    for c in containers {
+        let env = c.env.get_or_insert_with(Vec::new);
+        for e in env.iter_mut() {
+            let path = e
+                .value_from
+                .as_ref()
+                .and_then(|v| v.field_ref.as_ref())
+                .map(|f| f.field_path.clone());
+            if let Some(value) = path.and_then(|p| field(pod, ip, &p)) {
+                e.value = Some(value);
+                e.value_from = None;
+            }
+        }
+        for (name, value) in &extra {
+            // The service variables come first, as the kubelet's do: the container's own win.
+            if !env.iter().any(|e| e.name == *name) {
+                env.insert(
+                    0,
+                    core::EnvVar {
+                        name: (*name).into(),
+                        value: Some(value.clone()),
+                        value_from: None,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// Requests a token for the pod's service account, bound to the pod, and writes it with the
+/// CA and the namespace into the pod's directory.
+async fn token_dir(
+    client: &kube::Client,
+    pod: &core::Pod,
+    s: &ServiceEnv,
+) -> Result<PathBuf, NodeError> {
+    let ns = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let sa = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .unwrap_or_else(|| "default".into());
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let what = format!("requesting a token of service account {ns}/{sa} for pod {name}");
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: Vec::new(),
+            expiration_seconds: Some(TOKEN_SECONDS),
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(name),
+                uid: Some(uid.clone()),
+            }),
+        },
+        ..Default::default()
+    };
+    let api: Api<core::ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    let token = super::client::retry(3, || async {
+        api.create_token_request(&sa, &PostParams::default(), &request)
+            .await
+            .map_err(|e| NodeError::from_kube(&what, e))
+    })
+    .await?
+    .status
+    .map(|s| s.token)
+    .unwrap_or_default();
+    let dir = s.root.join(&uid);
+    let io = |e: std::io::Error| NodeError::Server(format!("{}: {e}", dir.display()));
+    write_private(&dir, "token", &token).map_err(io)?;
+    write_private(&dir, "ca.crt", &s.ca_pem).map_err(io)?;
+    write_private(&dir, "namespace", &ns).map_err(io)?;
+    Ok(dir)
+}
+
+/// Renews the pod's token at 80 % of its lifetime, as the kubelet does, until the pod's
+/// directory is removed ([`forget`]). A failed renewal is tried again a minute later (the
+/// old token is still valid for a while).
+async fn refresh(client: kube::Client, pod: core::Pod, s: ServiceEnv, dir: PathBuf) {
+    let mut wait = std::time::Duration::from_secs(TOKEN_SECONDS as u64 * 8 / 10);
+    loop {
+        tokio::time::sleep(wait).await;
+        if !dir.exists() {
+            return;
+        }
+        wait = match token_dir(&client, &pod, &s).await {
+            Ok(_) => std::time::Duration::from_secs(TOKEN_SECONDS as u64 * 8 / 10),
+            Err(e) => {
+                eprintln!("node: {e} (retrying in 1m)");
+                std::time::Duration::from_secs(60)
+            }
+        };
+    }
+}
+
+/// Writes `dir/name` readable by this user only (the token is a credential).
+fn write_private(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let tmp = dir.join(format!(".{name}.tmp"));
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+    }
+    std::fs::rename(tmp, dir.join(name))
+}
+
+/// Removes a pod's directory (its token) once the pod is gone.
+pub fn forget(uid: &str) {
+    if let Some(s) = SERVICE.get() {
+        let _ = std::fs::remove_dir_all(s.root.join(uid));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r30_1_downward_api_fields() {
+        let pod: core::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"app": "a"}},
+            "spec": {"nodeName": "n", "containers": []}
+        }))
+        .unwrap();
+        assert_eq!(
+            field(&pod, "10.0.0.5", "metadata.name").as_deref(),
+            Some("p")
+        );
+        assert_eq!(
+            field(&pod, "10.0.0.5", "metadata.namespace").as_deref(),
+            Some("ns")
+        );
+        assert_eq!(
+            field(&pod, "10.0.0.5", "spec.nodeName").as_deref(),
+            Some("n")
+        );
+        assert_eq!(
+            field(&pod, "10.0.0.5", "status.podIP").as_deref(),
+            Some("10.0.0.5")
+        );
+        assert_eq!(
+            field(&pod, "", "metadata.labels['app']").as_deref(),
+            Some("a")
+        );
+        assert_eq!(field(&pod, "", "metadata.labels['x']").as_deref(), Some(""));
+        assert_eq!(field(&pod, "", "status.phase"), None);
+    }
+}
