@@ -1314,7 +1314,7 @@ impl hyper::body::Body for CountedBody {
 /// The lines of `buffer` at or after `since`, the last `tail` of them, as `kubectl logs`
 /// prints them (also the node's kubelet endpoint, `node::kubelet`).
 pub fn log_text(
-    buffer: &crate::runtime::logs::LogBuffer,
+    buffer: &crate::logs::LogBuffer,
     since: Option<SystemTime>,
     tail: Option<usize>,
     timestamps: bool,

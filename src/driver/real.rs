@@ -17,10 +17,10 @@ use crate::engine::{
     Action, ContainerId, EngineConfig, EventType, Instant, KillRequest, Manager, PodId, PodInfo,
     PodStatus, ProbeRequest,
 };
+pub use crate::logs::ContainerLogs;
+use crate::logs::Stream;
 use crate::outcome::ProbeOutcome;
 use crate::probe::{ProbeConfig, ProbeTarget, run_probe_in};
-pub use crate::runtime::logs::ContainerLogs;
-use crate::runtime::logs::Stream;
 use crate::runtime::netns::Netns;
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
 use crate::spec::{PodTemplate, ProbeType};
@@ -212,10 +212,6 @@ pub struct Supervisor {
     rx: mpsc::UnboundedReceiver<Msg>,
     sink: Arc<dyn Fn(Line) + Send + Sync>,
     probe_config: Arc<ProbeConfig>,
-    /// Last reported (started, ready) of each pod's containers, in the status's order, to
-    /// report changes: compared by index, so a step costs no string or hash per container
-    /// (a pod of 10,000 containers is compared at every step).
-    reported: HashMap<PodId, Vec<(bool, bool)>>,
     /// Which container and probe type each running probe belongs to.
     probing: HashMap<crate::engine::WorkerId, (PodId, String, ProbeType)>,
     /// The last outcome of each container's probes, for the status view.
@@ -277,7 +273,6 @@ impl Supervisor {
             rx,
             sink: Arc::new(sink),
             probe_config: Arc::new(config.probe.clone()),
-            reported: HashMap::new(),
             probing: HashMap::new(),
             last_probe: HashMap::new(),
             api: None,
@@ -696,11 +691,25 @@ impl Supervisor {
                         api.metrics.remove(probe_key(info, &container, probe_type));
                     }
                 }
-                Action::ResultChanged { .. } | Action::ContainerStatus { .. } => {}
+                Action::ContainerStatus {
+                    pod,
+                    container,
+                    started,
+                    ready,
+                    was_started,
+                    was_ready,
+                    at,
+                } => self.report_status_change(
+                    pod,
+                    &container,
+                    (started, ready),
+                    (was_started, was_ready),
+                    at,
+                ),
+                Action::ResultChanged { .. } => {}
             }
         }
         let touched = self.manager.take_touched_pods();
-        self.report_status_changes(&touched);
         self.remove_deleted_pods();
         self.publish(&touched);
     }
@@ -816,7 +825,6 @@ impl Supervisor {
             self.events.forget_pod(id);
             self.filter_noted.remove(&id);
             self.backoff_shown.retain(|(pod, _)| *pod != id);
-            self.reported.remove(&id);
             if let Some(run) = self.pods.remove(&id)
                 && let Some(api) = &mut self.api
             {
@@ -908,50 +916,37 @@ impl Supervisor {
         }
     }
 
-    /// One `status` line whenever a container's `started` or `ready` flips (R5.1, R5.2): the
-    /// kubelet records no event for these, but they are what a user watches for.
-    fn report_status_changes(&mut self, touched: &[PodId]) {
-        let now = self.now();
-        let mut lines = Vec::new();
-        for id in touched.iter().filter(|id| self.pods.contains_key(id)) {
-            let Some(status) = self.manager.pod_status(*id) else {
-                continue;
-            };
-            let (time, pod) = (self.wall(now), self.pod_name(*id));
-            let reported = self.reported.entry(*id).or_default();
-            reported.resize(status.containers.len(), (false, false));
-            for (c, reported) in status.containers.iter().zip(reported.iter_mut()) {
-                let now_state = (c.started, c.ready);
-                let before = std::mem::replace(reported, now_state);
-                if before == now_state {
-                    continue;
-                }
-                let mut changes = Vec::new();
-                if before.0 != now_state.0 {
-                    changes.push(if now_state.0 {
-                        "started"
-                    } else {
-                        "not started"
-                    });
-                }
-                if before.1 != now_state.1 {
-                    changes.push(if now_state.1 { "ready" } else { "not ready" });
-                }
-                let message = changes.join(", ");
-                lines.push(Line {
-                    time: time.clone(),
-                    pod: pod.clone(),
-                    container: c.name.clone(),
-                    kind: "status",
-                    reason: String::new(),
-                    event_type: "",
-                    message,
-                });
-            }
+    /// One `status` line for each change of a container's `started` or `ready` the engine
+    /// announces (R5.1, R5.2): the kubelet records no event for these, but they are what a user
+    /// watches for.
+    fn report_status_change(
+        &mut self,
+        pod: PodId,
+        container: &str,
+        now: (bool, bool),
+        was: (bool, bool),
+        at: Instant,
+    ) {
+        if !self.pods.contains_key(&pod) {
+            return;
         }
-        for line in lines {
-            (self.sink)(line);
+        let mut changes = Vec::new();
+        if was.0 != now.0 {
+            changes.push(if now.0 { "started" } else { "not started" });
         }
+        if was.1 != now.1 {
+            changes.push(if now.1 { "ready" } else { "not ready" });
+        }
+        let line = Line {
+            time: self.wall(at),
+            pod: self.pod_name(pod),
+            container: container.to_string(),
+            kind: "status",
+            reason: String::new(),
+            event_type: "",
+            message: changes.join(", "),
+        };
+        (self.sink)(line);
     }
 
     fn pod_name(&self, pod: PodId) -> String {

@@ -2,7 +2,7 @@
 //! the status the engine decided (from the supervisor), what was last written, and the
 //! containers' logs.
 
-use crate::runtime::logs::ContainerLogs;
+use crate::logs::ContainerLogs;
 use k8s_openapi::api::core::v1 as core;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -5,8 +5,6 @@
 pub mod containment;
 pub mod ipam;
 pub mod limits;
-/// Container logs live below `runtime` and `api` (both use them); kept here under the old path.
-pub use crate::logs;
 pub(crate) mod netlink;
 pub mod netns;
 pub mod process;

@@ -8,8 +8,8 @@
 
 pub use super::containment::kill_all_groups;
 use super::containment::{self, ContainerCgroup};
-use super::logs::Stream;
 use super::netns::Netns;
+use crate::logs::Stream;
 use crate::spec::env::{EnvError, container_env, expand_all};
 use k8s_openapi::api::core::v1::Container;
 use rustix::process::{Pid, Signal};
