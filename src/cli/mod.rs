@@ -19,3 +19,13 @@ pub mod simulate;
 pub mod tabwriter;
 pub mod targets;
 pub mod validate;
+
+/// Text lines or JSON lines: the `-o` of the commands that stream what happens (`run`, `node`,
+/// `monitor`, `targets watch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LineFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}

@@ -103,13 +103,7 @@ pub struct Args {
 }
 
 /// Event output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+pub use super::LineFormat as Format;
 
 /// Where event lines go: straight to stdout, or into the live view's buffer.
 #[derive(Clone)]
@@ -305,7 +299,7 @@ pub fn run(args: Args) -> ExitCode {
             args.alerts.config(),
             args.alerts.sender(shared.metrics.alerts.clone()),
         );
-        tokio::spawn(probelet::monitor::alerting::tick_loop(shared.clone()));
+        tokio::spawn(probelet::monitor::runner::alert_tick_loop(shared.clone()));
         out.invalid(&file_name, &loaded.invalid);
         let wake = Arc::new(tokio::sync::Notify::new());
         // --etcd: this monitor probes only its share (src/monitor/cluster).

@@ -79,13 +79,7 @@ pub struct Args {
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:10255";
 
 /// Output format of events and container output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum EventFormat {
-    /// Human-readable lines.
-    Text,
-    /// JSON lines.
-    Json,
-}
+pub use super::LineFormat as EventFormat;
 
 /// One line of output: JSON, or `time pod[container] ...` text.
 pub fn format_line(format: EventFormat, line: &Line) -> String {

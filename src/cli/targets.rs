@@ -101,8 +101,8 @@ pub enum Command {
         #[command(flatten)]
         etcd: EtcdArgs,
         /// `text` lines or `json` lines.
-        #[arg(short = 'o', long = "output", value_enum, default_value_t = super::monitor::Format::Text)]
-        output: super::monitor::Format,
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = super::LineFormat::Text)]
+        output: super::LineFormat,
     },
 }
 
@@ -220,8 +220,8 @@ fn now() -> String {
 }
 
 /// One published change, as a line: text lines start with the time it was seen.
-fn line(format: super::monitor::Format, name: &str, record: Option<&TargetRecord>) -> String {
-    use super::monitor::Format;
+fn line(format: super::LineFormat, name: &str, record: Option<&TargetRecord>) -> String {
+    use super::LineFormat as Format;
     match (format, record) {
         (Format::Json, Some(r)) => json!({"event": if r.ready {"Ready"} else {"NotReady"},
             "name": r.name, "ready": r.ready, "since": r.since, "reason": r.reason,
@@ -248,7 +248,7 @@ fn line(format: super::monitor::Format, name: &str, record: Option<&TargetRecord
     }
 }
 
-async fn watch(etcd: EtcdArgs, format: super::monitor::Format) -> ExitCode {
+async fn watch(etcd: EtcdArgs, format: super::LineFormat) -> ExitCode {
     let client = match client(&etcd) {
         Ok(c) => c,
         Err(code) => return code,
@@ -440,7 +440,7 @@ mod tests {
             reason: Some("status".into()),
             prober: "host2-811".into(),
         };
-        let text = super::super::monitor::Format::Text;
+        let text = super::super::LineFormat::Text;
         let l = line(text, "web-1", Some(&record));
         let (time, rest) = l.split_once(' ').unwrap();
         assert!(

@@ -7,7 +7,7 @@
 //! from the start alerts too, while one that has not answered yet does not), and as **up**
 //! again when it is ready.
 
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use super::config::TargetSpec;
 use super::history::History;
@@ -118,15 +118,5 @@ pub fn subject(t: &TargetSpec) -> SubjectSpec {
         alertname: TARGET_DOWN.to_string(),
         labels,
         depends_on: t.depends_on.clone(),
-    }
-}
-
-/// Runs [`Watch::tick`] every second until the runtime stops.
-pub async fn tick_loop(shared: Arc<super::runner::Shared>) {
-    let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        every.tick().await;
-        shared.watch.tick(shared.now(), |at| shared.wall(at));
     }
 }

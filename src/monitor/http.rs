@@ -268,7 +268,7 @@ async fn status(State(app): State<Arc<App>>) -> Response {
 /// `/targets`' body, rendered from copies of the targets a slice at a time.
 fn render_targets(shared: &Shared) -> Vec<u8> {
     let mut out = b"{\"targets\":".to_vec();
-    let written = write_rows(shared, &mut out, |slice| {
+    let written = shared.write_rows(&mut out, |slice| {
         slice.iter().map(|t| view(shared, t)).collect()
     });
     let invalid: Vec<InvalidView> = shared
@@ -289,33 +289,6 @@ fn render_targets(shared: &Shared) -> Vec<u8> {
         out.clear();
     }
     out
-}
-
-/// Writes a JSON array of each target's rows: `rows` turns a slice of copied targets
-/// ([`Shared::for_each_slice`]) into theirs, which are written before the next slice is
-/// copied, so that a rendering holds one slice's rows, never every target's.
-pub fn write_rows<R: Serialize>(
-    shared: &Shared,
-    out: &mut impl std::io::Write,
-    mut rows: impl FnMut(&[Target<Arc<Check>>]) -> Vec<R>,
-) -> std::io::Result<()> {
-    out.write_all(b"[")?;
-    let mut first = true;
-    let mut written = Ok(());
-    shared.for_each_slice(|slice| {
-        for row in rows(slice) {
-            if written.is_err() {
-                return;
-            }
-            let comma: &[u8] = if first { b"" } else { b"," };
-            first = false;
-            written = out
-                .write_all(comma)
-                .and_then(|()| Ok(serde_json::to_writer(&mut *out, &row)?));
-        }
-    });
-    written?;
-    out.write_all(b"]")
 }
 
 async fn target(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {

@@ -790,6 +790,46 @@ pub fn reason_text(r: Option<Reason>) -> &'static str {
     r.map_or("-", Reason::as_str)
 }
 
+/// Runs the alert watch's tick ([`super::alerting::Watch::tick`]) every second until the
+/// runtime stops.
+pub async fn alert_tick_loop(shared: Arc<Shared>) {
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        shared.watch.tick(shared.now(), |at| shared.wall(at));
+    }
+}
+
+impl Shared {
+    /// Writes a JSON array of each target's rows: `rows` turns a slice of copied targets
+    /// ([`Shared::for_each_slice`]) into theirs, which are written before the next slice is
+    /// copied, so that a rendering holds one slice's rows, never every target's.
+    pub fn write_rows<R: serde::Serialize>(
+        &self,
+        out: &mut impl std::io::Write,
+        mut rows: impl FnMut(&[Target<Arc<Check>>]) -> Vec<R>,
+    ) -> std::io::Result<()> {
+        out.write_all(b"[")?;
+        let mut first = true;
+        let mut written = Ok(());
+        self.for_each_slice(|slice| {
+            for row in rows(slice) {
+                if written.is_err() {
+                    return;
+                }
+                let comma: &[u8] = if first { b"" } else { b"," };
+                first = false;
+                written = out
+                    .write_all(comma)
+                    .and_then(|()| Ok(serde_json::to_writer(&mut *out, &row)?));
+            }
+        });
+        written?;
+        out.write_all(b"]")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,7 +68,7 @@ pub fn write_status(shared: &Shared, out: &mut impl std::io::Write) -> std::io::
         millis(SystemTime::now()),
         u64::try_from(WINDOW.as_millis()).unwrap_or(u64::MAX)
     )?;
-    super::http::write_rows(shared, out, |slice| {
+    shared.write_rows(out, |slice| {
         let history = shared.watch.history();
         let alerts = shared.watch.alerts();
         slice

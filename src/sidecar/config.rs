@@ -42,6 +42,9 @@ use crate::spec::load::{error_message, render_invalid};
 use crate::spec::locate::SourceIndex;
 use crate::spec::{ProbeType, defaults, validate};
 
+/// Names of the lines the sidecar adds itself (`/readyz?verbose`); a check may not take them.
+pub const RESERVED_NAMES: [&str; 4] = ["app-ready", "watchdog", "overload", "shutdown"];
+
 /// The address served when neither the file nor `--listen` names one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8086";
 
@@ -627,7 +630,7 @@ fn resolve(
     }
     let readiness_gate = doc.readiness_gate;
     if let Some(g) = &readiness_gate
-        && let Some(msg) = crate::sidecar::gate::condition_type_error(g)
+        && let Some(msg) = condition_type_error(g)
     {
         errors.push(FieldError::invalid(
             &root.child("readinessGate"),
@@ -782,11 +785,41 @@ fn name_error(name: &str) -> Option<&'static str> {
         Some(
             "must consist of lower-case letters, digits, '.', '_' or '-', and start with a letter or digit",
         )
-    } else if super::health::RESERVED_NAMES.contains(&name) {
+    } else if RESERVED_NAMES.contains(&name) {
         Some("is the name of a check the sidecar adds itself")
     } else {
         None
     }
+}
+
+/// Why `t` cannot be a pod condition type a readiness gate names (a qualified name, as the
+/// API server validates `readinessGates[].conditionType`), if it cannot.
+pub fn condition_type_error(t: &str) -> Option<&'static str> {
+    let (prefix, name) = match t.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, t),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|l| {
+                !l.is_empty()
+                    && l.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && l.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && l.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    });
+    (!(name_ok && prefix_ok)).then_some(
+        "must be a qualified name (an optional DNS subdomain prefix and '/', then at most 63 alphanumeric characters, '-', '_' or '.'), e.g. cloud.example.com/dependency-check",
+    )
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
+pub use super::config::condition_type_error;
+pub use super::runner::KubeState;
 use super::runner::Shared;
 use crate::node::client::NodeError;
 use crate::spec::ProbeType;
@@ -62,36 +64,6 @@ impl PodIdentity {
             namespace: var("POD_NAMESPACE")?,
         })
     }
-}
-
-/// Why `t` cannot be a pod condition type a readiness gate names (a qualified name, as the
-/// API server validates `readinessGates[].conditionType`), if it cannot.
-pub fn condition_type_error(t: &str) -> Option<&'static str> {
-    let (prefix, name) = match t.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, t),
-    };
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|l| {
-                !l.is_empty()
-                    && l.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                    && l.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                    && l.chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            })
-    });
-    (!(name_ok && prefix_ok)).then_some(
-        "must be a qualified name (an optional DNS subdomain prefix and '/', then at most 63 alphanumeric characters, '-', '_' or '.'), e.g. cloud.example.com/dependency-check",
-    )
 }
 
 /// A client: from `kubeconfig` when given, else the in-cluster configuration (the service
@@ -172,56 +144,6 @@ pub fn desired(shared: &Shared) -> Desired {
         status: false,
         reason: "DependencyCheckFailed",
         message: format!("failing: {}", failing.join(", ")),
-    }
-}
-
-/// The gate's and the labels' state, shown by `/readyz?verbose`.
-#[derive(Debug, Default, Clone)]
-pub struct KubeState {
-    /// The gate's condition type, when there is a gate.
-    pub gate: Option<String>,
-    /// The condition status last written (`None`: nothing written yet).
-    pub written: Option<bool>,
-    /// Writes done.
-    pub writes: u64,
-    /// Writes that failed.
-    pub write_errors: u64,
-    /// The last failure, while the write it belongs to is not done.
-    pub last_error: Option<String>,
-    /// The pod's mode labels (`probe/debug=latency`, `strategy/degrade=cache-only`).
-    pub mode: Vec<(String, String)>,
-}
-
-impl KubeState {
-    /// Lines for `/readyz?verbose`.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        if let Some(gate) = &self.gate {
-            let written = match self.written {
-                None => "not written yet".to_string(),
-                Some(s) => (if s { "True" } else { "False" }).to_string(),
-            };
-            out.push_str(&format!(
-                "gate: {} {written} ({} writes",
-                crate::display::terminal(gate),
-                self.writes
-            ));
-            if let Some(e) = &self.last_error {
-                out.push_str(&format!(", failing: {}", crate::display::terminal(e)));
-            }
-            out.push_str(")\n");
-        }
-        let mode = if self.mode.is_empty() {
-            "normal".to_string()
-        } else {
-            self.mode
-                .iter()
-                .map(|(k, v)| crate::display::terminal(&format!("{k}={v}")).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        out.push_str(&format!("mode: {mode}\n"));
-        out
     }
 }
 

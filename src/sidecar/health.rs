@@ -22,8 +22,7 @@ use crate::engine::{Instant, ProbeResult, count_result, initial_value};
 use crate::outcome::RawResult;
 use crate::spec::ProbeType;
 
-/// Names of the lines the sidecar adds itself; a check may not take them.
-pub const RESERVED_NAMES: [&str; 4] = ["app-ready", "watchdog", "overload", "shutdown"];
+pub use super::config::RESERVED_NAMES;
 
 /// The most characters of a reason or `STATUS=` kept (longer text is cut with `...`).
 pub const MAX_TEXT: usize = 256;

@@ -45,7 +45,7 @@ pub struct State {
     /// Reloads refused.
     pub reload_errors: u64,
     /// The readiness gate's writes and the pod's mode labels (issue 30).
-    pub kube: super::gate::KubeState,
+    pub kube: KubeState,
 }
 
 /// The cache and the clock, shared by the check tasks, the notify reader and the servers.
@@ -57,7 +57,7 @@ pub struct Shared {
     /// The endpoints' answers, re-evaluated on every change and every second (statuses also
     /// change with time alone: watchdog age, staleness); gRPC `Watch` streams read it and wake
     /// only when an answer changes.
-    statuses: tokio::sync::watch::Sender<super::server::Statuses>,
+    statuses: tokio::sync::watch::Sender<Statuses>,
     /// Woken when the app's `STOPPING=1` starts a drain, so that the main task exits after
     /// `drain.delay` as it does after SIGTERM (a permit is kept if it is not waiting yet).
     pub stop_requested: tokio::sync::Notify,
@@ -110,7 +110,7 @@ impl Shared {
     /// Re-evaluates the endpoints' answers for `Watch` (one evaluation, whatever the number
     /// of watchers; they are woken only when an answer changed).
     pub fn bump(&self) {
-        let now = super::server::Statuses::now(self);
+        let now = Statuses::now(self);
         self.statuses.send_if_modified(|s| {
             let changed = *s != now;
             *s = now;
@@ -119,7 +119,7 @@ impl Shared {
     }
 
     /// The endpoints' answers, for a `Watch` stream.
-    pub fn statuses(&self) -> tokio::sync::watch::Receiver<super::server::Statuses> {
+    pub fn statuses(&self) -> tokio::sync::watch::Receiver<Statuses> {
         self.bump();
         self.statuses.subscribe()
     }
@@ -342,6 +342,85 @@ pub async fn read_notify(shared: Arc<Shared>, listener: Listener) {
         }
         drop(s);
         shared.bump();
+    }
+}
+
+/// The three endpoints' answers at one moment, as gRPC `Watch` streams them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Statuses {
+    liveness: bool,
+    readiness: bool,
+    startup: bool,
+}
+
+impl Statuses {
+    /// The endpoints' answers now.
+    pub fn now(shared: &Shared) -> Statuses {
+        let ok = |e| shared.report(e, &[]).ok;
+        Statuses {
+            liveness: ok(ProbeType::Liveness),
+            readiness: ok(ProbeType::Readiness),
+            startup: ok(ProbeType::Startup),
+        }
+    }
+
+    /// Whether `endpoint` answered ok.
+    pub fn ok(&self, endpoint: ProbeType) -> bool {
+        match endpoint {
+            ProbeType::Liveness => self.liveness,
+            ProbeType::Readiness => self.readiness,
+            ProbeType::Startup => self.startup,
+        }
+    }
+}
+
+/// The gate's and the labels' state, shown by `/readyz?verbose`.
+#[derive(Debug, Default, Clone)]
+pub struct KubeState {
+    /// The gate's condition type, when there is a gate.
+    pub gate: Option<String>,
+    /// The condition status last written (`None`: nothing written yet).
+    pub written: Option<bool>,
+    /// Writes done.
+    pub writes: u64,
+    /// Writes that failed.
+    pub write_errors: u64,
+    /// The last failure, while the write it belongs to is not done.
+    pub last_error: Option<String>,
+    /// The pod's mode labels (`probe/debug=latency`, `strategy/degrade=cache-only`).
+    pub mode: Vec<(String, String)>,
+}
+
+impl KubeState {
+    /// Lines for `/readyz?verbose`.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if let Some(gate) = &self.gate {
+            let written = match self.written {
+                None => "not written yet".to_string(),
+                Some(s) => (if s { "True" } else { "False" }).to_string(),
+            };
+            out.push_str(&format!(
+                "gate: {} {written} ({} writes",
+                crate::display::terminal(gate),
+                self.writes
+            ));
+            if let Some(e) = &self.last_error {
+                out.push_str(&format!(", failing: {}", crate::display::terminal(e)));
+            }
+            out.push_str(")\n");
+        }
+        let mode = if self.mode.is_empty() {
+            "normal".to_string()
+        } else {
+            self.mode
+                .iter()
+                .map(|(k, v)| crate::display::terminal(&format!("{k}={v}")).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        out.push_str(&format!("mode: {mode}\n"));
+        out
     }
 }
 

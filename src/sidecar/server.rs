@@ -29,7 +29,7 @@ use hyper::{Request, Response, StatusCode};
 use tokio::net::TcpListener;
 
 use super::health::Report;
-use super::runner::Shared;
+use super::runner::{Shared, Statuses};
 use crate::server::{Protocols, ServerLimits};
 use crate::spec::ProbeType;
 
@@ -215,32 +215,12 @@ fn serving(shared: &Shared, endpoint: ProbeType) -> u8 {
     }
 }
 
-/// The three endpoints' answers at one moment, as `Watch` streams them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Statuses {
-    liveness: bool,
-    readiness: bool,
-    startup: bool,
-}
-
-impl Statuses {
-    /// The endpoints' answers now.
-    pub fn now(shared: &Shared) -> Statuses {
-        let ok = |e| shared.report(e, &[]).ok;
-        Statuses {
-            liveness: ok(ProbeType::Liveness),
-            readiness: ok(ProbeType::Readiness),
-            startup: ok(ProbeType::Startup),
-        }
-    }
-
-    fn of(&self, endpoint: ProbeType) -> u8 {
-        let ok = match endpoint {
-            ProbeType::Liveness => self.liveness,
-            ProbeType::Readiness => self.readiness,
-            ProbeType::Startup => self.startup,
-        };
-        if ok { SERVING } else { NOT_SERVING }
+/// gRPC's status for `endpoint` in `statuses`.
+fn grpc_status(statuses: &Statuses, endpoint: ProbeType) -> u8 {
+    if statuses.ok(endpoint) {
+        SERVING
+    } else {
+        NOT_SERVING
     }
 }
 
@@ -369,7 +349,9 @@ async fn grpc_watch(req: Request<Incoming>, sidecar: &Sidecar) -> Response<Body>
         let _permit = permit;
         let mut last = None;
         loop {
-            let status = endpoint.map_or(SERVICE_UNKNOWN, |e| statuses.borrow_and_update().of(e));
+            let status = endpoint.map_or(SERVICE_UNKNOWN, |e| {
+                grpc_status(&statuses.borrow_and_update(), e)
+            });
             if last != Some(status) {
                 if tx.send(response_frame(status)).await.is_err() {
                     return;
