@@ -104,6 +104,28 @@ impl AsyncWrite for MaybeTls {
             MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
+
+    // The server edge queues a response's head and body as separate buffers (hyper's
+    // `writev`); without these, the default writes one buffer per call and hyper waited for
+    // the next wake-up to send the body (a keep-alive request was answered only when the
+    // connection's idle check next ran).
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            MaybeTls::Plain(s) => s.is_write_vectored(),
+            MaybeTls::Tls(s) => s.is_write_vectored(),
+        }
+    }
 }
 
 /// A listener whose connections may be HTTPS or plain HTTP on one port. The API server
