@@ -723,6 +723,8 @@ impl Node {
             .arg("--kubeconfig")
             .arg(&cluster().kubeconfig)
             .args(["--name", name, "--node-ip", ip])
+            // The pods reach PostgreSQL, Redis and each other on the host's loopback.
+            .args(["--pod-network", "host"])
             .args(["--kubelet-listen", &format!("{ip}:0")])
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::options().append(true).open(&out).unwrap())
