@@ -687,7 +687,7 @@ fn one_etcd_member_lost_then_quorum_lost_and_regained() {
         },
     );
     assert_eq!(r.prober, m[owner6].id);
-    wait_for_assignment(&etcd, prefix, &list, &["a", "b"], Duration::from_secs(5));
+    wait_for_assignment(&etcd, prefix, &list, &["a", "b"], Duration::from_secs(15));
 }
 
 /// `probelet targets apply` feeds monitors started without a file; an invalid file is
