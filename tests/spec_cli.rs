@@ -255,7 +255,7 @@ fn r26_4_validate_skips_files_that_are_no_objects_like_lint() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(
         r.stderr.contains(
-            "note: skipped 6 file(s) without apiVersion or kind (not Kubernetes objects): "
+            "note: skipped 9 file(s) without apiVersion or kind (not Kubernetes objects): "
         ) && r.stderr.contains("examples/monitor/targets.yaml")
             && r.stderr.contains("examples/scenarios/db-hiccups.yaml"),
         "{}",
