@@ -14,40 +14,13 @@ use alerts_support::{Alertmanager, Killed, TcpTarget, free_port, wait_for};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-struct Cluster {
-    dir: PathBuf,
-    kubeconfig: PathBuf,
-}
+use common::cluster::Cluster;
 
-static CLUSTER: OnceLock<Cluster> = OnceLock::new();
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/control-plane")
-}
-
-extern "C" fn down_at_exit() {
-    if let Some(c) = CLUSTER.get() {
-        let _ = Command::new(script()).arg("down").arg(&c.dir).output();
-        let _ = std::fs::remove_dir_all(&c.dir);
-    }
-}
-
+/// The control plane of this test binary, started on first use.
 fn cluster() -> &'static Cluster {
-    CLUSTER.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("probelet-k8s-e2e-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = Command::new(script()).arg("up").arg(&dir).output().unwrap();
-        assert!(out.status.success(), "control-plane up: {}", text(&out));
-        // SAFETY: registering a plain function with no captured state.
-        unsafe { libc::atexit(down_at_exit) };
-        Cluster {
-            kubeconfig: dir.join("kubeconfig"),
-            dir,
-        }
-    })
+    common::cluster::cluster("probelet-k8s-e2e")
 }
 
 fn text(out: &Output) -> String {

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test crate uses its own subset
 
+pub mod cluster;
 pub mod hostile;
 pub mod json_lines;
 
