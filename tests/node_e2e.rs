@@ -816,6 +816,92 @@ fn r29_2_a_pod_probelet_cannot_run_gets_one_event_and_the_node_serves_the_rest()
     assert!(!node.output().contains("panicked"));
 }
 
+/// The node lifecycle controller marks a node whose lease lapsed `Unknown`; a node that comes
+/// back (an API server out of reach for a while) must write its status again, as the kubelet's
+/// status loop does every `nodeStatusUpdateFrequency` (10 s), not only at registration.
+#[test]
+fn r29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_period() {
+    let _shared = shared_server();
+    let _node = Node::start("n-refresh");
+    let patch = r#"{"status":{"conditions":[{"type":"Ready","status":"Unknown","reason":"NodeStatusUnknown","message":"Kubelet stopped posting node status."}]}}"#;
+    kubectl_ok(&[
+        "patch",
+        "node",
+        "n-refresh",
+        "--subresource=status",
+        "--type=strategic",
+        "-p",
+        patch,
+    ]);
+    let ready = || {
+        let v = json(&["get", "node", "n-refresh", "-o", "json"]);
+        v["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .cloned()
+    };
+    let marked = Instant::now();
+    // The status loop's period is 10 s; the node may have compared just before the patch.
+    let back = wait_until("Ready written back", Duration::from_secs(15), || {
+        ready().filter(|c| c["status"] == "True")
+    });
+    assert_eq!(back["reason"], "KubeletReady", "{back}");
+    assert_eq!(back["message"], "kubelet is posting ready status", "{back}");
+    assert!(marked.elapsed() <= Duration::from_secs(15));
+}
+
+/// The pod watch resumes after the API server restarts: pods created and deleted after it is
+/// back are run and stopped, with the outage reported once (kube-runtime's watcher re-lists
+/// and re-watches with back-off).
+#[test]
+fn r29_3_the_pod_watch_resumes_after_an_api_server_restart() {
+    // Alone: every other test's kubectl calls would fail while the API server is down.
+    let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
+    let c = cluster();
+    let ns = namespace("resume");
+    let node = Node::start("n-resume");
+    let first = format!("127.0.0.1:{}", common::free_port());
+    kubectl_apply(&ns, &demo_pod("n-resume", &first, ""));
+    wait_until("the first pod's process", Duration::from_secs(30), || {
+        process_with(&first)
+    });
+    let out = Command::new(script())
+        .arg("restart")
+        .arg(&c.dir)
+        .arg("kube-apiserver")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "restart: {}", text(&out));
+    // After the restart: a new pod runs, a deleted one stops.
+    let second = format!("127.0.0.1:{}", common::free_port());
+    kubectl_apply(
+        &ns,
+        &demo_pod("n-resume", &second, "").replace("name: web}", "name: web2}"),
+    );
+    wait_until("the second pod's process", Duration::from_secs(60), || {
+        process_with(&second)
+    });
+    kubectl_ok(&["delete", "pod", "-n", &ns, "web", "--wait=false"]);
+    wait_until("the first pod stopped", Duration::from_secs(30), || {
+        process_with(&first).is_none().then_some(())
+    });
+    wait_until("the first pod object gone", Duration::from_secs(30), || {
+        (!kubectl(&["get", "pod", "-n", &ns, "web"]).status.success()).then_some(())
+    });
+    let reported = node
+        .output()
+        .matches("watching the pods of node n-resume")
+        .count();
+    assert!(
+        (1..=2).contains(&reported),
+        "the outage is reported once (at most once more if a second error came after a success), not {reported} times:\n{}",
+        node.output()
+    );
+    drop(node);
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
 #[test]
 fn r29_2_steady_state_costs_no_status_write() {
     let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());

@@ -565,6 +565,46 @@ fn pod_network_second_network_cleans_a_stale_run_directory_and_reuses_the_bridge
     );
 }
 
+/// Runs `ip ARGS` (iproute2), as an administrator would, and fails the test if it fails.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("ip (iproute2) runs");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A bridge a killed node left on the same CIDR took the pods' routes silently (seen in CI
+/// when one node's run failed and the next node got the same /24): now refused by name.
+#[test]
+fn pod_network_refuses_a_cidr_another_link_holds_and_leaves_it_alone() {
+    in_own_namespaces(
+        "pod_network_refuses_a_cidr_another_link_holds_and_leaves_it_alone",
+        |dir| {
+            ip(&["link", "add", "pb0stale", "type", "bridge"]);
+            ip(&["addr", "add", "10.244.8.1/24", "dev", "pb0stale"]);
+            // A wider subnet elsewhere (a host's 10.0.0.0/8) is not a clash: the pod CIDR's
+            // route is the more specific one.
+            ip(&["link", "add", "wide0", "type", "dummy"]);
+            ip(&["addr", "add", "10.1.2.3/8", "dev", "wide0"]);
+            let before = links();
+            let err = PodNetwork::create(config(&dir.join("run"), "10.244.8.0/24")).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "link \"pb0stale\" holds 10.244.8.1/24, inside the pod CIDR 10.244.8.0/24: another pod network (a running node, or one killed without cleaning up) uses it; delete it (`ip link del pb0stale`) if nothing uses it, or give this node another pod CIDR"
+            );
+            assert_eq!(links(), before, "nothing created, nothing removed");
+            // The next CIDR is free, and the wide subnet does not stand in its way.
+            let network = PodNetwork::create(config(&dir.join("run"), "10.244.9.0/24")).unwrap();
+            assert!(network.created_bridge());
+        },
+    );
+}
+
 #[test]
 fn pod_network_without_cap_net_admin_says_to_use_pod_network_host() {
     if !isolated(

@@ -175,6 +175,11 @@ pub async fn run(
         node,
         report.clone(),
     ));
+    tasks.spawn(registration::keep_status(
+        client.clone(),
+        identity,
+        report.clone(),
+    ));
     tasks.spawn(status::write_statuses(
         client.clone(),
         shared.clone(),

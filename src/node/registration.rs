@@ -15,6 +15,12 @@ use std::time::Duration;
 pub const LEASE_RENEW: Duration = Duration::from_secs(10);
 /// The lease's duration (the kubelet's `nodeLeaseDurationSeconds`).
 pub const LEASE_SECONDS: i32 = 40;
+/// How often the node's status is compared with the API server's copy (the kubelet's
+/// `nodeStatusUpdateFrequency`).
+pub const STATUS_CHECK: Duration = Duration::from_secs(10);
+/// How often the node's status is written even when nothing changed (the kubelet's
+/// `nodeStatusReportFrequency`).
+pub const STATUS_REPORT: Duration = Duration::from_secs(5 * 60);
 /// Pods a node takes at most (the kubelet's default `maxPods`).
 pub const MAX_PODS: u32 = 110;
 
@@ -187,6 +193,100 @@ pub async fn register(client: &kube::Client, id: &NodeIdentity) -> Result<core::
     .await
 }
 
+/// Keeps the node's status as the node sees it, like the kubelet's status loop
+/// (`tryUpdateNodeStatus`): every [`STATUS_CHECK`] it reads the node and writes its status when
+/// the API server's copy differs (the node lifecycle controller set `Ready` to `Unknown` while
+/// the API server was out of reach, someone edited a condition, ...) or [`STATUS_REPORT`] has
+/// passed since the last write. A failure is reported through `report` and tried again at the
+/// next tick.
+pub async fn keep_status(
+    client: kube::Client,
+    id: NodeIdentity,
+    report: impl Fn(NodeError) + Send + 'static,
+) {
+    let nodes: Api<core::Node> = Api::all(client);
+    let mut last_write = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval_at(last_write + STATUS_CHECK, STATUS_CHECK);
+    loop {
+        tick.tick().await;
+        let due = last_write.elapsed() >= STATUS_REPORT;
+        match sync_status(&nodes, &id, due).await {
+            Ok(true) => last_write = tokio::time::Instant::now(),
+            Ok(false) => {}
+            Err(e) => report(e),
+        }
+    }
+}
+
+/// One turn of [`keep_status`]: answers whether it wrote.
+async fn sync_status(
+    nodes: &Api<core::Node>,
+    id: &NodeIdentity,
+    due: bool,
+) -> Result<bool, NodeError> {
+    let what = format!("reading node {}", id.name);
+    let current = nodes
+        .get_status(&id.name)
+        .await
+        .map_err(|e| NodeError::from_kube(&what, e))?
+        .status
+        .unwrap_or_default();
+    let mut desired = node_status(id);
+    keep_transition_times(&mut desired, &current);
+    if !due && !status_changed(&current, &desired) {
+        return Ok(false);
+    }
+    let what = format!("writing the status of node {}", id.name);
+    let body = serde_json::json!({ "status": desired });
+    nodes
+        .patch_status(&id.name, &PatchParams::default(), &Patch::Strategic(&body))
+        .await
+        .map_err(|e| NodeError::from_kube(&what, e))?;
+    Ok(true)
+}
+
+/// A condition whose status is unchanged keeps the API server's `lastTransitionTime` (the
+/// kubelet's setters move it only on a change of status).
+fn keep_transition_times(desired: &mut core::NodeStatus, current: &core::NodeStatus) {
+    let old = current.conditions.as_deref().unwrap_or_default();
+    for c in desired.conditions.iter_mut().flatten() {
+        if let Some(o) = old
+            .iter()
+            .find(|o| o.type_ == c.type_ && o.status == c.status)
+        {
+            c.last_transition_time = o.last_transition_time.clone();
+        }
+    }
+}
+
+/// Whether the API server's copy of the node status differs from what the node reports, heartbeat
+/// times aside (the kubelet's `nodeStatusHasChanged`): conditions (type, status, reason,
+/// message), addresses, the kubelet endpoint, capacity and allocatable.
+fn status_changed(current: &core::NodeStatus, desired: &core::NodeStatus) -> bool {
+    fn conditions(s: &core::NodeStatus) -> Vec<(&str, &str, Option<&str>, Option<&str>)> {
+        let mut v: Vec<_> = s
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| {
+                (
+                    c.type_.as_str(),
+                    c.status.as_str(),
+                    c.reason.as_deref(),
+                    c.message.as_deref(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    }
+    conditions(current) != conditions(desired)
+        || current.addresses != desired.addresses
+        || current.daemon_endpoints != desired.daemon_endpoints
+        || current.capacity != desired.capacity
+        || current.allocatable != desired.allocatable
+}
+
 /// Renews the node's lease every [`LEASE_RENEW`] for ever (creating it the first time). A
 /// failed renewal is reported through `report` and tried again at the next tick: the node
 /// lifecycle controller, not this loop, decides what a missed heartbeat means.
@@ -247,4 +347,78 @@ async fn renew(leases: &Api<Lease>, node: &core::Node, name: &str) -> Result<(),
         .await
         .map(|_| ())
         .map_err(|e| NodeError::from_kube(&what, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity() -> NodeIdentity {
+        NodeIdentity {
+            name: "n1".into(),
+            address: "127.0.0.1".into(),
+            kubelet_port: 10250,
+            version: "v1.33.0".into(),
+        }
+    }
+
+    fn set_ready(status: &mut core::NodeStatus, value: &str, reason: &str, at: Time) {
+        for c in status.conditions.iter_mut().flatten() {
+            if c.type_ == "Ready" {
+                c.status = value.into();
+                c.reason = Some(reason.into());
+                c.last_transition_time = Some(at.clone());
+                c.last_heartbeat_time = Some(at.clone());
+            }
+        }
+    }
+
+    fn ready(status: &core::NodeStatus) -> &core::NodeCondition {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "Ready")
+            .unwrap()
+    }
+
+    #[test]
+    fn r29_2_node_status_heartbeats_alone_are_no_change_but_an_unknown_ready_is() {
+        let id = identity();
+        let current = node_status(&id);
+        let mut later = node_status(&id);
+        let past = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        for c in later.conditions.iter_mut().flatten() {
+            c.last_heartbeat_time = Some(past.clone());
+        }
+        assert!(
+            !status_changed(&current, &later),
+            "heartbeat times differ only"
+        );
+        // The node lifecycle controller's mark after a missed lease.
+        let mut marked = node_status(&id);
+        set_ready(&mut marked, "Unknown", "NodeStatusUnknown", past);
+        assert!(status_changed(&marked, &node_status(&id)));
+    }
+
+    #[test]
+    fn r29_2_node_status_keeps_transition_times_of_unchanged_conditions_only() {
+        let id = identity();
+        let past = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let mut current = node_status(&id);
+        for c in current.conditions.iter_mut().flatten() {
+            c.last_transition_time = Some(past.clone());
+        }
+        let mut desired = node_status(&id);
+        keep_transition_times(&mut desired, &current);
+        for c in desired.conditions.iter().flatten() {
+            assert_eq!(c.last_transition_time.as_ref(), Some(&past), "{}", c.type_);
+        }
+        // Ready went Unknown and comes back True: a transition, now.
+        set_ready(&mut current, "Unknown", "NodeStatusUnknown", past.clone());
+        let mut desired = node_status(&id);
+        keep_transition_times(&mut desired, &current);
+        assert_ne!(ready(&desired).last_transition_time.as_ref(), Some(&past));
+        assert_eq!(ready(&desired).status, "True");
+    }
 }

@@ -100,6 +100,14 @@ impl Cidr {
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
         u32::from(ip) & mask(self.prefix) == u32::from(self.network)
     }
+
+    /// Whether the subnet of an address `addr/prefix` lies inside the CIDR (the same subnet or
+    /// a narrower one): its route is then as specific as the CIDR's or more, and takes the
+    /// pods' traffic. A wider subnet (a host's `10.0.0.0/8`) does not: the CIDR's own route is
+    /// the more specific one.
+    pub fn covers(&self, addr: Ipv4Addr, prefix: u8) -> bool {
+        prefix >= self.prefix && self.contains(addr)
+    }
 }
 
 /// The pod IPs of one node's CIDR: lowest free first, so a released address is the next one
@@ -199,6 +207,24 @@ mod tests {
             Err(IpamError::TooSmall(_))
         ));
         assert!(cidr("0.0.0.0/0").contains(Ipv4Addr::new(1, 2, 3, 4)));
+    }
+
+    #[test]
+    fn an_address_covers_the_pod_cidr_when_its_subnet_is_as_specific_or_more() {
+        let c = cidr("10.244.0.0/24");
+        let ip = |d: u8| Ipv4Addr::new(10, 244, 0, d);
+        assert!(c.covers(ip(1), 24), "a stale bridge on the same CIDR");
+        assert!(c.covers(ip(130), 25), "a narrower subnet inside it");
+        assert!(c.covers(ip(9), 32), "a single address inside it");
+        assert!(
+            !c.covers(ip(1), 16),
+            "a wider subnet: the CIDR's route is more specific"
+        );
+        assert!(!c.covers(Ipv4Addr::new(10, 1, 2, 3), 8));
+        assert!(
+            !c.covers(Ipv4Addr::new(10, 244, 1, 1), 24),
+            "the next node's CIDR"
+        );
     }
 
     #[test]

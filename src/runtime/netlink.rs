@@ -183,6 +183,16 @@ impl Netlink {
 
     /// The IPv4 addresses on link `index`.
     pub fn addrs(&mut self, index: u32) -> io::Result<Vec<LinkAddr>> {
+        Ok(self
+            .all_addrs()?
+            .into_iter()
+            .filter(|(i, _)| *i == index)
+            .map(|(_, a)| a)
+            .collect())
+    }
+
+    /// Every IPv4 address of the namespace, with the index of the link that holds it.
+    pub fn all_addrs(&mut self) -> io::Result<Vec<(u32, LinkAddr)>> {
         let mut m = Msg::new(RTM_GETADDR, NLM_F_DUMP);
         m.push(&[AF_INET, 0, 0, 0]);
         m.push(&0u32.to_ne_bytes());
@@ -191,9 +201,22 @@ impl Netlink {
             .iter()
             .filter(|(ty, _)| *ty == RTM_NEWADDR)
             .filter_map(|(_, p)| parse_addr(p))
-            .filter(|(i, _)| *i == index)
-            .map(|(_, a)| a)
             .collect())
+    }
+
+    /// The name of link `index`; `None` when there is none.
+    pub fn link_name(&mut self, index: u32) -> io::Result<Option<String>> {
+        let mut m = Msg::new(RTM_GETLINK, 0);
+        m.ifinfo(index, 0, 0);
+        match self.call(m) {
+            Ok(replies) => Ok(replies
+                .iter()
+                .find(|(ty, _)| *ty == RTM_NEWLINK)
+                .and_then(|(_, p)| attrs(p.get(16..)?).find(|(ty, _)| *ty == IFLA_IFNAME))
+                .map(|(_, name)| cstr(name))),
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Adds a default route via `gateway` out of link `index`.

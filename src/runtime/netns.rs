@@ -90,6 +90,19 @@ pub enum NetnsError {
         /// The gateway address wanted.
         wanted: String,
     },
+    /// Another link already holds an address of the pod CIDR: pod traffic would be routed to
+    /// it (a second pod network on the same CIDR, or a bridge a killed node left behind).
+    #[error(
+        "link {link:?} holds {found}, inside the pod CIDR {cidr}: another pod network (a running node, or one killed without cleaning up) uses it; delete it (`ip link del {link}`) if nothing uses it, or give this node another pod CIDR"
+    )]
+    CidrInUse {
+        /// The link holding the address.
+        link: String,
+        /// Its address.
+        found: String,
+        /// The pod CIDR wanted.
+        cidr: String,
+    },
     /// Another process holds the run directory.
     #[error("run directory {0} is in use by another probelet")]
     Busy(PathBuf),
@@ -494,6 +507,7 @@ fn ensure_bridge(host: &mut Netlink, config: &PodNetworkConfig) -> Result<(u32, 
         addr: config.pod_cidr.gateway(),
         prefix: config.pod_cidr.prefix(),
     };
+    refuse_cidr_held_elsewhere(host, config)?;
     let (index, created) = match host.link(name).map_err(io_err("looking the bridge up"))? {
         Some(link) if link.kind != "bridge" => {
             return Err(NetnsError::NotABridge {
@@ -537,6 +551,37 @@ fn ensure_bridge(host: &mut Netlink, config: &PodNetworkConfig) -> Result<(u32, 
         return Err(e);
     }
     Ok((index, created))
+}
+
+/// Refuses a pod CIDR that overlaps an address held by a link other than the bridge: the
+/// kernel would route the pods' addresses to whichever link it picks, so pods would be
+/// unreachable (or another network's pods reached) without any error.
+fn refuse_cidr_held_elsewhere(
+    host: &mut Netlink,
+    config: &PodNetworkConfig,
+) -> Result<(), NetnsError> {
+    let bridge = host
+        .link(&config.bridge)
+        .map_err(io_err("looking the bridge up"))?
+        .map(|l| l.index);
+    let addrs = host
+        .all_addrs()
+        .map_err(io_err("reading the host's addresses"))?;
+    for (index, a) in addrs {
+        if Some(index) == bridge || !config.pod_cidr.covers(a.addr, a.prefix) {
+            continue;
+        }
+        let link = host
+            .link_name(index)
+            .map_err(io_err("looking a link up"))?
+            .unwrap_or_else(|| format!("#{index}"));
+        return Err(NetnsError::CidrInUse {
+            link,
+            found: format!("{}/{}", a.addr, a.prefix),
+            cidr: config.pod_cidr.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// Creates a network namespace, bind-mounts it on `path` (created empty first), brings its
