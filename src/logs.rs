@@ -1,7 +1,10 @@
 //! Bounded container logs: what `kubectl logs` (and `--previous`) will read.
 
 use std::collections::VecDeque;
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
 
 /// Which stream a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +144,128 @@ impl ContainerLogs {
         self.previous = Some(current);
         self.rotations += 1;
     }
+}
+
+/// What a reader asks of a container's logs: `kubectl logs` options, as both the API's
+/// `pods/log` and the node's kubelet endpoint take them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogQuery {
+    /// The oldest line to show (`sinceSeconds`, `sinceTime`).
+    pub since: Option<SystemTime>,
+    /// The last lines only (`tailLines`).
+    pub tail: Option<usize>,
+    /// Each line after its RFC 3339 time (`timestamps`).
+    pub timestamps: bool,
+    /// The instance before the current one (`previous`).
+    pub previous: bool,
+    /// At most this many bytes of what there is (`limitBytes`; lines followed later are not
+    /// counted, as upstream).
+    pub limit: Option<usize>,
+}
+
+/// Where a follower of the logs goes on from: the instance it read and how far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowFrom {
+    position: u64,
+    instance: u64,
+}
+
+/// What there is for `query`, and where a follower goes on from; `None` when the previous
+/// instance is asked for and there is none.
+pub fn read(logs: &Mutex<ContainerLogs>, query: &LogQuery) -> Option<(Vec<u8>, FollowFrom)> {
+    let logs = logs.lock().unwrap_or_else(|e| e.into_inner());
+    let buffer = if query.previous {
+        logs.previous.as_ref()?
+    } else {
+        &logs.current
+    };
+    let mut text = text(buffer, query.since, query.tail, query.timestamps).into_bytes();
+    if let Some(limit) = query.limit {
+        text.truncate(limit);
+    }
+    let from = FollowFrom {
+        position: buffer.written(),
+        instance: logs.rotations,
+    };
+    Some((text, from))
+}
+
+/// Sends the lines written after `from` to `tx`, every 100 ms, until the instance ends (a
+/// restart rotates the buffers: the rest of it is then in `previous`), `running` answers
+/// false, or the reader goes away: `kubectl logs -f`.
+pub async fn follow(
+    logs: Arc<Mutex<ContainerLogs>>,
+    mut from: FollowFrom,
+    timestamps: bool,
+    running: impl Fn() -> bool,
+    mut tx: http_body_util::channel::Sender<Bytes>,
+) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let running = running();
+        let (chunk, ended) = {
+            let logs = logs.lock().unwrap_or_else(|e| e.into_inner());
+            let (buffer, ended) = match &logs.previous {
+                Some(previous) if logs.rotations == from.instance + 1 => (previous, true),
+                _ if logs.rotations != from.instance => (&logs.current, true),
+                _ => (&logs.current, false),
+            };
+            let mut chunk = String::new();
+            if logs.rotations <= from.instance + 1 {
+                for (at, line) in buffer.timed_since(from.position) {
+                    push_line(&mut chunk, at, line, timestamps);
+                }
+            }
+            from.position = buffer.written();
+            (chunk, ended)
+        };
+        if !chunk.is_empty() && tx.send_data(Bytes::from(chunk)).await.is_err() {
+            return;
+        }
+        if ended || !running {
+            return;
+        }
+    }
+}
+
+/// The lines of `buffer` at or after `since`, the last `tail` of them, as `kubectl logs`
+/// prints them.
+pub fn text(
+    buffer: &LogBuffer,
+    since: Option<SystemTime>,
+    tail: Option<usize>,
+    timestamps: bool,
+) -> String {
+    let recent = |at: SystemTime| since.is_none_or(|s| at >= s);
+    // Lines are in time order: those since `since` are a suffix, and the tail is taken
+    // from it (the same lines as the kubelet's tail-then-filter).
+    let count = buffer.timed_lines().filter(|(at, _)| recent(*at)).count();
+    let skip = tail.map_or(0, |t| count.saturating_sub(t));
+    let mut text = String::new();
+    for (at, line) in buffer
+        .timed_lines()
+        .filter(|(at, _)| recent(*at))
+        .skip(skip)
+    {
+        push_line(&mut text, at, line, timestamps);
+    }
+    text
+}
+
+/// A log line as `kubectl logs` prints it: with `--timestamps`, the kubelet's RFC 3339 time
+/// with nanoseconds first.
+fn push_line(out: &mut String, at: SystemTime, line: &str, timestamps: bool) {
+    if timestamps {
+        let nanos = at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        if let Ok(t) = k8s_openapi::jiff::Timestamp::from_nanosecond(nanos) {
+            out.push_str(&t.to_string());
+            out.push(' ');
+        }
+    }
+    out.push_str(line);
+    out.push('\n');
 }
 
 #[cfg(test)]

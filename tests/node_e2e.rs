@@ -598,6 +598,25 @@ fn r29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
     let tail = kubectl_ok(&["logs", "-n", &ns, "web", "--tail=1"]);
     assert_eq!(tail.lines().count(), 1, "{tail}");
     assert!(process_with(&marker).is_some());
+    // `kubectl logs -f` through the API server: what the kill path makes the container write
+    // arrives, and the follow ends by itself when the container stops.
+    let followed = case.dir.path().join("followed");
+    let mut follower = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(["logs", "-f", "-n", &ns, "web"])
+        .stdout(std::fs::File::create(&followed).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the follower has the first lines",
+        Duration::from_secs(10),
+        || {
+            let text = std::fs::read_to_string(&followed).ok()?;
+            text.contains("listening on").then_some(())
+        },
+    );
     let started = Instant::now();
     kubectl_ok(&[
         "delete",
@@ -617,6 +636,12 @@ fn r29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
     let out = node.output();
     assert!(out.contains("Killing: Stopping container app"), "{out}");
     assert!(out.contains("demo-app: SIGTERM"), "{out}");
+    let ended = wait_until("the follow ends", Duration::from_secs(10), || {
+        follower.try_wait().unwrap()
+    });
+    assert!(ended.success(), "kubectl logs -f: {ended:?}");
+    let followed = std::fs::read_to_string(&followed).unwrap();
+    assert!(followed.contains("demo-app: SIGTERM"), "{followed}");
     let gone = kubectl(&["get", "pod", "-n", &ns, "web"]);
     assert!(!gone.status.success());
 }

@@ -467,6 +467,17 @@ pub fn node_name() -> String {
         .unwrap_or_else(|| "localhost".to_string())
 }
 
+/// Whether `container` (an app or init container) is running by `status` (a follower of its
+/// logs stops when it is not).
+pub fn container_running(status: &core::PodStatus, container: &str) -> bool {
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .chain(status.init_container_statuses.iter().flatten())
+        .any(|c| c.name == container && c.state.as_ref().is_some_and(|s| s.running.is_some()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1311,46 +1311,6 @@ impl hyper::body::Body for CountedBody {
     }
 }
 
-/// The lines of `buffer` at or after `since`, the last `tail` of them, as `kubectl logs`
-/// prints them (also the node's kubelet endpoint, `node::kubelet`).
-pub fn log_text(
-    buffer: &crate::logs::LogBuffer,
-    since: Option<SystemTime>,
-    tail: Option<usize>,
-    timestamps: bool,
-) -> String {
-    let recent = |at: SystemTime| since.is_none_or(|s| at >= s);
-    // Lines are in time order: those since `since` are a suffix, and the tail is taken
-    // from it (the same lines as the kubelet's tail-then-filter).
-    let count = buffer.timed_lines().filter(|(at, _)| recent(*at)).count();
-    let skip = tail.map_or(0, |t| count.saturating_sub(t));
-    let mut text = String::new();
-    for (at, line) in buffer
-        .timed_lines()
-        .filter(|(at, _)| recent(*at))
-        .skip(skip)
-    {
-        log_line(&mut text, at, line, timestamps);
-    }
-    text
-}
-
-/// A log line as `kubectl logs` prints it: with `--timestamps`, the kubelet's RFC 3339 time
-/// with nanoseconds first.
-fn log_line(out: &mut String, at: SystemTime, line: &str, timestamps: bool) {
-    if timestamps {
-        let nanos = at
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i128);
-        if let Ok(t) = k8s_openapi::jiff::Timestamp::from_nanosecond(nanos) {
-            out.push_str(&t.to_string());
-            out.push(' ');
-        }
-    }
-    out.push_str(line);
-    out.push('\n');
-}
-
 async fn logs(req: &Request, ns: &str, name: &str) -> Response {
     // Validated before the pod is looked up, as upstream's LogREST does.
     let since_seconds = match req.params.number::<i64>("sinceSeconds") {
@@ -1426,34 +1386,23 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
         Ok(l) => l,
         Err(e) => return bad_request(&e),
     };
-    let previous = req.params.flag("previous");
-    let (text, mut position, instance) = {
-        let logs = logs.lock().unwrap_or_else(|e| e.into_inner());
-        let buffer = if previous {
-            match &logs.previous {
-                Some(b) => b,
-                None => {
-                    return bad_request(&format!(
-                        "previous terminated container \"{container}\" in pod \"{name}\" not found"
-                    ));
-                }
-            }
-        } else {
-            &logs.current
-        };
-        let text = log_text(buffer, since, tail, timestamps);
-        (text, buffer.written(), logs.rotations)
+    let query = crate::logs::LogQuery {
+        since,
+        tail,
+        timestamps,
+        previous: req.params.flag("previous"),
+        limit,
     };
-    let mut text = text.into_bytes();
-    if let Some(limit) = limit {
-        text.truncate(limit);
-    }
+    let Some((text, from)) = crate::logs::read(logs, &query) else {
+        return bad_request(&format!(
+            "previous terminated container \"{container}\" in pod \"{name}\" not found"
+        ));
+    };
     let text_plain = [(header::CONTENT_TYPE, "text/plain")];
-    if !req.params.flag("follow") || previous {
+    if !req.params.flag("follow") || query.previous {
         return (StatusCode::OK, text_plain, text).into_response();
     }
-    // Follow: what there is, then new lines until this instance ends (a restart rotates the
-    // buffers: the rest of our instance is then in `previous`) or the container stops.
+    // Follow: what there is, then new lines until this instance ends or the container stops.
     let (mut tx, body) = http_body_util::channel::Channel::<Bytes>::new(16);
     let logs = logs.clone();
     let store = req.store.clone();
@@ -1462,47 +1411,17 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
         if tx.send_data(Bytes::from(text)).await.is_err() {
             return;
         }
-        loop {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let running =
-                find_pod(&store, &ns, &name).is_some_and(|p| container_running(&p.pod, &container));
-            let (chunk, ended) = {
-                let logs = logs.lock().unwrap_or_else(|e| e.into_inner());
-                let (buffer, ended) = match &logs.previous {
-                    Some(previous) if logs.rotations == instance + 1 => (previous, true),
-                    _ if logs.rotations != instance => (&logs.current, true),
-                    _ => (&logs.current, false),
-                };
-                let mut chunk = String::new();
-                if logs.rotations <= instance + 1 {
-                    for (at, line) in buffer.timed_since(position) {
-                        log_line(&mut chunk, at, line, timestamps);
-                    }
-                }
-                position = buffer.written();
-                (chunk, ended)
-            };
-            if !chunk.is_empty() && tx.send_data(Bytes::from(chunk)).await.is_err() {
-                return;
-            }
-            if ended || !running {
-                return;
-            }
-        }
+        let running = || {
+            find_pod(&store, &ns, &name).is_some_and(|p| {
+                p.pod
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| super::objects::container_running(s, &container))
+            })
+        };
+        crate::logs::follow(logs, from, timestamps, running, tx).await;
     });
     (StatusCode::OK, text_plain, Body::new(body)).into_response()
-}
-
-fn container_running(pod: &core::Pod, container: &str) -> bool {
-    pod.status
-        .iter()
-        .flat_map(|s| {
-            s.container_statuses
-                .iter()
-                .flatten()
-                .chain(s.init_container_statuses.iter().flatten())
-        })
-        .any(|c| c.name == container && c.state.as_ref().is_some_and(|s| s.running.is_some()))
 }
 
 #[cfg(test)]

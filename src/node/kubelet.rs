@@ -8,11 +8,14 @@
 
 use super::client::NodeError;
 use super::state::{Shared, lock};
+use crate::api::objects::container_running;
+use crate::logs::LogQuery;
 use crate::server::{Accept, Protocols, ServerLimits};
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::collections::HashMap;
@@ -123,9 +126,9 @@ fn text(code: StatusCode, body: String) -> Response {
     (code, [(header::CONTENT_TYPE, "text/plain")], body).into_response()
 }
 
-/// `GET /containerLogs/NS/POD/CONTAINER?tailLines=&timestamps=&previous=&sinceSeconds=&limitBytes=`:
+/// `GET /containerLogs/NS/POD/CONTAINER?tailLines=&timestamps=&previous=&sinceSeconds=&limitBytes=&follow=`:
 /// what the container wrote (its current instance, or the previous one), as `kubectl logs`
-/// shows it. `follow` answers what there is (the stream is not kept open).
+/// shows it; with `follow`, then what it writes until it stops (`kubectl logs -f`).
 async fn container_logs(
     State(shared): State<Shared>,
     Path((namespace, pod, container)): Path<(String, String, String)>,
@@ -152,7 +155,6 @@ async fn container_logs(
         Ok(n) => n,
         Err(message) => return text(StatusCode::BAD_REQUEST, message),
     };
-    let since = since_seconds.and_then(|s| SystemTime::now().checked_sub(Duration::from_secs(s)));
     let logs = {
         let pods = lock(&shared);
         let Some(state) = pods.by_name(&namespace, &pod) else {
@@ -171,27 +173,36 @@ async fn container_logs(
             }
         }
     };
-    let logs = logs.lock().unwrap_or_else(|e| e.into_inner());
-    let buffer = if flag("previous") {
-        match &logs.previous {
-            Some(b) => b,
-            None => {
-                return text(
-                    StatusCode::BAD_REQUEST,
-                    format!(
-                        "previous terminated container \"{container}\" in pod \"{pod}\" not found\n"
-                    ),
-                );
-            }
-        }
-    } else {
-        &logs.current
+    let request = LogQuery {
+        since: since_seconds.and_then(|s| SystemTime::now().checked_sub(Duration::from_secs(s))),
+        tail: tail.map(|t| usize::try_from(t).unwrap_or(usize::MAX)),
+        timestamps: flag("timestamps"),
+        previous: flag("previous"),
+        limit: limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
     };
-    let mut body =
-        crate::api::server::log_text(buffer, since, tail.map(|t| t as usize), flag("timestamps"))
-            .into_bytes();
-    if let Some(limit) = limit {
-        body.truncate(limit as usize);
+    let Some((body, from)) = crate::logs::read(&logs, &request) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!("previous terminated container \"{container}\" in pod \"{pod}\" not found\n"),
+        );
+    };
+    let text_plain = [(header::CONTENT_TYPE, "text/plain")];
+    if !flag("follow") || request.previous {
+        return (StatusCode::OK, text_plain, body).into_response();
     }
-    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], body).into_response()
+    let (mut tx, stream) = http_body_util::channel::Channel::<Bytes>::new(16);
+    tokio::spawn(async move {
+        if tx.send_data(Bytes::from(body)).await.is_err() {
+            return;
+        }
+        // Until the container stops by the status the engine decided, or the pod goes.
+        let running = || {
+            lock(&shared)
+                .by_name(&namespace, &pod)
+                .and_then(|p| p.rendered.as_ref())
+                .is_some_and(|s| container_running(s, &container))
+        };
+        crate::logs::follow(logs, from, request.timestamps, running, tx).await;
+    });
+    (StatusCode::OK, text_plain, axum::body::Body::new(stream)).into_response()
 }
