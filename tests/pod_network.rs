@@ -589,7 +589,7 @@ fn pod_network_refuses_a_cidr_another_link_holds_and_leaves_it_alone() {
             ip(&["addr", "add", "10.244.8.1/24", "dev", "pb0stale"]);
             // A wider subnet elsewhere (a host's 10.0.0.0/8) is not a clash: the pod CIDR's
             // route is the more specific one.
-            ip(&["link", "add", "wide0", "type", "dummy"]);
+            ip(&["link", "add", "wide0", "type", "bridge"]);
             ip(&["addr", "add", "10.1.2.3/8", "dev", "wide0"]);
             let before = links();
             let err = PodNetwork::create(config(&dir.join("run"), "10.244.8.0/24")).unwrap_err();
