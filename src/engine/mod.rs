@@ -36,4 +36,4 @@ pub use pod::{ContainerInfo, ContainerKind, PodInfo, ProbeTiming, RestartPolicy}
 pub use results::{ContainerId, ProbeResult};
 pub use status::{Condition, ConditionType, ContainerState, ContainerStatus, PodPhase, PodStatus};
 pub use time::Instant;
-pub use worker::{count_result, initial_value};
+pub use worker::{ThresholdCounter, count_result, initial_value};

@@ -66,6 +66,19 @@ impl ProbeResult {
     }
 }
 
+/// R6.2: how an evaluation's raw result is counted. A warning counts as Success (R6.5), an
+/// unknown as Failure. The one copy of the mapping: the engine's workers, `monitor`, `sidecar`,
+/// `check`, `calibrate` and `simulate`'s targets all count through it.
+impl From<crate::outcome::RawResult> for ProbeResult {
+    fn from(raw: crate::outcome::RawResult) -> ProbeResult {
+        use crate::outcome::RawResult;
+        match raw {
+            RawResult::Success | RawResult::Warning => ProbeResult::Success,
+            RawResult::Failure | RawResult::Unknown => ProbeResult::Failure,
+        }
+    }
+}
+
 /// One cache's map from container ID to its last published result.
 #[derive(Debug, Default, Clone)]
 pub struct ResultsCache {
