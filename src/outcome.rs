@@ -157,7 +157,8 @@ impl fmt::Display for FailureKind {
 
 /// A handler's failure on its way out: the kubelet's text and the class it belongs to.
 /// `Display` writes the text alone, so outputs stay byte-identical.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text}")]
 pub struct Failed {
     /// The class.
     pub kind: FailureKind,
@@ -183,9 +184,17 @@ impl Failed {
     }
 }
 
-impl fmt::Display for Failed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+/// An unclassified failure text (a malformed answer, a protocol error): class `other`.
+impl From<String> for Failed {
+    fn from(text: String) -> Failed {
+        Failed::new(FailureKind::Other, text)
+    }
+}
+
+/// [`From<String>`](Failed#impl-From<String>-for-Failed) for a fixed text.
+impl From<&str> for Failed {
+    fn from(text: &str) -> Failed {
+        Failed::new(FailureKind::Other, text)
     }
 }
 
