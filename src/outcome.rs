@@ -211,8 +211,7 @@ pub enum Evaluation {
         output: String,
         /// Why it failed, for a failure or unknown result (set by the handler).
         failure: Option<FailureKind>,
-        /// The final HTTP status: `Some(0)` for an HTTP probe that received no response,
-        /// `None` for other handlers.
+        /// The final HTTP status, when a response arrived (`ProbeStats::http_status`).
         http_status: Option<u16>,
         /// Time from the first attempt's start to the end.
         duration: std::time::Duration,

@@ -9,6 +9,7 @@
 
 pub use crate::display::{error_chain, go_duration};
 
+pub mod evaluate;
 pub mod exec;
 pub mod grpc;
 pub mod http;
@@ -24,6 +25,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ContainerPort, EnvVar, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+pub use evaluate::{Evaluation, MAX_ATTEMPTS, evaluate};
 
 use crate::outcome::{FailureKind, ProbeOutcome, RawResult};
 
