@@ -42,7 +42,16 @@ mod tests {
         let names: Vec<&str> = REASONS.iter().map(|r| r.as_str()).collect();
         assert_eq!(
             names,
-            ["dns", "refused", "timeout", "tls", "status", "exit-code", "reset", "other"]
+            [
+                "dns",
+                "refused",
+                "timeout",
+                "tls",
+                "status",
+                "exit-code",
+                "reset",
+                "other"
+            ]
         );
         assert_eq!(index(Some(Reason::Refused)), 1);
         assert_eq!(index(Some(Reason::LocalExhaustion)), 7);

@@ -146,8 +146,7 @@ impl Check {
                 port,
                 service,
             } => {
-                evaluate(|| probe::grpc::probe_with_stats(host, *port, service, timeout, cfg))
-                    .await
+                evaluate(|| probe::grpc::probe_with_stats(host, *port, service, timeout, cfg)).await
             }
             Check::Exec { command } => {
                 evaluate(|| probe::exec::probe(command, &[], timeout, cfg)).await
@@ -812,7 +811,11 @@ mod tests {
         ));
         drop(listener);
         match ok.run(Duration::from_secs(1), &cfg).await {
-            Evaluation::Completed { raw, failure: reason, .. } => {
+            Evaluation::Completed {
+                raw,
+                failure: reason,
+                ..
+            } => {
                 assert_eq!(raw, RawResult::Failure);
                 assert_eq!(reason, Some(Reason::Refused));
             }

@@ -26,7 +26,7 @@ use std::time::Duration;
 use super::config::TargetSpec;
 pub use super::reason::REASONS;
 use super::reason::{self, Reason};
-use crate::engine::rng::Rng;
+use crate::engine::ticker;
 use crate::engine::{Instant, ProbeResult, ProbeTiming, ThresholdCounter, initial_value};
 use crate::outcome::Evaluation;
 use crate::outcome::RawResult;
@@ -277,12 +277,7 @@ impl<P> Scheduler<P> {
     /// new target is jittered, because a reload that adds 10,000 targets must not fire them
     /// in the same millisecond (documented in docs/monitor.md).
     pub fn first_tick(&self, name: &str, period: Duration, now: Instant) -> Instant {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325; // FNV-1a over the name, mixed into the seed
-        for b in name.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        let x = Rng::new(self.seed ^ h).next_f64();
-        now + period.mul_f64(x)
+        ticker::first_tick(self.seed, name, period, now)
     }
 
     /// Adds a target (its name must be new). Returns its handle.
@@ -611,9 +606,7 @@ impl<P> Scheduler<P> {
         let s = &mut t.state;
         if s.next_tick <= now {
             s.ideal = s.next_tick;
-            while s.next_tick <= now {
-                s.next_tick = s.next_tick + period;
-            }
+            s.next_tick = ticker::advance_past(s.next_tick, period, now);
             s.phase = Phase::Queued;
             self.queue.push_back(id);
         } else {
@@ -643,7 +636,8 @@ impl<P> Scheduler<P> {
         };
         let s = &mut t.state;
         s.published = result;
-        s.counter = ThresholdCounter::starting_at(result, u32::try_from(threshold.max(1)).unwrap_or(1));
+        s.counter =
+            ThresholdCounter::starting_at(result, u32::try_from(threshold.max(1)).unwrap_or(1));
         s.last_transition = since;
         // Continued, not new: the previous owner reported its first state.
         s.settled = true;
@@ -1066,8 +1060,15 @@ mod tests {
         assert_eq!(l.len(), 1);
         l.clear();
         assert!(
-            s.complete(id, Evaluation::Exhausted { error: String::new() }, Instant::from_secs(10), &mut l)
-                .is_none()
+            s.complete(
+                id,
+                Evaluation::Exhausted {
+                    error: String::new()
+                },
+                Instant::from_secs(10),
+                &mut l
+            )
+            .is_none()
         );
         assert!(l.is_empty(), "retry waits");
         assert_eq!(s.limit(), 1);

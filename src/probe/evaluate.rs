@@ -100,7 +100,10 @@ mod tests {
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 (
-                    ProbeOutcome::completed(RawResult::Failure, "HTTP probe failed with statuscode: 503"),
+                    ProbeOutcome::completed(
+                        RawResult::Failure,
+                        "HTTP probe failed with statuscode: 503",
+                    ),
                     ProbeStats {
                         http_status: Some(503),
                         ..ProbeStats::failed(FailureKind::Status)

@@ -62,10 +62,13 @@ pub async fn probe_with_stats(
     {
         Ok(e) => e,
         Err(e) => {
-            return failure(FailureKind::Other, format!(
-                "error: failed to connect service at {addr:?}: {}",
-                error_chain(&e)
-            ));
+            return failure(
+                FailureKind::Other,
+                format!(
+                    "error: failed to connect service at {addr:?}: {}",
+                    error_chain(&e)
+                ),
+            );
         }
     };
     let dialer = Dialer {
@@ -78,10 +81,13 @@ pub async fn probe_with_stats(
         Some(c) => c,
         None => {
             // grpc-go's blocking dial retries refusals until the deadline: a timeout.
-            return failure(FailureKind::Timeout, format!(
-                "timeout: failed to connect service {addr:?} within {}: context deadline exceeded",
-                go_duration(timeout)
-            ));
+            return failure(
+                FailureKind::Timeout,
+                format!(
+                    "timeout: failed to connect service {addr:?} within {}: context deadline exceeded",
+                    go_duration(timeout)
+                ),
+            );
         }
     };
     let mut client = HealthClient::new(channel);
@@ -89,20 +95,26 @@ pub async fn probe_with_stats(
         service: service.to_string(),
     };
     let rpc_timeout = || {
-        failure(FailureKind::Timeout, format!(
-            "timeout: health rpc did not complete within {}",
-            go_duration(timeout)
-        ))
+        failure(
+            FailureKind::Timeout,
+            format!(
+                "timeout: health rpc did not complete within {}",
+                go_duration(timeout)
+            ),
+        )
     };
     let response = match tokio::time::timeout_at(deadline, client.check(request)).await {
         Err(_) => return rpc_timeout(),
         Ok(Ok(r)) => r.into_inner(),
         Ok(Err(status)) => {
             return match status.code() {
-                Code::Unimplemented => failure(FailureKind::Other, format!(
-                    "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): {}",
-                    status.message()
-                )),
+                Code::Unimplemented => failure(
+                    FailureKind::Other,
+                    format!(
+                        "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): {}",
+                        status.message()
+                    ),
+                ),
                 Code::DeadlineExceeded => rpc_timeout(),
                 code => {
                     let mut desc = status.message().to_string();
@@ -119,9 +131,12 @@ pub async fn probe_with_stats(
                         Code::Unavailable => FailureKind::Reset,
                         _ => FailureKind::Other,
                     };
-                    failure(kind, format!(
-                        "error: health rpc probe failed: rpc error: code = {code:?} desc = {desc}"
-                    ))
+                    failure(
+                        kind,
+                        format!(
+                            "error: health rpc probe failed: rpc error: code = {code:?} desc = {desc}"
+                        ),
+                    )
                 }
             };
         }
@@ -131,10 +146,13 @@ pub async fn probe_with_stats(
             ProbeOutcome::completed(RawResult::Success, "service healthy"),
             ProbeStats::default(),
         ),
-        other => failure(FailureKind::Status, format!(
-            "service unhealthy (responded with {:?})",
-            other.as_str_name()
-        )),
+        other => failure(
+            FailureKind::Status,
+            format!(
+                "service unhealthy (responded with {:?})",
+                other.as_str_name()
+            ),
+        ),
     }
 }
 

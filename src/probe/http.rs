@@ -545,7 +545,10 @@ where
     I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let fail = |e: hyper::Error| {
-        Failed::new(hyper_kind(&e), format!("Get \"{url}\": {}", error_chain(&e)))
+        Failed::new(
+            hyper_kind(&e),
+            format!("Get \"{url}\": {}", error_chain(&e)),
+        )
     };
     let other = |text: &str| Failed::from(format!("Get \"{url}\": {text}"));
     let mut builder = if h2 {
@@ -558,8 +561,7 @@ where
         .headers_mut()
         .ok_or_else(|| other("invalid request target"))?;
     if !h2 {
-        let host_value = HeaderValue::from_str(host)
-            .map_err(|_| other("invalid Host header"))?;
+        let host_value = HeaderValue::from_str(host).map_err(|_| other("invalid Host header"))?;
         req_headers.insert(header::HOST, host_value);
     }
     req_headers.extend(headers.clone());

@@ -120,12 +120,10 @@ struct Socket(Option<TcpStream>, CloseStyle);
 impl Socket {
     /// The stream; it is taken only by `drop`, so this never fails in practice.
     fn stream(&mut self) -> Result<&mut TcpStream, Http1Error> {
-        self.0
-            .as_mut()
-            .ok_or_else(|| {
-                let text = "use of closed network connection";
-                Http1Error::Read(Failed::new(FailureKind::Reset, text))
-            })
+        self.0.as_mut().ok_or_else(|| {
+            let text = "use of closed network connection";
+            Http1Error::Read(Failed::new(FailureKind::Reset, text))
+        })
     }
 }
 

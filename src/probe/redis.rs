@@ -48,7 +48,10 @@ pub async fn probe(target: &RedisTarget, timeout: Duration) -> ProbeOutcome {
 }
 
 /// [`probe`], also answering why it failed ([`ProbeStats::failure`]).
-pub async fn probe_with_stats(target: &RedisTarget, timeout: Duration) -> (ProbeOutcome, ProbeStats) {
+pub async fn probe_with_stats(
+    target: &RedisTarget,
+    timeout: Duration,
+) -> (ProbeOutcome, ProbeStats) {
     let deadline = Instant::now() + timeout;
     let failed = match tokio::time::timeout_at(deadline, exchange(target, deadline)).await {
         Ok(Ok(())) => {
