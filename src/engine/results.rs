@@ -79,6 +79,17 @@ impl From<crate::outcome::RawResult> for ProbeResult {
     }
 }
 
+impl ProbeResult {
+    /// How one handler call counts (R6.2): its raw result mapped, or `None` for an error,
+    /// which counts nothing (R6.4).
+    pub fn counted(outcome: &crate::outcome::ProbeOutcome) -> Option<ProbeResult> {
+        match outcome {
+            crate::outcome::ProbeOutcome::Completed { result, .. } => Some((*result).into()),
+            crate::outcome::ProbeOutcome::Errored { .. } => None,
+        }
+    }
+}
+
 /// One cache's map from container ID to its last published result.
 #[derive(Debug, Default, Clone)]
 pub struct ResultsCache {
