@@ -136,6 +136,19 @@ impl ResultsCache {
 
 #[cfg(test)]
 mod tests {
+    use crate::outcome::{ProbeOutcome, RawResult};
+
+    /// R6.2: warning counts as Success, unknown as Failure; an error counts nothing (R6.4).
+    #[test]
+    fn r6_2_raw_results_map_to_counted_results() {
+        assert_eq!(ProbeResult::from(RawResult::Success), ProbeResult::Success);
+        assert_eq!(ProbeResult::from(RawResult::Warning), ProbeResult::Success);
+        assert_eq!(ProbeResult::from(RawResult::Failure), ProbeResult::Failure);
+        assert_eq!(ProbeResult::from(RawResult::Unknown), ProbeResult::Failure);
+        let warning = ProbeOutcome::completed(RawResult::Warning, "redirect");
+        assert_eq!(ProbeResult::counted(&warning), Some(ProbeResult::Success));
+        assert_eq!(ProbeResult::counted(&ProbeOutcome::errored("boom")), None);
+    }
     use super::*;
 
     /// R4.1: a missing ID is "not found"; set then get returns the value; remove forgets it.

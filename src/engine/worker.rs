@@ -566,6 +566,23 @@ mod tests {
         }
     }
 
+    /// R3.10, R3.11 through the counter type every caller holds.
+    #[test]
+    fn r3_10_r3_11_threshold_counter() {
+        use ProbeResult::{Failure as F, Success as S};
+        let mut c = ThresholdCounter::default();
+        // successThreshold 1, failureThreshold 3: the third Failure in a row publishes.
+        let got: Vec<bool> = [F, F, F, S, F].iter().map(|r| c.count(*r, 1, 3)).collect();
+        assert_eq!(got, [false, false, true, true, false]);
+        assert_eq!((c.last, c.run), (F, 1));
+        c.reset_run();
+        assert_eq!(c.run, 0);
+        // A sidecar check starts its run from its initial value (readiness: Failure).
+        let mut c = ThresholdCounter::starting_at(F, 0);
+        assert!(!c.count(F, 1, 2));
+        assert!(c.count(F, 1, 2));
+    }
+
     /// R3.10–R3.12 on the shared rule itself: F F S F F never publishes Failure with
     /// failureThreshold 3 (`TestFailureThreshold`), S needs successThreshold in a row
     /// (`TestSuccessThreshold`), and once crossed every identical result publishes again.

@@ -166,3 +166,65 @@ mod tests {
         ));
     }
 }
+
+/// The failure kinds the handlers set, against real sockets and processes.
+#[cfg(test)]
+mod handler_kinds {
+    use super::*;
+    use crate::probe::{CloseStyle, ProbeConfig};
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    fn failure(e: &Evaluation) -> Option<FailureKind> {
+        match e {
+            Evaluation::Completed { failure, .. } => *failure,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// R7.17 and R7.9: a refused TCP connect is `refused`, an HTTP 503 is `status` (with its
+    /// code), an exec exit 1 is `exit-code`; the texts stay the kubelet's.
+    #[tokio::test]
+    async fn r7_handlers_set_their_failure_kind() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let t = Duration::from_secs(1);
+        let e = evaluate(|| {
+            crate::probe::tcp::probe_with_stats("127.0.0.1", port, t, CloseStyle::Linger)
+        })
+        .await;
+        assert_eq!(failure(&e), Some(FailureKind::Refused));
+        let Evaluation::Completed { output, .. } = &e else {
+            unreachable!()
+        };
+        assert_eq!(
+            output,
+            &format!("dial tcp 127.0.0.1:{port}: connect: connection refused")
+        );
+
+        let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = server.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut c, _) = server.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        });
+        let target = crate::probe::http::HttpTarget {
+            url: crate::probe::url::ProbeUrl::parse(&format!("http://127.0.0.1:{port}/")).unwrap(),
+            headers: Vec::new(),
+        };
+        let cfg = ProbeConfig::default();
+        let e = evaluate(|| crate::probe::http::probe(&target, t, &cfg)).await;
+        assert_eq!(failure(&e), Some(FailureKind::Status));
+        assert!(
+            matches!(&e, Evaluation::Completed { http_status: Some(503), output, .. } if output == "HTTP probe failed with statuscode: 503"),
+            "{e:?}"
+        );
+
+        let cmd = ["false".to_string()];
+        let e = evaluate(|| crate::probe::exec::probe(&cmd, &[], t, &cfg)).await;
+        assert_eq!(failure(&e), Some(FailureKind::ExitCode));
+    }
+}
