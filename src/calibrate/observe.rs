@@ -3,7 +3,7 @@
 //! restart), for the observation window; then stop every process group.
 
 use super::stats::{RunSamples, Sample};
-use crate::outcome::{ProbeOutcome, RawResult};
+use crate::outcome::ProbeOutcome;
 use crate::probe::{ProbeConfig, ProbeTarget, run_probe_with_stats};
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec, SpawnError};
 use crate::spec::ProbeType;
@@ -93,13 +93,7 @@ pub fn preflight(containers: &[Container], cfg: &ObserveConfig) -> Result<(), Ob
 
 /// A healthy answer, as the kubelet counts it (warning is success; an error is not).
 fn healthy(o: &ProbeOutcome) -> bool {
-    matches!(
-        o,
-        ProbeOutcome::Completed {
-            result: RawResult::Success | RawResult::Warning,
-            ..
-        }
-    )
+    crate::engine::ProbeResult::counted(o) == Some(crate::engine::ProbeResult::Success)
 }
 
 /// Samples one endpoint from `start` until `start + cfg.observe`.

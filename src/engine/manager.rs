@@ -55,7 +55,7 @@ pub struct EngineConfig {
     pub backoff_resync: Duration,
     /// Jitter factor on both resyncs (`wait.Jitter(d, 0.5)`: up to +50 %). Zero disables it.
     pub resync_jitter: f64,
-    /// Calls per evaluation while the handler errors (R6.3: 3).
+    /// Calls per evaluation while the handler errors (R6.3: [`crate::outcome::MAX_ATTEMPTS`]).
     pub max_probe_attempts: u8,
 }
 
@@ -69,7 +69,7 @@ impl Default for EngineConfig {
             sync_frequency: Duration::from_secs(60),
             backoff_resync: Duration::from_secs(10),
             resync_jitter: 0.5,
-            max_probe_attempts: 3,
+            max_probe_attempts: crate::outcome::MAX_ATTEMPTS,
         }
     }
 }
@@ -600,36 +600,25 @@ impl Manager {
                 None
             }
             ProbeOutcome::Completed { result, output } => {
-                // R6.2: warning counts as success, unknown as failure.
-                let mapped = match result {
-                    RawResult::Success => ProbeResult::Success,
-                    RawResult::Warning => {
-                        let message = format!("{probe_type} probe warning: {output}");
-                        self.event(
-                            pod_id,
-                            container_index,
-                            "ProbeWarning",
-                            EventType::Warning,
-                            message,
-                            now,
-                        );
-                        ProbeResult::Success
-                    }
-                    RawResult::Failure => {
-                        let message = format!("{probe_type} probe failed: {output}");
-                        self.event(
-                            pod_id,
-                            container_index,
-                            "Unhealthy",
-                            EventType::Warning,
-                            message,
-                            now,
-                        );
-                        ProbeResult::Failure
-                    }
-                    RawResult::Unknown => ProbeResult::Failure,
+                // R6.2 (one copy of the mapping: `From<RawResult>`); the events of R6.2/R6.5
+                // are the engine's own.
+                let event = match result {
+                    RawResult::Warning => Some(("ProbeWarning", "warning")),
+                    RawResult::Failure => Some(("Unhealthy", "failed")),
+                    RawResult::Success | RawResult::Unknown => None,
                 };
-                Some(mapped)
+                if let Some((reason, what)) = event {
+                    let message = format!("{probe_type} probe {what}: {output}");
+                    self.event(
+                        pod_id,
+                        container_index,
+                        reason,
+                        EventType::Warning,
+                        message,
+                        now,
+                    );
+                }
+                Some(ProbeResult::from(result))
             }
         };
 

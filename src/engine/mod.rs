@@ -14,6 +14,7 @@
 //! | [`status`] | `UpdatePodStatus`, status/generate.go, `getPhase` |
 //! | [`backoff`] | client-go flowcontrol.Backoff as `doBackOff` uses it |
 //! | [`kill`] | kuberuntime_container.go `killContainer`, grace periods |
+//! | [`ticker`] | worker.go's ticker and jitter, for `monitor`'s and `sidecar`'s probes |
 //! | [`events`] | client-go tools/record: events merged (R9.3), the per-pod spam filter; shared by `run` and the API |
 
 pub mod action;
@@ -25,6 +26,7 @@ pub mod pod;
 pub mod results;
 pub mod rng;
 pub mod status;
+pub mod ticker;
 pub mod time;
 pub(crate) mod worker;
 
@@ -36,4 +38,4 @@ pub use pod::{ContainerInfo, ContainerKind, PodInfo, ProbeTiming, RestartPolicy}
 pub use results::{ContainerId, ProbeResult};
 pub use status::{Condition, ConditionType, ContainerState, ContainerStatus, PodPhase, PodStatus};
 pub use time::Instant;
-pub use worker::{count_result, initial_value};
+pub use worker::{ThresholdCounter, count_result, initial_value};

@@ -66,6 +66,30 @@ impl ProbeResult {
     }
 }
 
+/// R6.2: how an evaluation's raw result is counted. A warning counts as Success (R6.5), an
+/// unknown as Failure. The one copy of the mapping: the engine's workers, `monitor`, `sidecar`,
+/// `check`, `calibrate` and `simulate`'s targets all count through it.
+impl From<crate::outcome::RawResult> for ProbeResult {
+    fn from(raw: crate::outcome::RawResult) -> ProbeResult {
+        use crate::outcome::RawResult;
+        match raw {
+            RawResult::Success | RawResult::Warning => ProbeResult::Success,
+            RawResult::Failure | RawResult::Unknown => ProbeResult::Failure,
+        }
+    }
+}
+
+impl ProbeResult {
+    /// How one handler call counts (R6.2): its raw result mapped, or `None` for an error,
+    /// which counts nothing (R6.4).
+    pub fn counted(outcome: &crate::outcome::ProbeOutcome) -> Option<ProbeResult> {
+        match outcome {
+            crate::outcome::ProbeOutcome::Completed { result, .. } => Some((*result).into()),
+            crate::outcome::ProbeOutcome::Errored { .. } => None,
+        }
+    }
+}
+
 /// One cache's map from container ID to its last published result.
 #[derive(Debug, Default, Clone)]
 pub struct ResultsCache {
@@ -112,6 +136,19 @@ impl ResultsCache {
 
 #[cfg(test)]
 mod tests {
+    use crate::outcome::{ProbeOutcome, RawResult};
+
+    /// R6.2: warning counts as Success, unknown as Failure; an error counts nothing (R6.4).
+    #[test]
+    fn r6_2_raw_results_map_to_counted_results() {
+        assert_eq!(ProbeResult::from(RawResult::Success), ProbeResult::Success);
+        assert_eq!(ProbeResult::from(RawResult::Warning), ProbeResult::Success);
+        assert_eq!(ProbeResult::from(RawResult::Failure), ProbeResult::Failure);
+        assert_eq!(ProbeResult::from(RawResult::Unknown), ProbeResult::Failure);
+        let warning = ProbeOutcome::completed(RawResult::Warning, "redirect");
+        assert_eq!(ProbeResult::counted(&warning), Some(ProbeResult::Success));
+        assert_eq!(ProbeResult::counted(&ProbeOutcome::errored("boom")), None);
+    }
     use super::*;
 
     /// R4.1: a missing ID is "not found"; set then get returns the value; remove forgets it.

@@ -48,6 +48,58 @@ pub fn count_result(
         || (result == ProbeResult::Success && run < i64::from(success_threshold)))
 }
 
+/// The threshold rule's state: the last counted result and how many times in a row it came
+/// (worker.go's `lastResult` and `resultRun`). The one counter: the engine's workers,
+/// `monitor`'s targets and `sidecar`'s checks each hold one and count with [`count_result`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThresholdCounter {
+    /// The last counted result.
+    pub last: ProbeResult,
+    /// How many times in a row `last` came back (R3.10).
+    pub run: u32,
+}
+
+impl Default for ThresholdCounter {
+    /// Go's zero value of results.Result is Success, with no run: it has no observable effect
+    /// because the first result either matches (run 0 → 1) or restarts the run at 1.
+    fn default() -> Self {
+        ThresholdCounter {
+            last: ProbeResult::Success,
+            run: 0,
+        }
+    }
+}
+
+impl ThresholdCounter {
+    /// A counter whose run starts from `last` (a sidecar check starts from its probe type's
+    /// initial value; a restored target from its published state).
+    pub fn starting_at(last: ProbeResult, run: u32) -> Self {
+        ThresholdCounter { last, run }
+    }
+
+    /// Counts `result` (steps 11–12, [`count_result`]); true when it has reached its
+    /// threshold and must be published.
+    pub fn count(
+        &mut self,
+        result: ProbeResult,
+        success_threshold: i32,
+        failure_threshold: i32,
+    ) -> bool {
+        count_result(
+            &mut self.last,
+            &mut self.run,
+            result,
+            success_threshold,
+            failure_threshold,
+        )
+    }
+
+    /// Forgets the run (a new container without the R3.13 quirk; a hold, R3.14).
+    pub fn reset_run(&mut self) {
+        self.run = 0;
+    }
+}
+
 /// Where the worker is in its loop (worker.go `run`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -80,9 +132,8 @@ pub(crate) struct Worker {
     pub timing: ProbeTiming,
     /// The last container ID this worker saw.
     pub container_id: Option<ContainerId>,
-    pub last_result: ProbeResult,
-    /// How many times in a row `last_result` came back (R3.10).
-    pub result_run: u32,
+    /// The threshold rule's run (R3.10).
+    pub counter: ThresholdCounter,
     /// Skip probing until a new container ID shows up (R3.14).
     pub on_hold: bool,
     pub phase: Phase,
@@ -145,10 +196,7 @@ impl Worker {
             container,
             timing,
             container_id: None,
-            // Go's zero value of results.Result is Success; it has no observable effect
-            // because the first result either matches (run 0 → 1) or restarts the run at 1.
-            last_result: ProbeResult::Success,
-            result_run: 0,
+            counter: ThresholdCounter::default(),
             on_hold: false,
             phase: if first_evaluation > created {
                 Phase::Jitter(first_evaluation)
@@ -210,8 +258,7 @@ impl Worker {
             }
             self.on_hold = false; // R3.14: resume on a new container
             if view.reset_run_on_new_container {
-                self.last_result = ProbeResult::Success;
-                self.result_run = 0;
+                self.counter = ThresholdCounter::default();
             }
             // Otherwise the run counter is carried over: Quirk R3.13.
         }
@@ -263,9 +310,7 @@ impl Worker {
         published: &mut Published,
     ) {
         // Steps 11–12: count the run; below threshold → leave the cache as it is.
-        if !count_result(
-            &mut self.last_result,
-            &mut self.result_run,
+        if !self.counter.count(
             result,
             self.timing.success_threshold,
             self.timing.failure_threshold,
@@ -282,7 +327,7 @@ impl Worker {
         };
         if hold {
             self.on_hold = true;
-            self.result_run = 0;
+            self.counter.reset_run();
         }
     }
 }
@@ -464,9 +509,9 @@ mod tests {
         );
         w.complete(&id, ProbeResult::Failure, &mut cache, &mut p);
         w.complete(&id, ProbeResult::Failure, &mut cache, &mut p);
-        assert_eq!(w.result_run, 2);
+        assert_eq!(w.counter.run, 2);
         w.complete(&id, ProbeResult::Success, &mut cache, &mut p);
-        assert_eq!(w.result_run, 1);
+        assert_eq!(w.counter.run, 1);
         for _ in 0..2 {
             w.complete(&id, ProbeResult::Failure, &mut cache, &mut p);
         }
@@ -478,7 +523,7 @@ mod tests {
         w.complete(&id, ProbeResult::Failure, &mut cache, &mut p);
         assert_eq!(cache.get(&id), Some(ProbeResult::Failure));
         assert!(w.on_hold);
-        assert_eq!(w.result_run, 0);
+        assert_eq!(w.counter.run, 0);
         // On hold: the same container is not probed again.
         assert_eq!(
             w.begin(&view(&s, RestartPolicy::Always), &mut cache, &mut p),
@@ -519,6 +564,23 @@ mod tests {
                 Begin::End
             );
         }
+    }
+
+    /// R3.10, R3.11 through the counter type every caller holds.
+    #[test]
+    fn r3_10_r3_11_threshold_counter() {
+        use ProbeResult::{Failure as F, Success as S};
+        let mut c = ThresholdCounter::default();
+        // successThreshold 1, failureThreshold 3: the third Failure in a row publishes.
+        let got: Vec<bool> = [F, F, F, S, F].iter().map(|r| c.count(*r, 1, 3)).collect();
+        assert_eq!(got, [false, false, true, true, false]);
+        assert_eq!((c.last, c.run), (F, 1));
+        c.reset_run();
+        assert_eq!(c.run, 0);
+        // A sidecar check starts its run from its initial value (readiness: Failure).
+        let mut c = ThresholdCounter::starting_at(F, 0);
+        assert!(!c.count(F, 1, 2));
+        assert!(c.count(F, 1, 2));
     }
 
     /// R3.10–R3.12 on the shared rule itself: F F S F F never publishes Failure with

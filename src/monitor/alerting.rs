@@ -33,8 +33,8 @@ pub fn verdict<P>(t: &Target<P>) -> Option<bool> {
     let s = &t.state;
     if s.ready() {
         Some(false)
-    } else if s.last_counted == ProbeResult::Failure
-        && s.run >= u32::try_from(t.timing.failure_threshold.max(1)).unwrap_or(1)
+    } else if s.counter.last == ProbeResult::Failure
+        && s.counter.run >= u32::try_from(t.timing.failure_threshold.max(1)).unwrap_or(1)
     {
         Some(true)
     } else {

@@ -20,7 +20,6 @@ use std::sync::Arc;
 
 use super::runner::{Check, Shared};
 use super::scheduler::{REASONS, Target};
-use crate::outcome::RawResult;
 
 /// Renders every metric. Called on a blocking thread: the targets are copied a slice at a
 /// time ([`Shared::for_each_slice`]), so the probes are never held up by the rendering.
@@ -91,7 +90,8 @@ impl Families {
         let [success, duration, http, total, ready, transitions, timeout] = &mut self.0;
         let st = &t.state;
         if let Some(raw) = st.last_raw {
-            let ok = matches!(raw, RawResult::Success | RawResult::Warning);
+            // R6.2: the engine's mapping.
+            let ok = crate::engine::ProbeResult::from(raw) == crate::engine::ProbeResult::Success;
             series(success, FAMILIES[0].0, t, &[], u64::from(ok));
             line_start(duration, FAMILIES[1].0, t, &[]);
             let _ = writeln!(duration, " {}", st.last_duration.as_secs_f64());

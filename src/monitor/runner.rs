@@ -21,20 +21,15 @@ use tokio::sync::mpsc;
 
 use super::config::{InvalidTarget, TargetSpec, TargetsFile};
 use super::hist::Histogram;
-use super::reason::{self, HandlerKind, Reason};
-use super::scheduler::{
-    Completion, Launch, Reload, ReloadSummary, Scheduler, Target, TargetId, Transition,
-};
+use super::reason::Reason;
+use super::scheduler::{Launch, Reload, ReloadSummary, Scheduler, Target, TargetId, Transition};
 use crate::engine::{Instant, ProbeTiming};
-use crate::outcome::{ProbeOutcome, RawResult};
+use crate::outcome::{Evaluation, FailureKind, ProbeOutcome};
 use crate::probe::http::HttpTarget;
-use crate::probe::{self, ProbeConfig};
+use crate::probe::{self, ProbeConfig, ProbeStats, evaluate};
 
 /// How long without running out of descriptors ends an episode (and allows a new warning).
 pub const EPISODE_QUIET: Duration = Duration::from_secs(10);
-
-/// Attempts per evaluation while the handler errors (R6.3).
-pub const MAX_ATTEMPTS: u32 = 3;
 
 /// A target's probe, prepared once so that each run only does I/O. Two targets with equal
 /// checks (and timings) probe the same thing the same way: a reload keeps their state.
@@ -139,20 +134,10 @@ impl Check {
         }
     }
 
-    /// Which handler runs it.
-    pub fn kind(&self) -> HandlerKind {
-        match self {
-            Check::Http(_) => HandlerKind::Http,
-            Check::Tcp { .. } | Check::Invalid(_) => HandlerKind::Tcp,
-            Check::Grpc { .. } => HandlerKind::Grpc,
-            Check::Exec { .. } => HandlerKind::Exec,
-        }
-    }
-
-    /// Runs one evaluation: up to [`MAX_ATTEMPTS`] handler calls while it errors (R6.3),
-    /// each bounded by `timeout` (R7.7). A failure that only says the prober ran out of
-    /// descriptors or ports becomes [`Completion::Exhausted`].
-    pub async fn run(&self, timeout: Duration, cfg: &ProbeConfig) -> Completion {
+    /// Runs one evaluation ([`probe::evaluate`]: up to [`probe::MAX_ATTEMPTS`] handler calls
+    /// while it errors, R6.3), each bounded by `timeout` (R7.7). A call that ran the prober
+    /// out of descriptors or ports ends it as [`Evaluation::Exhausted`].
+    pub async fn run(&self, timeout: Duration, cfg: &ProbeConfig) -> Evaluation {
         match self {
             Check::Http(t) => run_http(t, timeout, cfg).await,
             Check::Tcp { host, port } => run_tcp(host, *port, timeout, cfg).await,
@@ -161,23 +146,17 @@ impl Check {
                 port,
                 service,
             } => {
-                evaluate(HandlerKind::Grpc, || async {
-                    (
-                        probe::grpc::probe(host, *port, service, timeout, cfg).await,
-                        None,
-                    )
-                })
-                .await
+                evaluate(|| probe::grpc::probe_with_stats(host, *port, service, timeout, cfg)).await
             }
             Check::Exec { command } => {
-                evaluate(HandlerKind::Exec, || async {
-                    (probe::exec::probe(command, &[], timeout, cfg).await.0, None)
-                })
-                .await
+                evaluate(|| probe::exec::probe(command, &[], timeout, cfg)).await
             }
             Check::Invalid(e) => {
-                evaluate(self.kind(), || async {
-                    (ProbeOutcome::errored(e.to_string()), None)
+                evaluate(|| async {
+                    (
+                        ProbeOutcome::errored(e.to_string()),
+                        ProbeStats::failed(FailureKind::Other),
+                    )
                 })
                 .await
             }
@@ -194,7 +173,7 @@ impl Check {
         self: Arc<Self>,
         timeout: Duration,
         cfg: Arc<ProbeConfig>,
-        done: impl FnOnce(Completion) + Send + 'static,
+        done: impl FnOnce(Evaluation) + Send + 'static,
     ) {
         match &*self {
             // The fallbacks cannot happen (the kind was just matched); boxed, they keep the
@@ -217,23 +196,13 @@ impl Check {
 }
 
 /// One HTTP evaluation, with the status code the handler received.
-async fn run_http(t: &HttpTarget, timeout: Duration, cfg: &ProbeConfig) -> Completion {
-    evaluate(HandlerKind::Http, || async {
-        let (outcome, stats) = probe::http::probe(t, timeout, cfg).await;
-        (outcome, stats.http_status)
-    })
-    .await
+async fn run_http(t: &HttpTarget, timeout: Duration, cfg: &ProbeConfig) -> Evaluation {
+    evaluate(|| probe::http::probe(t, timeout, cfg)).await
 }
 
 /// One TCP evaluation.
-async fn run_tcp(host: &str, port: u16, timeout: Duration, cfg: &ProbeConfig) -> Completion {
-    evaluate(HandlerKind::Tcp, || async {
-        (
-            probe::tcp::probe(host, port, timeout, cfg.close).await,
-            None,
-        )
-    })
-    .await
+async fn run_tcp(host: &str, port: u16, timeout: Duration, cfg: &ProbeConfig) -> Evaluation {
+    evaluate(|| probe::tcp::probe_with_stats(host, port, timeout, cfg.close)).await
 }
 
 impl std::fmt::Display for Check {
@@ -258,44 +227,6 @@ impl std::fmt::Display for Check {
             Check::Invalid(e) => write!(f, "<invalid: {e}>"),
         }
     }
-}
-
-/// The retry loop of one evaluation (R6.3) around `once` (which answers the outcome and, for
-/// HTTP, the status code received), with the outcome classified.
-async fn evaluate<F, Fut>(kind: HandlerKind, mut once: F) -> Completion
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = (ProbeOutcome, Option<u16>)>,
-{
-    let start = tokio::time::Instant::now();
-    let mut last = String::new();
-    for _ in 0..MAX_ATTEMPTS {
-        let (outcome, status) = once().await;
-        match outcome {
-            ProbeOutcome::Completed { result, output } => {
-                let failed = matches!(result, RawResult::Failure | RawResult::Unknown);
-                if failed && reason::local_exhaustion(&output) {
-                    return Completion::Exhausted;
-                }
-                // blackbox_exporter's `probe_http_status_code`: 0 when no response came.
-                let http_status = (kind == HandlerKind::Http).then(|| status.unwrap_or(0));
-                return Completion::Completed {
-                    raw: result,
-                    reason: failed.then(|| reason::classify(kind, &output)),
-                    output,
-                    http_status,
-                    duration: start.elapsed(),
-                };
-            }
-            ProbeOutcome::Errored { error, .. } => {
-                if reason::local_exhaustion(&error) {
-                    return Completion::Exhausted;
-                }
-                last = error;
-            }
-        }
-    }
-    Completion::Errored { error: last }
 }
 
 /// Process-wide metrics (the per-target series are rendered from the targets' state).
@@ -675,12 +606,12 @@ pub async fn run(
     stop: impl std::future::Future<Output = ()>,
     mut on_event: impl FnMut(MonitorEvent),
 ) {
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(TargetId, Completion)>();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(TargetId, Evaluation)>();
     let probe_cfg = Arc::new(config.probe.clone());
     let mut launches: Vec<Launch> = Vec::new();
     // When the prober last ran out of descriptors, while that episode lasts.
     let mut last_exhausted: Option<tokio::time::Instant> = None;
-    let mut received: Option<(TargetId, Completion)> = None;
+    let mut received: Option<(TargetId, Evaluation)> = None;
     tokio::pin!(stop);
     // On a multi-thread runtime, waking this task for every outcome would cross threads (a
     // futex wake-up) tens of thousands of times a second: outcomes are collected every
@@ -696,15 +627,15 @@ pub async fn run(
                 .into_iter()
                 .chain(std::iter::from_fn(|| done_rx.try_recv().ok()));
             for (id, completion) in arrived {
-                let exhausted = matches!(completion, Completion::Exhausted);
+                let exhausted = matches!(completion, Evaluation::Exhausted { .. });
                 match &completion {
-                    Completion::Errored { .. } => {
+                    Evaluation::Errored { .. } => {
                         shared.metrics.errored.inc();
                     }
-                    Completion::Exhausted => {
+                    Evaluation::Exhausted { .. } => {
                         shared.metrics.exhausted.inc();
                     }
-                    Completion::Completed { .. } => {}
+                    Evaluation::Completed { .. } => {}
                 }
                 let transition = s.complete(id, completion, shared.now(), &mut launches);
                 if let Some(t) = s.get(id) {
@@ -833,6 +764,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outcome::RawResult;
 
     /// The memory goal is ≤ 1 KiB per idle target at 100,000 targets; the slot is the
     /// largest part, so it is kept in check here (the rest is measured by `probelet bench`).
@@ -853,7 +785,7 @@ mod tests {
             .await;
         assert_eq!(
             got,
-            Completion::Errored {
+            Evaluation::Errored {
                 error: "port \"http\" not found".into()
             }
         );
@@ -872,14 +804,18 @@ mod tests {
         };
         assert!(matches!(
             ok.run(Duration::from_secs(1), &cfg).await,
-            Completion::Completed {
+            Evaluation::Completed {
                 raw: RawResult::Success,
                 ..
             }
         ));
         drop(listener);
         match ok.run(Duration::from_secs(1), &cfg).await {
-            Completion::Completed { raw, reason, .. } => {
+            Evaluation::Completed {
+                raw,
+                failure: reason,
+                ..
+            } => {
                 assert_eq!(raw, RawResult::Failure);
                 assert_eq!(reason, Some(Reason::Refused));
             }

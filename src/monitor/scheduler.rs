@@ -3,7 +3,7 @@
 //! The kubelet gives every probe a goroutine and a ticker (pkg/kubelet/prober/worker.go);
 //! `engine::Manager` mirrors that per pod, at about 1.7 KiB a pod. A monitor target has no pod,
 //! no container and no restarts, so it keeps only what a readiness worker needs — its ticker
-//! phase, the run counter of the shared threshold rule ([`count_result`]), the published
+//! phase, the run counter of the shared threshold rule ([`crate::engine::count_result`]), the published
 //! result — and one timer heap serves every target. Nothing here reads a clock or opens a
 //! socket: the driver ([`super::runner`]) feeds it time and outcomes, and tests drive it in
 //! virtual time.
@@ -24,9 +24,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::config::TargetSpec;
-use super::reason::Reason;
-use crate::engine::rng::Rng;
-use crate::engine::{Instant, ProbeResult, ProbeTiming, count_result, initial_value};
+pub use super::reason::REASONS;
+use super::reason::{self, Reason};
+use crate::engine::ticker;
+use crate::engine::{Instant, ProbeResult, ProbeTiming, ThresholdCounter, initial_value};
+use crate::outcome::Evaluation;
 use crate::outcome::RawResult;
 use crate::spec::ProbeType;
 
@@ -57,18 +59,6 @@ pub enum Phase {
     InFlight,
 }
 
-/// The failure classes `prober_probe_total{reason}` counts, in a fixed order.
-pub const REASONS: [Reason; 8] = [
-    Reason::Dns,
-    Reason::Refused,
-    Reason::Timeout,
-    Reason::Tls,
-    Reason::Status,
-    Reason::ExitCode,
-    Reason::Reset,
-    Reason::Other,
-];
-
 /// Everything the monitor knows about one target. A few dozen bytes plus the kept output.
 #[derive(Debug, Clone)]
 pub struct TargetState {
@@ -81,9 +71,7 @@ pub struct TargetState {
     /// When the target was added (initial delay, step 8).
     pub added: Instant,
     /// The shared threshold rule's state: last counted result and its run (R3.10).
-    pub last_counted: ProbeResult,
-    /// How many times in a row `last_counted` came back.
-    pub run: u32,
+    pub counter: ThresholdCounter,
     /// The published (cached) result: starts at readiness's initial Failure (R3.9).
     pub published: ProbeResult,
     /// When `published` last changed (or the target was added).
@@ -120,8 +108,7 @@ impl TargetState {
             ideal: first_tick,
             added: now,
             // Go's zero value of results.Result, as the engine's worker starts.
-            last_counted: ProbeResult::Success,
-            run: 0,
+            counter: ThresholdCounter::default(),
             published: initial_value(ProbeType::Readiness),
             last_transition: now,
             last_raw: None,
@@ -174,32 +161,6 @@ pub struct Launch {
     pub ideal: Instant,
     /// How late it starts: now minus `ideal`.
     pub lateness: Duration,
-}
-
-/// What a finished probe came back with, after the driver's retries (R6.3).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Completion {
-    /// The handler answered; counted (R6.2: warning as Success, unknown as Failure).
-    Completed {
-        /// The raw result.
-        raw: RawResult,
-        /// Its output.
-        output: String,
-        /// The failure class, for failures.
-        reason: Option<Reason>,
-        /// The final HTTP status, when known.
-        http_status: Option<u16>,
-        /// Time from the first attempt's start to the end.
-        duration: Duration,
-    },
-    /// Every attempt errored: discarded, nothing counted (R6.4).
-    Errored {
-        /// The last error.
-        error: String,
-    },
-    /// The prober itself ran out of file descriptors: not the target's fault, so nothing is
-    /// counted; the probe is queued again and the in-flight limit lowered.
-    Exhausted,
 }
 
 /// A published result that changed (a readiness transition), or the first one counted.
@@ -316,12 +277,7 @@ impl<P> Scheduler<P> {
     /// new target is jittered, because a reload that adds 10,000 targets must not fire them
     /// in the same millisecond (documented in docs/monitor.md).
     pub fn first_tick(&self, name: &str, period: Duration, now: Instant) -> Instant {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325; // FNV-1a over the name, mixed into the seed
-        for b in name.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        let x = Rng::new(self.seed ^ h).next_f64();
-        now + period.mul_f64(x)
+        ticker::first_tick(self.seed, name, period, now)
     }
 
     /// Adds a target (its name must be new). Returns its handle.
@@ -553,7 +509,7 @@ impl<P> Scheduler<P> {
     pub fn complete(
         &mut self,
         id: TargetId,
-        completion: Completion,
+        completion: Evaluation,
         now: Instant,
         launches: &mut Vec<Launch>,
     ) -> Option<Transition> {
@@ -567,7 +523,7 @@ impl<P> Scheduler<P> {
         let t = self.target_mut(id)?;
         let mut transition = None;
         match completion {
-            Completion::Exhausted => {
+            Evaluation::Exhausted { .. } => {
                 // Not the target's fault: nothing is counted, the probe waits its turn again
                 // (at the front: it is the oldest), and fewer probes run at once.
                 t.state.phase = Phase::Queued;
@@ -576,37 +532,31 @@ impl<P> Scheduler<P> {
                 self.retry_at = Some(now + EXHAUSTED_RETRY);
                 return None;
             }
-            Completion::Errored { error } => {
+            Evaluation::Errored { error } => {
                 // R6.4: thrown away; only the output is kept for display.
                 t.state.errors = t.state.errors.saturating_add(1);
                 t.state.last_output = keep(&error);
                 t.state.last_probe = Some(now);
             }
-            Completion::Completed {
+            Evaluation::Completed {
                 raw,
                 output,
-                reason,
+                failure: reason,
                 http_status,
                 duration,
             } => {
                 let s = &mut t.state;
-                // R6.2: warning counts as Success, unknown as Failure.
-                let result = match raw {
-                    RawResult::Success | RawResult::Warning => ProbeResult::Success,
-                    RawResult::Failure | RawResult::Unknown => ProbeResult::Failure,
-                };
+                // R6.2, the engine's one mapping.
+                let result = ProbeResult::from(raw);
                 if result == ProbeResult::Success {
                     s.successes += 1;
                 } else {
-                    let i = REASONS
-                        .iter()
-                        .position(|r| Some(*r) == reason)
-                        .unwrap_or(REASONS.len() - 1);
+                    let i = reason::index(reason);
                     s.failures[i] = s.failures[i].saturating_add(1);
                 }
                 s.last_raw = Some(raw);
                 s.last_reason = if result == ProbeResult::Failure {
-                    reason.or(Some(Reason::Other))
+                    Some(REASONS[reason::index(reason)])
                 } else {
                     None
                 };
@@ -614,9 +564,7 @@ impl<P> Scheduler<P> {
                 s.last_duration = duration;
                 s.http_status = http_status.unwrap_or(0);
                 // Steps 11–13 with the engine's own rule; readiness never holds (R3.15).
-                let publish = count_result(
-                    &mut s.last_counted,
-                    &mut s.run,
+                let publish = s.counter.count(
                     result,
                     t.timing.success_threshold,
                     t.timing.failure_threshold,
@@ -658,9 +606,7 @@ impl<P> Scheduler<P> {
         let s = &mut t.state;
         if s.next_tick <= now {
             s.ideal = s.next_tick;
-            while s.next_tick <= now {
-                s.next_tick = s.next_tick + period;
-            }
+            s.next_tick = ticker::advance_past(s.next_tick, period, now);
             s.phase = Phase::Queued;
             self.queue.push_back(id);
         } else {
@@ -690,8 +636,8 @@ impl<P> Scheduler<P> {
         };
         let s = &mut t.state;
         s.published = result;
-        s.last_counted = result;
-        s.run = u32::try_from(threshold.max(1)).unwrap_or(1);
+        s.counter =
+            ThresholdCounter::starting_at(result, u32::try_from(threshold.max(1)).unwrap_or(1));
         s.last_transition = since;
         // Continued, not new: the previous owner reported its first state.
         s.settled = true;
@@ -791,21 +737,21 @@ mod tests {
         f.targets.into_iter().next().unwrap()
     }
 
-    fn ok() -> Completion {
-        Completion::Completed {
+    fn ok() -> Evaluation {
+        Evaluation::Completed {
             raw: RawResult::Success,
             output: String::new(),
-            reason: None,
+            failure: None,
             http_status: None,
             duration: Duration::from_millis(1),
         }
     }
 
-    fn fail(reason: Reason) -> Completion {
-        Completion::Completed {
+    fn fail(reason: Reason) -> Evaluation {
+        Evaluation::Completed {
             raw: RawResult::Failure,
             output: "dial tcp 127.0.0.1:1: connect: connection refused".into(),
-            reason: Some(reason),
+            failure: Some(reason),
             http_status: None,
             duration: Duration::from_millis(1),
         }
@@ -817,7 +763,7 @@ mod tests {
         s: &mut Scheduler<()>,
         until: Instant,
         latency: Duration,
-        answer: impl Fn(&str, Instant) -> Completion,
+        answer: impl Fn(&str, Instant) -> Evaluation,
     ) -> (Vec<Transition>, Vec<(Instant, Launch)>) {
         let mut running: Vec<(Instant, Launch, Instant)> = Vec::new();
         let mut transitions = Vec::new();
@@ -1079,7 +1025,7 @@ mod tests {
         let mut s = Scheduler::<()>::new(2, 1);
         let id = s.add(spec("e", ", failureThreshold: 1"), (), Instant::ZERO);
         let (tr, launches) = drive(&mut s, Instant::from_secs(60), Duration::ZERO, |_, _| {
-            Completion::Errored {
+            Evaluation::Errored {
                 error: "boom".into(),
             }
         });
@@ -1114,8 +1060,15 @@ mod tests {
         assert_eq!(l.len(), 1);
         l.clear();
         assert!(
-            s.complete(id, Completion::Exhausted, Instant::from_secs(10), &mut l)
-                .is_none()
+            s.complete(
+                id,
+                Evaluation::Exhausted {
+                    error: String::new()
+                },
+                Instant::from_secs(10),
+                &mut l
+            )
+            .is_none()
         );
         assert!(l.is_empty(), "retry waits");
         assert_eq!(s.limit(), 1);

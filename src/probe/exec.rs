@@ -14,7 +14,7 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 use super::{MAX_OUTPUT, ProbeConfig, ProbeStats, go_duration, os_error_text};
-use crate::outcome::{ProbeOutcome, RawResult};
+use crate::outcome::{FailureKind, ProbeOutcome, RawResult};
 use crate::runtime::netns::Netns;
 use crate::spec::env::expand;
 
@@ -59,6 +59,7 @@ pub async fn probe_in(
         .map(|a| expand(a, |name| vars.get(name).cloned()))
         .collect();
     let Some((program, args)) = argv.split_first() else {
+        stats.failure = Some(FailureKind::Other);
         return (ProbeOutcome::errored("exec: empty command"), stats);
     };
     let deadline = Instant::now() + timeout;
@@ -79,6 +80,12 @@ pub async fn probe_in(
         Ok(c) => c,
         Err(e) => {
             let text = format!("exec {program:?}: {}", os_error_text(&e));
+            // A command that cannot start reads as a non-zero exit, unless probelet itself
+            // ran out of descriptors or processes.
+            stats.failure = Some(match FailureKind::of_io(&e) {
+                FailureKind::LocalExhaustion => FailureKind::LocalExhaustion,
+                _ => FailureKind::ExitCode,
+            });
             return (ProbeOutcome::completed(RawResult::Failure, text), stats);
         }
     };
@@ -122,9 +129,16 @@ pub async fn probe_in(
     }
     let outcome = match status {
         Some(Ok(s)) if s.success() => ProbeOutcome::completed(RawResult::Success, output),
-        Some(Ok(_)) => ProbeOutcome::completed(RawResult::Failure, output),
-        Some(Err(e)) => ProbeOutcome::errored(format!("exec: wait: {}", os_error_text(&e))),
+        Some(Ok(_)) => {
+            stats.failure = Some(FailureKind::ExitCode);
+            ProbeOutcome::completed(RawResult::Failure, output)
+        }
+        Some(Err(e)) => {
+            stats.failure = Some(FailureKind::of_io(&e));
+            ProbeOutcome::errored(format!("exec: wait: {}", os_error_text(&e)))
+        }
         None => {
+            stats.failure = Some(FailureKind::Timeout);
             let text = format!(
                 "command timed out: {:?} timed out after {}",
                 argv.join(" "),

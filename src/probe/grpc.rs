@@ -22,8 +22,8 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use super::url::join_host_port;
-use super::{CloseStyle, ProbeConfig, error_chain, go_duration};
-use crate::outcome::{ProbeOutcome, RawResult};
+use super::{CloseStyle, ProbeConfig, ProbeStats, error_chain, go_duration};
+use crate::outcome::{FailureKind, ProbeOutcome, RawResult};
 
 /// How long to wait between connection attempts: the kubelet's dial is blocking and keeps
 /// retrying until the deadline (R7.18), so a refused port costs the full timeout.
@@ -38,18 +38,37 @@ pub async fn probe(
     timeout: Duration,
     cfg: &ProbeConfig,
 ) -> ProbeOutcome {
+    probe_with_stats(host, port, service, timeout, cfg).await.0
+}
+
+/// [`probe`], also answering why it failed ([`ProbeStats::failure`]).
+pub async fn probe_with_stats(
+    host: &str,
+    port: u16,
+    service: &str,
+    timeout: Duration,
+    cfg: &ProbeConfig,
+) -> (ProbeOutcome, ProbeStats) {
     let deadline = Instant::now() + timeout;
     let addr = join_host_port(host, port);
-    let failure = |text: String| ProbeOutcome::completed(RawResult::Failure, text);
+    let failure = |kind: FailureKind, text: String| {
+        (
+            ProbeOutcome::completed(RawResult::Failure, text),
+            ProbeStats::failed(kind),
+        )
+    };
     let endpoint = match Endpoint::from_shared(format!("http://{addr}"))
         .and_then(|e| e.user_agent(cfg.user_agent()))
     {
         Ok(e) => e,
         Err(e) => {
-            return failure(format!(
-                "error: failed to connect service at {addr:?}: {}",
-                error_chain(&e)
-            ));
+            return failure(
+                FailureKind::Other,
+                format!(
+                    "error: failed to connect service at {addr:?}: {}",
+                    error_chain(&e)
+                ),
+            );
         }
     };
     let dialer = Dialer {
@@ -61,10 +80,14 @@ pub async fn probe(
     let channel = match connect(&endpoint, &dialer, deadline).await {
         Some(c) => c,
         None => {
-            return failure(format!(
-                "timeout: failed to connect service {addr:?} within {}: context deadline exceeded",
-                go_duration(timeout)
-            ));
+            // grpc-go's blocking dial retries refusals until the deadline: a timeout.
+            return failure(
+                FailureKind::Timeout,
+                format!(
+                    "timeout: failed to connect service {addr:?} within {}: context deadline exceeded",
+                    go_duration(timeout)
+                ),
+            );
         }
     };
     let mut client = HealthClient::new(channel);
@@ -72,20 +95,26 @@ pub async fn probe(
         service: service.to_string(),
     };
     let rpc_timeout = || {
-        failure(format!(
-            "timeout: health rpc did not complete within {}",
-            go_duration(timeout)
-        ))
+        failure(
+            FailureKind::Timeout,
+            format!(
+                "timeout: health rpc did not complete within {}",
+                go_duration(timeout)
+            ),
+        )
     };
     let response = match tokio::time::timeout_at(deadline, client.check(request)).await {
         Err(_) => return rpc_timeout(),
         Ok(Ok(r)) => r.into_inner(),
         Ok(Err(status)) => {
             return match status.code() {
-                Code::Unimplemented => failure(format!(
-                    "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): {}",
-                    status.message()
-                )),
+                Code::Unimplemented => failure(
+                    FailureKind::Other,
+                    format!(
+                        "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): {}",
+                        status.message()
+                    ),
+                ),
                 Code::DeadlineExceeded => rpc_timeout(),
                 code => {
                     let mut desc = status.message().to_string();
@@ -97,19 +126,33 @@ pub async fn probe(
                             format!("{desc}: {chain}")
                         };
                     }
-                    failure(format!(
-                        "error: health rpc probe failed: rpc error: code = {code:?} desc = {desc}"
-                    ))
+                    // Unavailable: the connection broke under the call.
+                    let kind = match code {
+                        Code::Unavailable => FailureKind::Reset,
+                        _ => FailureKind::Other,
+                    };
+                    failure(
+                        kind,
+                        format!(
+                            "error: health rpc probe failed: rpc error: code = {code:?} desc = {desc}"
+                        ),
+                    )
                 }
             };
         }
     };
     match response.status() {
-        ServingStatus::Serving => ProbeOutcome::completed(RawResult::Success, "service healthy"),
-        other => failure(format!(
-            "service unhealthy (responded with {:?})",
-            other.as_str_name()
-        )),
+        ServingStatus::Serving => (
+            ProbeOutcome::completed(RawResult::Success, "service healthy"),
+            ProbeStats::default(),
+        ),
+        other => failure(
+            FailureKind::Status,
+            format!(
+                "service unhealthy (responded with {:?})",
+                other.as_str_name()
+            ),
+        ),
     }
 }
 

@@ -29,7 +29,7 @@ use super::http1::is_followed;
 use super::tcp::ProbeIo;
 use super::url::ProbeUrl;
 use super::{CloseStyle, MAX_OUTPUT, ProbeConfig, ProbeStats, error_chain};
-use crate::outcome::{ProbeOutcome, RawResult};
+use crate::outcome::{Failed, FailureKind, ProbeOutcome, RawResult};
 
 /// Go's client gives up when the 10th redirect response arrives (R7.15).
 const MAX_REQUESTS: usize = 10;
@@ -77,6 +77,7 @@ pub async fn probe(
     let counter = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + timeout;
     let mut http_status = None;
+    let mut failure = None;
     let outcome = match RequestHeaders::build(&target.headers, &cfg.user_agent()) {
         Ok(headers) => {
             let per_probe = PerProbe {
@@ -84,10 +85,11 @@ pub async fn probe(
                 close: cfg.close,
                 counter: &counter,
             };
-            run(target, &headers, &per_probe, &mut http_status).await
+            run(target, &headers, &per_probe, &mut http_status, &mut failure).await
         }
         // Go's client rejects such a request before sending: a transport error, so a failure.
         Err(e) => {
+            failure = Some(FailureKind::Other);
             ProbeOutcome::completed(RawResult::Failure, format!("Get \"{}\": {e}", target.url))
         }
     };
@@ -95,6 +97,7 @@ pub async fn probe(
         bytes_read: counter.load(Ordering::Relaxed),
         http_status,
         exit_code: None,
+        failure,
     };
     (outcome, stats)
 }
@@ -241,6 +244,7 @@ async fn run(
     headers: &RequestHeaders,
     per_probe: &PerProbe<'_>,
     http_status: &mut Option<u16>,
+    failure: &mut Option<FailureKind>,
 ) -> ProbeOutcome {
     let PerProbe {
         deadline, counter, ..
@@ -257,7 +261,10 @@ async fn run(
         let host = host_override.as_deref().unwrap_or(&url.authority);
         let mut response = match send(url, host, headers, per_probe).await {
             Ok(r) => r,
-            Err(text) => return ProbeOutcome::completed(RawResult::Failure, text),
+            Err(f) => {
+                *failure = Some(f.kind);
+                return ProbeOutcome::completed(RawResult::Failure, f.text);
+            }
         };
         *http_status = Some(response.status());
         if let Some(location) = response.take_location() {
@@ -266,6 +273,7 @@ async fn run(
                 Err(e) => {
                     let text =
                         format!("Get \"{url}\": failed to parse Location header {location:?}: {e}");
+                    *failure = Some(FailureKind::Other);
                     return ProbeOutcome::completed(RawResult::Failure, text);
                 }
             };
@@ -273,6 +281,7 @@ async fn run(
             if next.hostname == original.hostname {
                 if requests >= MAX_REQUESTS {
                     let text = format!("Get \"{next}\": stopped after 10 redirects");
+                    *failure = Some(FailureKind::Other);
                     return ProbeOutcome::completed(RawResult::Failure, text);
                 }
                 // R7.16 (Go issue #22233): a custom Host survives only a relative Location.
@@ -285,10 +294,14 @@ async fn run(
                 continue;
             }
         }
-        return match response {
+        let status = response.status();
+        let (outcome, kind) = match response {
             Head::Plain(r) => read_final_plain(r, url, deadline, counter).await,
             Head::Hyper(r, conn) => Box::pin(read_final(r, conn, url, deadline)).await,
         };
+        // A body read to its end leaves the status to say why the probe failed.
+        *failure = kind.or_else(|| status_failure(status));
+        return outcome;
     }
 }
 
@@ -333,23 +346,29 @@ async fn read_final_plain(
     url: &ProbeUrl,
     deadline: Instant,
     counter: &AtomicU64,
-) -> ProbeOutcome {
+) -> (ProbeOutcome, Option<FailureKind>) {
     let status = response.status;
     match tokio::time::timeout_at(deadline, response.read_body(counter)).await {
         // R7.11: a stall after the headers is an error, discarded by the worker.
-        Err(_) => ProbeOutcome::Errored {
-            result: RawResult::Failure,
-            error: body_timeout_text(url),
-        },
-        Ok(Err(e)) => ProbeOutcome::Errored {
-            result: RawResult::Failure,
-            error: e.to_string(),
-        },
+        Err(_) => (
+            ProbeOutcome::Errored {
+                result: RawResult::Failure,
+                error: body_timeout_text(url),
+            },
+            Some(FailureKind::Timeout),
+        ),
+        Ok(Err(e)) => (
+            ProbeOutcome::Errored {
+                result: RawResult::Failure,
+                error: e.to_string(),
+            },
+            Some(e.kind()),
+        ),
         Ok(Ok(body)) => {
             // The body's own buffer becomes the output when it is UTF-8, as it usually is.
             let text = String::from_utf8(body)
                 .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-            status_outcome(status, text)
+            (status_outcome(status, text), None)
         }
     }
 }
@@ -365,7 +384,7 @@ async fn read_final(
     mut conn: Conn,
     url: &ProbeUrl,
     deadline: Instant,
-) -> ProbeOutcome {
+) -> (ProbeOutcome, Option<FailureKind>) {
     let status = response.status().as_u16();
     let mut body = response.into_body();
     let mut data: Vec<u8> = Vec::new();
@@ -373,17 +392,19 @@ async fn read_final(
         match tokio::time::timeout_at(deadline, conn.drive(body.frame())).await {
             Err(_) => {
                 // R7.11: a stall after the headers is an error, discarded by the worker.
-                return ProbeOutcome::Errored {
+                let error = ProbeOutcome::Errored {
                     result: RawResult::Failure,
                     error: body_timeout_text(url),
                 };
+                return (error, Some(FailureKind::Timeout));
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => {
-                return ProbeOutcome::Errored {
+                let error = ProbeOutcome::Errored {
                     result: RawResult::Failure,
                     error: error_chain(&e),
                 };
+                return (error, Some(hyper_kind(&e)));
             }
             Ok(Some(Ok(frame))) => {
                 if let Ok(chunk) = frame.into_data() {
@@ -395,7 +416,32 @@ async fn read_final(
     }
     // Closing the connection now: the rest of a long body is never read (R7.10).
     drop((body, conn));
-    status_outcome(status, String::from_utf8_lossy(&data).into_owned())
+    let outcome = status_outcome(status, String::from_utf8_lossy(&data).into_owned());
+    (outcome, None)
+}
+
+/// The class of a final status: `status` for one that fails the probe (R7.9).
+fn status_failure(status: u16) -> Option<FailureKind> {
+    (!(200..=399).contains(&status)).then_some(FailureKind::Status)
+}
+
+/// The class of a hyper error: its timeout or closed state, else the OS error under it.
+fn hyper_kind(e: &hyper::Error) -> FailureKind {
+    if e.is_timeout() {
+        return FailureKind::Timeout;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return FailureKind::of_io(io);
+        }
+        source = s.source();
+    }
+    if e.is_incomplete_message() || e.is_closed() || e.is_canceled() {
+        FailureKind::Reset
+    } else {
+        FailureKind::Other
+    }
 }
 
 /// R7.9: the outcome of a final response: 2xx success with the body, 3xx warning
@@ -422,7 +468,7 @@ async fn send(
     host: &str,
     headers: &RequestHeaders,
     per_probe: &PerProbe<'_>,
-) -> Result<Head, String> {
+) -> Result<Head, Failed> {
     let PerProbe {
         deadline,
         close,
@@ -432,48 +478,51 @@ async fn send(
         "http" => false,
         "https" => true,
         other => {
-            return Err(format!(
-                "Get \"{url}\": unsupported protocol scheme {other:?}"
-            ));
+            return Err(format!("Get \"{url}\": unsupported protocol scheme {other:?}").into());
         }
     };
     let port = url.effective_port().unwrap_or(if https { 443 } else { 80 });
     let timeout_text = || {
-        format!(
-            "Get \"{url}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+        Failed::new(
+            FailureKind::Timeout,
+            format!(
+                "Get \"{url}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+            ),
         )
     };
+    let on_url = |f: Failed| f.map_text(|t| format!("Get \"{url}\": {t}"));
     if !https {
         // The request is built before dialing, as Go does: a request that cannot be sent
         // costs no connection.
         let mut request = Vec::with_capacity(super::http1::INITIAL_BUF);
         super::http1::encode_request(&mut request, url, host, &headers.list)
-            .map_err(|e| format!("Get \"{url}\": {e}"))?;
+            .map_err(|e| on_url(Failed::new(e.kind(), e.to_string())))?;
         let stream = super::tcp::dial(&url.hostname, port, deadline, close)
             .await
-            .map_err(|e| format!("Get \"{url}\": {e}"))?;
+            .map_err(on_url)?;
         let exchange = super::http1::exchange(stream, close, request, counter);
         return match tokio::time::timeout_at(deadline, exchange).await {
             Ok(Ok(response)) => Ok(Head::Plain(response)),
-            Ok(Err(e)) => Err(format!("Get \"{url}\": {e}")),
+            Ok(Err(e)) => Err(on_url(Failed::new(e.kind(), e.to_string()))),
             Err(_) => Err(timeout_text()),
         };
     }
     let stream = super::tcp::dial(&url.hostname, port, deadline, close)
         .await
-        .map_err(|e| format!("Get \"{url}\": {e}"))?;
+        .map_err(on_url)?;
     let io = ProbeIo::new(stream, Arc::clone(counter), close);
     let headers = headers.to_map();
     let headers = &headers;
     let exchange = async {
-        let config = tls_config().map_err(|e| format!("Get \"{url}\": {e}"))?;
+        let tls_failed = |text: String| on_url(Failed::new(FailureKind::Tls, text));
+        let config = tls_config().map_err(tls_failed)?;
         // SNI from the URL host, never from a Host override; none for IP literals (R7.6).
         let name = rustls::pki_types::ServerName::try_from(url.hostname.clone())
-            .map_err(|e| format!("Get \"{url}\": tls: {e}"))?;
+            .map_err(|e| tls_failed(format!("tls: {e}")))?;
         let tls = tokio_rustls::TlsConnector::from(config)
             .connect(name, io)
             .await
-            .map_err(|e| format!("Get \"{url}\": {}", tls_handshake_error(&e)))?;
+            .map_err(|e| on_url(tls_handshake_error(&e)))?;
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
         exchange(tls, h2, url, host, headers).await
     };
@@ -491,11 +540,17 @@ async fn exchange<I>(
     url: &ProbeUrl,
     host: &str,
     headers: &HeaderMap,
-) -> Result<(Response<Incoming>, Conn), String>
+) -> Result<(Response<Incoming>, Conn), Failed>
 where
     I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
-    let fail = |e: hyper::Error| format!("Get \"{url}\": {}", error_chain(&e));
+    let fail = |e: hyper::Error| {
+        Failed::new(
+            hyper_kind(&e),
+            format!("Get \"{url}\": {}", error_chain(&e)),
+        )
+    };
+    let other = |text: &str| Failed::from(format!("Get \"{url}\": {text}"));
     let mut builder = if h2 {
         // HTTP/2 carries the virtual host as :authority and forbids Connection.
         Request::get(format!("https://{host}{}", url.path_and_query()))
@@ -504,10 +559,9 @@ where
     };
     let req_headers = builder
         .headers_mut()
-        .ok_or_else(|| format!("Get \"{url}\": invalid request target"))?;
+        .ok_or_else(|| other("invalid request target"))?;
     if !h2 {
-        let host_value = HeaderValue::from_str(host)
-            .map_err(|_| format!("Get \"{url}\": invalid Host header"))?;
+        let host_value = HeaderValue::from_str(host).map_err(|_| other("invalid Host header"))?;
         req_headers.insert(header::HOST, host_value);
     }
     req_headers.extend(headers.clone());
@@ -517,7 +571,7 @@ where
     }
     let request = builder
         .body(Empty::<Bytes>::new())
-        .map_err(|e| format!("Get \"{url}\": {e}"))?;
+        .map_err(|e| other(&e.to_string()))?;
     if h2 {
         let (mut sender, conn) =
             hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
@@ -593,12 +647,21 @@ impl Drop for AbortOnDrop {
 /// A failed TLS handshake as Go's client words it: a server that answered plain HTTP (its
 /// first bytes are no TLS record: rustls calls that `InvalidContentType`) gets net/http's
 /// `http: server gave HTTP response to HTTPS client` instead of a record-layer detail.
-fn tls_handshake_error(e: &std::io::Error) -> String {
+///
+/// The class is the socket's when the connection broke under the handshake, `tls` otherwise.
+fn tls_handshake_error(e: &std::io::Error) -> Failed {
+    let kind = match FailureKind::of_io(e) {
+        k @ (FailureKind::Refused
+        | FailureKind::Reset
+        | FailureKind::Timeout
+        | FailureKind::LocalExhaustion) => k,
+        _ => FailureKind::Tls,
+    };
     let chain = error_chain(e);
     if chain.contains("InvalidContentType") {
-        "http: server gave HTTP response to HTTPS client".to_string()
+        Failed::new(kind, "http: server gave HTTP response to HTTPS client")
     } else {
-        chain
+        Failed::new(kind, chain)
     }
 }
 

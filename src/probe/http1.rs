@@ -21,6 +21,7 @@ use tokio::net::TcpStream;
 use super::os_error_text;
 use super::url::ProbeUrl;
 use super::{CloseStyle, MAX_OUTPUT};
+use crate::outcome::{Failed, FailureKind};
 
 /// The most bytes one response head (status line and headers) may take. Far above what any
 /// health endpoint sends; it keeps a target streaming endless headers from costing memory.
@@ -47,10 +48,10 @@ const BUF_LIMIT: usize = HEAD_LIMIT;
 pub(super) enum Http1Error {
     /// The request could not be written (`write: broken pipe`).
     #[error("write: {0}")]
-    Write(String),
+    Write(Failed),
     /// A read failed (`read: connection reset by peer`).
     #[error("read: {0}")]
-    Read(String),
+    Read(Failed),
     /// The server closed the connection before sending any byte of a response.
     #[error("EOF")]
     Eof,
@@ -77,6 +78,28 @@ pub(super) enum Http1Error {
     InvalidRequest(&'static str),
 }
 
+impl Http1Error {
+    /// The failure class: the OS error's for a read or write, `reset` for a close before the
+    /// end, `other` for an answer that is not HTTP.
+    pub(super) fn kind(&self) -> FailureKind {
+        match self {
+            Http1Error::Write(f) | Http1Error::Read(f) => f.kind,
+            Http1Error::Eof | Http1Error::UnexpectedEof => FailureKind::Reset,
+            Http1Error::HeadTooLarge
+            | Http1Error::Malformed(_)
+            | Http1Error::BadContentLength(_)
+            | Http1Error::Too1xx
+            | Http1Error::BadChunk
+            | Http1Error::InvalidRequest(_) => FailureKind::Other,
+        }
+    }
+}
+
+/// An OS error's Go text and class.
+fn io_failed(e: &std::io::Error) -> Failed {
+    Failed::new(FailureKind::of_io(e), os_error_text(e))
+}
+
 /// How the body of a response ends (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Framing {
@@ -97,9 +120,10 @@ struct Socket(Option<TcpStream>, CloseStyle);
 impl Socket {
     /// The stream; it is taken only by `drop`, so this never fails in practice.
     fn stream(&mut self) -> Result<&mut TcpStream, Http1Error> {
-        self.0
-            .as_mut()
-            .ok_or_else(|| Http1Error::Read("use of closed network connection".into()))
+        self.0.as_mut().ok_or_else(|| {
+            let text = "use of closed network connection";
+            Http1Error::Read(Failed::new(FailureKind::Reset, text))
+        })
     }
 }
 
@@ -185,7 +209,7 @@ pub(super) async fn exchange(
     stream
         .write_all(&buf)
         .await
-        .map_err(|e| Http1Error::Write(os_error_text(&e)))?;
+        .map_err(|e| Http1Error::Write(io_failed(&e)))?;
     // From here on the buffer is the read buffer; all of it is initialised, `len` is filled.
     let size = buf.capacity().clamp(INITIAL_BUF, BUF_LIMIT);
     buf.clear();
@@ -376,7 +400,7 @@ async fn fill(
     let n = stream
         .read(&mut buf[*len..end])
         .await
-        .map_err(|e| Http1Error::Read(os_error_text(&e)))?;
+        .map_err(|e| Http1Error::Read(io_failed(&e)))?;
     counter.fetch_add(n as u64, Ordering::Relaxed);
     *len += n;
     Ok(n)

@@ -9,6 +9,7 @@
 
 pub use crate::display::{error_chain, go_duration};
 
+pub mod evaluate;
 pub mod exec;
 pub mod grpc;
 pub mod http;
@@ -25,7 +26,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ContainerPort, EnvVar, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::outcome::{ProbeOutcome, RawResult};
+pub use evaluate::{Evaluation, MAX_ATTEMPTS, evaluate};
+
+use crate::outcome::{FailureKind, ProbeOutcome, RawResult};
 
 /// The kubelet version whose `User-Agent` (`kube-probe/<major>.<minor>`) probes send by default.
 /// It matches the Kubernetes API version probelet is built against (k8s-openapi `v1_33`).
@@ -119,6 +122,18 @@ pub struct ProbeStats {
     /// exec: the command's exit status (128 + the signal for a command killed by one); `None`
     /// when it never ran to an exit (could not start, timed out).
     pub exit_code: Option<i32>,
+    /// Why the call failed or errored, as the handler knew it; `None` for a success.
+    pub failure: Option<FailureKind>,
+}
+
+impl ProbeStats {
+    /// The stats of a call that read nothing and failed for `kind`.
+    pub fn failed(kind: FailureKind) -> ProbeStats {
+        ProbeStats {
+            failure: Some(kind),
+            ..ProbeStats::default()
+        }
+    }
 }
 
 /// Why a probe definition cannot be run (the handler reports these as errors, R6.3).
@@ -162,7 +177,8 @@ pub async fn run_probe_in(
     netns: Option<&crate::runtime::netns::Netns>,
 ) -> (ProbeOutcome, ProbeStats) {
     let timeout = probe_timeout(probe);
-    let no_stats = ProbeStats::default();
+    // A probe that cannot run is an error of class `other` (R7.24).
+    let no_stats = ProbeStats::failed(FailureKind::Other);
     if let Some(action) = &probe.exec {
         let command = action.command.clone().unwrap_or_default();
         return exec::probe_in(&command, &target.env, timeout, cfg, netns).await;
@@ -181,7 +197,7 @@ pub async fn run_probe_in(
             Err(e) => return (ProbeOutcome::errored(e.to_string()), no_stats),
         };
         let host = non_empty(action.host.as_deref()).unwrap_or(&target.host);
-        return (tcp::probe(host, port, timeout, cfg.close).await, no_stats);
+        return tcp::probe_with_stats(host, port, timeout, cfg.close).await;
     }
     if let Some(action) = &probe.grpc {
         // R7.18: gRPC has no named ports and no host field.
@@ -190,10 +206,7 @@ pub async fn run_probe_in(
             Err(e) => return (ProbeOutcome::errored(e.to_string()), no_stats),
         };
         let service = action.service.as_deref().unwrap_or("");
-        return (
-            grpc::probe(&target.host, port, service, timeout, cfg).await,
-            no_stats,
-        );
+        return grpc::probe_with_stats(&target.host, port, service, timeout, cfg).await;
     }
     (
         ProbeOutcome::errored(ProbeError::MissingHandler.to_string()),

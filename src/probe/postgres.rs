@@ -18,8 +18,8 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::secret::Secret;
-use super::{CloseStyle, tcp};
-use crate::outcome::{ProbeOutcome, RawResult};
+use super::{CloseStyle, ProbeStats, tcp};
+use crate::outcome::{Failed, FailureKind, ProbeOutcome, RawResult};
 
 /// The largest backend message read (a query's rows included); larger ones end the probe as
 /// failures, so a `SELECT` of a big table cannot fill the sidecar's memory.
@@ -159,18 +159,33 @@ fn percent_decode(s: &str) -> Result<String, DsnError> {
 /// success (output: the command tag, `SELECT 1`); a refused login, an error from the query, a
 /// closed connection or silence past the timeout is a failure with the reason.
 pub async fn probe(target: &PostgresTarget, timeout: Duration) -> ProbeOutcome {
+    probe_with_stats(target, timeout).await.0
+}
+
+/// [`probe`], also answering why it failed ([`ProbeStats::failure`]).
+pub async fn probe_with_stats(
+    target: &PostgresTarget,
+    timeout: Duration,
+) -> (ProbeOutcome, ProbeStats) {
     let deadline = Instant::now() + timeout;
-    match tokio::time::timeout_at(deadline, exchange(target, deadline)).await {
-        Ok(Ok(tag)) => ProbeOutcome::completed(RawResult::Success, tag),
-        Ok(Err(reason)) => ProbeOutcome::completed(RawResult::Failure, reason),
-        Err(_) => ProbeOutcome::completed(
-            RawResult::Failure,
+    let failed = match tokio::time::timeout_at(deadline, exchange(target, deadline)).await {
+        Ok(Ok(tag)) => {
+            let ok = ProbeOutcome::completed(RawResult::Success, tag);
+            return (ok, ProbeStats::default());
+        }
+        Ok(Err(failed)) => failed,
+        Err(_) => Failed::new(
+            FailureKind::Timeout,
             format!(
                 "no answer within {} from {target}",
                 super::go_duration(timeout)
             ),
         ),
-    }
+    };
+    (
+        ProbeOutcome::completed(RawResult::Failure, failed.text),
+        ProbeStats::failed(failed.kind),
+    )
 }
 
 /// One backend message: its type byte and body.
@@ -184,7 +199,7 @@ struct Conn {
 }
 
 impl Conn {
-    async fn send(&mut self, tag: Option<u8>, body: &[u8]) -> Result<(), String> {
+    async fn send(&mut self, tag: Option<u8>, body: &[u8]) -> Result<(), Failed> {
         let mut out = Vec::with_capacity(body.len() + 5);
         out.extend(tag);
         let len = u32::try_from(body.len() + 4).map_err(|_| "message too large".to_string())?;
@@ -194,15 +209,15 @@ impl Conn {
             .get_mut()
             .write_all(&out)
             .await
-            .map_err(|e| format!("write: {}", super::os_error_text(&e)))
+            .map_err(|e| io_failed("write", &e))
     }
 
-    async fn recv(&mut self) -> Result<Message, String> {
+    async fn recv(&mut self) -> Result<Message, Failed> {
         let io_err = |e: std::io::Error| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                "server closed the connection".to_string()
+                Failed::new(FailureKind::Reset, "server closed the connection")
             } else {
-                format!("read: {}", super::os_error_text(&e))
+                io_failed("read", &e)
             }
         };
         let tag = self.io.read_u8().await.map_err(io_err)?;
@@ -211,7 +226,8 @@ impl Conn {
             return Err(format!(
                 "backend message {:?} of {len} bytes (limit {MAX_MESSAGE})",
                 tag as char
-            ));
+            )
+            .into());
         }
         let mut body = vec![0; len - 4];
         self.io.read_exact(&mut body).await.map_err(io_err)?;
@@ -219,7 +235,18 @@ impl Conn {
     }
 }
 
-async fn exchange(t: &PostgresTarget, deadline: Instant) -> Result<String, String> {
+/// An OS error during `what` (`read`, `write`), with its class.
+fn io_failed(what: &str, e: &std::io::Error) -> Failed {
+    let text = format!("{what}: {}", super::os_error_text(e));
+    Failed::new(FailureKind::of_io(e), text)
+}
+
+/// The server's answer to the login or the query was an error: the target is unhealthy.
+fn refused(body: &[u8]) -> Failed {
+    Failed::new(FailureKind::Status, error_response(body))
+}
+
+async fn exchange(t: &PostgresTarget, deadline: Instant) -> Result<String, Failed> {
     let stream = tcp::dial(&t.host, t.port, deadline, CloseStyle::Reset).await?;
     let mut c = Conn {
         io: BufReader::new(stream),
@@ -242,20 +269,20 @@ async fn exchange(t: &PostgresTarget, deadline: Instant) -> Result<String, Strin
         let m = c.recv().await?;
         match m.tag {
             b'Z' => break,
-            b'E' => return Err(error_response(&m.body)),
+            b'E' => return Err(refused(&m.body)),
             _ => {}
         }
     }
     let mut query = Vec::new();
     cstr(&mut query, &t.query);
     c.send(Some(b'Q'), &query).await?;
-    let mut result = Err("no command completed".to_string());
+    let mut result = Err(Failed::from("no command completed"));
     loop {
         let m = c.recv().await?;
         match m.tag {
             b'C' => result = Ok(cstr_text(&m.body)),
             b'I' => result = Ok("empty query".into()),
-            b'E' => result = Err(error_response(&m.body)),
+            b'E' => result = Err(refused(&m.body)),
             b'Z' => break,
             _ => {}
         }
@@ -266,7 +293,7 @@ async fn exchange(t: &PostgresTarget, deadline: Instant) -> Result<String, Strin
 }
 
 /// The authentication exchange, up to `AuthenticationOk`.
-async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), String> {
+async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), Failed> {
     let password = || {
         t.password
             .as_ref()
@@ -277,13 +304,13 @@ async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), String> {
     loop {
         let m = c.recv().await?;
         match m.tag {
-            b'E' => return Err(error_response(&m.body)),
+            b'E' => return Err(refused(&m.body)),
             b'R' => {}
             other => {
-                return Err(format!(
+                return Err(Failed::from(format!(
                     "unexpected message {:?} during login",
                     other as char
-                ));
+                )));
             }
         }
         let code = m
@@ -337,7 +364,7 @@ async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), String> {
                 let s = scram.as_ref().ok_or("SASL final without a SASL start")?;
                 s.verify_server(&String::from_utf8_lossy(data))?;
             }
-            Some(n) => return Err(format!("authentication method {n} is not supported")),
+            Some(n) => return Err(format!("authentication method {n} is not supported").into()),
             None => return Err("short authentication message".into()),
         }
     }

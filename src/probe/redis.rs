@@ -11,8 +11,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
 
 use super::secret::Secret;
-use super::{CloseStyle, tcp};
-use crate::outcome::{ProbeOutcome, RawResult};
+use super::{CloseStyle, ProbeStats, tcp};
+use crate::outcome::{Failed, FailureKind, ProbeOutcome, RawResult};
 
 /// The longest reply line read (a `-ERR` text included); longer replies are failures.
 pub const MAX_REPLY: usize = 512;
@@ -44,18 +44,33 @@ impl std::fmt::Display for RedisTarget {
 /// Runs `AUTH` (when a password is set) and `PING` within `timeout`: `PONG` is a success,
 /// anything else (an error reply, a closed connection, silence) a failure with the reason.
 pub async fn probe(target: &RedisTarget, timeout: Duration) -> ProbeOutcome {
-    let deadline = Instant::now() + timeout;
-    match tokio::time::timeout_at(deadline, exchange(target, deadline)).await {
-        Ok(Ok(())) => ProbeOutcome::completed(RawResult::Success, "PONG"),
-        Ok(Err(reason)) => ProbeOutcome::completed(RawResult::Failure, reason),
-        Err(_) => ProbeOutcome::completed(
-            RawResult::Failure,
-            format!("no PONG within {}", super::go_duration(timeout)),
-        ),
-    }
+    probe_with_stats(target, timeout).await.0
 }
 
-async fn exchange(target: &RedisTarget, deadline: Instant) -> Result<(), String> {
+/// [`probe`], also answering why it failed ([`ProbeStats::failure`]).
+pub async fn probe_with_stats(
+    target: &RedisTarget,
+    timeout: Duration,
+) -> (ProbeOutcome, ProbeStats) {
+    let deadline = Instant::now() + timeout;
+    let failed = match tokio::time::timeout_at(deadline, exchange(target, deadline)).await {
+        Ok(Ok(())) => {
+            let ok = ProbeOutcome::completed(RawResult::Success, "PONG");
+            return (ok, ProbeStats::default());
+        }
+        Ok(Err(failed)) => failed,
+        Err(_) => Failed::new(
+            FailureKind::Timeout,
+            format!("no PONG within {}", super::go_duration(timeout)),
+        ),
+    };
+    (
+        ProbeOutcome::completed(RawResult::Failure, failed.text),
+        ProbeStats::failed(failed.kind),
+    )
+}
+
+async fn exchange(target: &RedisTarget, deadline: Instant) -> Result<(), Failed> {
     let stream = tcp::dial(&target.host, target.port, deadline, CloseStyle::Reset).await?;
     let mut conn = BufReader::new(stream);
     if let Some(password) = &target.password {
@@ -65,7 +80,8 @@ async fn exchange(target: &RedisTarget, deadline: Instant) -> Result<(), String>
         send(&mut conn, &args).await?;
         let reply = read_line(&mut conn).await?;
         if reply != "+OK" {
-            return Err(format!("AUTH refused: {}", error_text(&reply)));
+            let text = format!("AUTH refused: {}", error_text(&reply));
+            return Err(Failed::new(FailureKind::Status, text));
         }
     }
     send(&mut conn, &["PING"]).await?;
@@ -73,12 +89,13 @@ async fn exchange(target: &RedisTarget, deadline: Instant) -> Result<(), String>
     if reply == "+PONG" {
         Ok(())
     } else {
-        Err(format!("PING answered {}", error_text(&reply)))
+        let text = format!("PING answered {}", error_text(&reply));
+        Err(Failed::new(FailureKind::Status, text))
     }
 }
 
 /// Writes `args` as a RESP array of bulk strings (the form every Redis version accepts).
-async fn send(conn: &mut BufReader<tokio::net::TcpStream>, args: &[&str]) -> Result<(), String> {
+async fn send(conn: &mut BufReader<tokio::net::TcpStream>, args: &[&str]) -> Result<(), Failed> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
     for a in args {
         out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
@@ -88,25 +105,32 @@ async fn send(conn: &mut BufReader<tokio::net::TcpStream>, args: &[&str]) -> Res
     conn.get_mut()
         .write_all(&out)
         .await
-        .map_err(|e| format!("write: {}", super::os_error_text(&e)))
+        .map_err(|e| io_failed("write", &e))
 }
 
 /// One reply line without its CRLF, at most [`MAX_REPLY`] bytes.
-async fn read_line(conn: &mut BufReader<tokio::net::TcpStream>) -> Result<String, String> {
+async fn read_line(conn: &mut BufReader<tokio::net::TcpStream>) -> Result<String, Failed> {
     let mut line = Vec::new();
     let mut limited = (&mut *conn).take(MAX_REPLY as u64 + 2);
     let n = limited
         .read_until(b'\n', &mut line)
         .await
-        .map_err(|e| format!("read: {}", super::os_error_text(&e)))?;
+        .map_err(|e| io_failed("read", &e))?;
     if n == 0 {
-        return Err("connection closed before a reply".into());
+        let text = "connection closed before a reply";
+        return Err(Failed::new(FailureKind::Reset, text));
     }
     if !line.ends_with(b"\n") {
-        return Err(format!("reply longer than {MAX_REPLY} bytes"));
+        return Err(format!("reply longer than {MAX_REPLY} bytes").into());
     }
     let text = String::from_utf8_lossy(&line);
     Ok(text.trim_end_matches(['\r', '\n']).to_string())
+}
+
+/// An OS error during `what` (`read`, `write`), with its class.
+fn io_failed(what: &str, e: &std::io::Error) -> Failed {
+    let text = format!("{what}: {}", super::os_error_text(e));
+    Failed::new(FailureKind::of_io(e), text)
 }
 
 /// An error reply without its `-`, or the unexpected reply quoted.

@@ -14,8 +14,8 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 
 use super::url::join_host_port;
-use super::{CloseStyle, os_error_text};
-use crate::outcome::{ProbeOutcome, RawResult};
+use super::{CloseStyle, ProbeStats, os_error_text};
+use crate::outcome::{Failed, FailureKind, ProbeOutcome, RawResult};
 
 /// The kubelet's probe dialer sets `SO_LINGER` to 1 s (R7.4).
 const LINGER: Duration = Duration::from_secs(1);
@@ -25,12 +25,28 @@ const LINGER: Duration = Duration::from_secs(1);
 /// A completed connect is a success with empty output, whatever the server does next; a
 /// connect error or timeout is a failure with the dial error as output.
 pub async fn probe(host: &str, port: u16, timeout: Duration, close: CloseStyle) -> ProbeOutcome {
+    probe_with_stats(host, port, timeout, close).await.0
+}
+
+/// [`probe`], also answering why it failed ([`ProbeStats::failure`]).
+pub async fn probe_with_stats(
+    host: &str,
+    port: u16,
+    timeout: Duration,
+    close: CloseStyle,
+) -> (ProbeOutcome, ProbeStats) {
     match dial(host, port, Instant::now() + timeout, close).await {
         Ok(stream) => {
             close_in_background(stream, close);
-            ProbeOutcome::completed(RawResult::Success, "")
+            (
+                ProbeOutcome::completed(RawResult::Success, ""),
+                ProbeStats::default(),
+            )
         }
-        Err(e) => ProbeOutcome::completed(RawResult::Failure, e),
+        Err(e) => (
+            ProbeOutcome::completed(RawResult::Failure, e.text),
+            ProbeStats::failed(e.kind),
+        ),
     }
 }
 
@@ -42,7 +58,7 @@ pub(crate) async fn dial(
     port: u16,
     deadline: Instant,
     close: CloseStyle,
-) -> Result<TcpStream, String> {
+) -> Result<TcpStream, Failed> {
     // An IP literal (the usual pod IP) needs no resolver, which would run on the blocking
     // pool, and no address list.
     if let Ok(ip) = host.parse::<IpAddr>() {
@@ -51,18 +67,33 @@ pub(crate) async fn dial(
     let lookup = tokio::net::lookup_host((host, port));
     let addrs = match tokio::time::timeout_at(deadline, lookup).await {
         Ok(Ok(addrs)) => addrs,
-        Ok(Err(e)) => return Err(format!("dial tcp: lookup {host}: {}", os_error_text(&e))),
-        Err(_) => return Err(format!("dial tcp: lookup {host}: i/o timeout")),
+        // A failed lookup is a DNS failure whatever the resolver's errno (EMFILE aside:
+        // the resolver could not even open its socket).
+        Ok(Err(e)) => {
+            let kind = match FailureKind::of_io(&e) {
+                FailureKind::LocalExhaustion => FailureKind::LocalExhaustion,
+                _ => FailureKind::Dns,
+            };
+            let text = format!("dial tcp: lookup {host}: {}", os_error_text(&e));
+            return Err(Failed::new(kind, text));
+        }
+        Err(_) => {
+            let text = format!("dial tcp: lookup {host}: i/o timeout");
+            return Err(Failed::new(FailureKind::Timeout, text));
+        }
     };
     let mut last = None;
     for addr in addrs {
         match dial_addr(addr, deadline, close).await {
             Ok(stream) => return Ok(stream),
-            Err(e) if e.ends_with(": i/o timeout") => return Err(e),
+            Err(e) if e.kind == FailureKind::Timeout => return Err(e),
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| format!("dial tcp {}: no addresses", join_host_port(host, port))))
+    Err(last.unwrap_or_else(|| {
+        let text = format!("dial tcp {}: no addresses", join_host_port(host, port));
+        Failed::new(FailureKind::Dns, text)
+    }))
 }
 
 /// Connects to one address before `deadline`.
@@ -70,11 +101,17 @@ async fn dial_addr(
     addr: SocketAddr,
     deadline: Instant,
     close: CloseStyle,
-) -> Result<TcpStream, String> {
+) -> Result<TcpStream, Failed> {
     match tokio::time::timeout_at(deadline, connect(addr, close)).await {
         Ok(Ok(stream)) => Ok(stream),
-        Ok(Err(e)) => Err(format!("dial tcp {addr}: connect: {}", os_error_text(&e))),
-        Err(_) => Err(format!("dial tcp {addr}: i/o timeout")),
+        Ok(Err(e)) => Err(Failed::new(
+            FailureKind::of_io(&e),
+            format!("dial tcp {addr}: connect: {}", os_error_text(&e)),
+        )),
+        Err(_) => Err(Failed::new(
+            FailureKind::Timeout,
+            format!("dial tcp {addr}: i/o timeout"),
+        )),
     }
 }
 

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use super::config::CheckSpec;
 use super::notify::Assignment;
-use crate::engine::{Instant, ProbeResult, count_result, initial_value};
-use crate::outcome::RawResult;
+use crate::engine::{Instant, ProbeResult, ThresholdCounter, initial_value};
+use crate::outcome::{Evaluation, RawResult};
 use crate::spec::ProbeType;
 
 pub use super::config::RESERVED_NAMES;
@@ -29,25 +29,6 @@ pub const MAX_TEXT: usize = 256;
 
 /// Upper bounds (seconds) of the check duration histogram.
 pub const DURATION_BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
-
-/// What one handler run produced, after the retries of errors (R6.3).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Completion {
-    /// A result, with the handler's output (the reason of a failure).
-    Completed {
-        /// The raw result.
-        raw: RawResult,
-        /// The handler's output.
-        output: String,
-        /// How long the run took.
-        duration: Duration,
-    },
-    /// Every attempt errored; thrown away like the kubelet does (R6.4), so the result ages.
-    Errored {
-        /// The last error.
-        error: String,
-    },
-}
 
 /// The cached state of one check. Mirrors a kubelet probe worker's counters
 /// (pkg/kubelet/prober/worker.go: `lastResult`, `resultRun`) and its results-manager entry.
@@ -62,10 +43,9 @@ pub struct CheckState {
     pub first_due: Instant,
     /// The published result, after the thresholds (the endpoint reads this).
     pub published: ProbeResult,
-    /// The threshold counter's last result and run length ([`count_result`]).
-    pub last_counted: ProbeResult,
-    /// Length of the run of `last_counted`.
-    pub run: u32,
+    /// The threshold rule's run ([`crate::engine::count_result`]), starting from the initial
+    /// value.
+    pub counter: ThresholdCounter,
     /// When the last completed result came.
     pub last_result_at: Option<Instant>,
     /// The last result's raw value.
@@ -96,8 +76,7 @@ impl CheckState {
             generation,
             first_due: now + spec.initial_delay() + spec.freshness(),
             published: initial,
-            last_counted: initial,
-            run: 0,
+            counter: ThresholdCounter::starting_at(initial, 0),
             last_result_at: None,
             last_raw: None,
             reason: String::new(),
@@ -113,23 +92,25 @@ impl CheckState {
 
     /// Counts one completion at `now` with the engine's threshold rule; answers whether the
     /// published result changed.
-    pub fn record(&mut self, completion: Completion, now: Instant) -> bool {
-        match completion {
-            Completion::Errored { error } => {
+    ///
+    /// An evaluation whose every attempt errored is discarded (R6.4), and so is one that ran
+    /// the sidecar out of descriptors or ports (it says nothing about the dependency): both
+    /// count as errors and leave the result to age.
+    pub fn record(&mut self, evaluation: Evaluation, now: Instant) -> bool {
+        match evaluation {
+            Evaluation::Errored { error } | Evaluation::Exhausted { error } => {
                 self.errors += 1;
                 self.reason = clip(&error);
                 false
             }
-            Completion::Completed {
+            Evaluation::Completed {
                 raw,
                 output,
                 duration,
+                ..
             } => {
-                // R6.2: a warning counts as success, unknown as failure.
-                let result = match raw {
-                    RawResult::Success | RawResult::Warning => ProbeResult::Success,
-                    RawResult::Failure | RawResult::Unknown => ProbeResult::Failure,
-                };
+                // R6.2, the engine's one mapping.
+                let result = ProbeResult::from(raw);
                 if result == ProbeResult::Success {
                     self.successes += 1;
                 } else {
@@ -144,13 +125,9 @@ impl CheckState {
                 }
                 self.duration_sum += secs;
                 let t = &self.spec.timing;
-                let publish = count_result(
-                    &mut self.last_counted,
-                    &mut self.run,
-                    result,
-                    t.success_threshold,
-                    t.failure_threshold,
-                );
+                let publish = self
+                    .counter
+                    .count(result, t.success_threshold, t.failure_threshold);
                 if publish && self.published != result {
                     self.published = result;
                     self.transitions += 1;
@@ -507,18 +484,22 @@ checks:
         (checks, policy)
     }
 
-    fn ok(out: &str) -> Completion {
-        Completion::Completed {
+    fn ok(out: &str) -> Evaluation {
+        Evaluation::Completed {
             raw: RawResult::Success,
             output: out.into(),
+            failure: None,
+            http_status: None,
             duration: Duration::from_millis(2),
         }
     }
 
-    fn fail(out: &str) -> Completion {
-        Completion::Completed {
+    fn fail(out: &str) -> Evaluation {
+        Evaluation::Completed {
             raw: RawResult::Failure,
             output: out.into(),
+            failure: Some(crate::outcome::FailureKind::Refused),
+            http_status: None,
             duration: Duration::from_secs(1),
         }
     }
@@ -717,7 +698,7 @@ checks:
     fn errors_are_discarded_and_histograms_count_durations() {
         let (mut checks, _) = setup();
         assert!(!checks[0].record(
-            Completion::Errored {
+            Evaluation::Errored {
                 error: "boom".into()
             },
             at(1)

@@ -1,5 +1,6 @@
-//! The sidecar's moving parts on tokio: one task per check on its own timer, the cache they
-//! write, the notify socket reader, and reloads.
+//! The sidecar's moving parts on tokio: one task per check on its own ticker (the pure
+//! [`Ticker`] of `engine::ticker`, jittered like the kubelet's workers), the cache they write,
+//! the notify socket reader, and reloads.
 //!
 //! Endpoints read the cache under a mutex held only to copy or evaluate, never across an
 //! await, so an answer never waits on a dependency: a hung database makes its check's task
@@ -13,15 +14,13 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::config::{CheckSpec, Handler, SidecarConfig};
-use super::health::{self, AppState, CheckState, Completion, Policy, Report};
+use super::health::{self, AppState, CheckState, Policy, Report};
 use super::notify::{Listener, Received};
 use crate::engine::Instant;
-use crate::outcome::ProbeOutcome;
-use crate::probe::{ProbeConfig, ProbeTarget};
+use crate::engine::ticker::{self, Ticker};
+use crate::outcome::Evaluation;
+use crate::probe::{ProbeConfig, ProbeTarget, evaluate};
 use crate::spec::ProbeType;
-
-/// Attempts per evaluation while the handler errors (R6.3).
-const MAX_ATTEMPTS: usize = 3;
 
 /// Everything the endpoints read.
 #[derive(Debug)]
@@ -53,6 +52,9 @@ pub struct State {
 pub struct Shared {
     state: Mutex<State>,
     origin: tokio::time::Instant,
+    /// Seeds the checks' start-up jitter: per process, so that the sidecars of many pods
+    /// started together do not probe a shared dependency in step.
+    seed: u64,
     generation: AtomicU64,
     /// The endpoints' answers, re-evaluated on every change and every second (statuses also
     /// change with time alone: watchdog age, staleness); gRPC `Watch` streams read it and wake
@@ -83,6 +85,10 @@ impl Shared {
                 kube: Default::default(),
             }),
             origin: tokio::time::Instant::now(),
+            seed: {
+                use std::hash::BuildHasher;
+                std::collections::hash_map::RandomState::new().hash_one(std::process::id())
+            },
             generation: AtomicU64::new(0),
             statuses: tokio::sync::watch::channel(Default::default()).0,
             stop_requested: tokio::sync::Notify::new(),
@@ -125,7 +131,7 @@ impl Shared {
     }
 
     /// Records a check's completion, if `generation` is still that check's.
-    fn record(&self, generation: u64, completion: Completion) {
+    fn record(&self, generation: u64, completion: Evaluation) {
         let now = self.now();
         let mut s = self.state();
         if let Some(c) = s.checks.iter_mut().find(|c| c.generation == generation) {
@@ -237,9 +243,39 @@ impl Checks {
     }
 }
 
-/// One check's loop: wait `initialDelaySeconds`, then run every `periodSeconds`; a run never
-/// overlaps the previous one (a run longer than the period delays the next, like the kubelet's
-/// worker).
+/// When a check runs, as a pure [`Ticker`]: `initialDelaySeconds` after `start`, then a jitter
+/// in `[0, periodSeconds)` (R3.6, from `seed` and the check's name), then every
+/// `periodSeconds` (at least 1 s) on a fixed grid (R3.5).
+pub fn schedule(spec: &CheckSpec, seed: u64, start: Instant) -> Ticker {
+    let period = spec.period().max(Duration::from_secs(1));
+    let first = ticker::first_tick(seed, &spec.name, period, start + spec.initial_delay());
+    Ticker::new(first, period)
+}
+
+/// Runs `check` at every tick of `ticker` on tokio's clock (`origin` is the ticker's zero),
+/// for ever. A run never overlaps the previous one: ticks that fall due during a run coalesce
+/// into one run at its end, and the grid keeps its phase (R3.4, R3.5), like the kubelet's
+/// worker.
+pub async fn run_on_schedule<F, Fut>(origin: tokio::time::Instant, mut ticker: Ticker, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    loop {
+        tokio::time::sleep_until(origin + ticker.next_tick().since_origin()).await;
+        ticker.fire(engine_now(origin));
+        check().await;
+    }
+}
+
+/// Tokio's clock now as an engine [`Instant`] since `origin`.
+fn engine_now(origin: tokio::time::Instant) -> Instant {
+    let d = tokio::time::Instant::now().saturating_duration_since(origin);
+    Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// One check's task: its [`schedule`], each run an evaluation ([`run_check`]) recorded in the
+/// cache.
 fn spawn_check(
     shared: Arc<Shared>,
     spec: CheckSpec,
@@ -247,9 +283,7 @@ fn spawn_check(
     allow_link_local: bool,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        tokio::time::sleep(spec.initial_delay()).await;
-        let mut ticker = tokio::time::interval(spec.period().max(Duration::from_secs(1)));
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let ticker = schedule(&spec, shared.seed, shared.now());
         let cfg = ProbeConfig::default();
         let target = ProbeTarget {
             host: super::config::DEFAULT_HOST.to_string(),
@@ -257,41 +291,31 @@ fn spawn_check(
         };
         // The link-local guard of `run` and `check`: such a check never connects.
         let refused = spec.handler.link_local().filter(|_| !allow_link_local);
-        loop {
-            ticker.tick().await;
-            let completion = match refused {
-                Some(addr) => Completion::Errored {
+        let origin = shared.origin;
+        run_on_schedule(origin, ticker, || async {
+            let evaluation = match refused {
+                Some(addr) => Evaluation::Errored {
                     error: crate::probe::link_local::refusal(addr),
                 },
                 None => run_check(&spec, &target, &cfg).await,
             };
-            shared.record(generation, completion);
-        }
+            shared.record(generation, evaluation);
+        })
+        .await;
     })
 }
 
-/// Runs a check's handler once, retrying errors (R6.3).
-pub async fn run_check(spec: &CheckSpec, target: &ProbeTarget, cfg: &ProbeConfig) -> Completion {
-    let start = tokio::time::Instant::now();
-    let mut last = String::new();
-    for _ in 0..MAX_ATTEMPTS {
-        let outcome = match &spec.handler {
-            Handler::Probe(p) => crate::probe::run_probe(p, target, cfg).await,
-            Handler::Postgres(t) => crate::probe::postgres::probe(t, spec.timeout()).await,
-            Handler::Redis(t) => crate::probe::redis::probe(t, spec.timeout()).await,
-        };
-        match outcome {
-            ProbeOutcome::Completed { result, output } => {
-                return Completion::Completed {
-                    raw: result,
-                    output,
-                    duration: start.elapsed(),
-                };
-            }
-            ProbeOutcome::Errored { error, .. } => last = error,
+/// One evaluation of a check: its handler with the R6.3 retries ([`evaluate`]).
+pub async fn run_check(spec: &CheckSpec, target: &ProbeTarget, cfg: &ProbeConfig) -> Evaluation {
+    match &spec.handler {
+        Handler::Probe(p) => evaluate(|| crate::probe::run_probe_with_stats(p, target, cfg)).await,
+        Handler::Postgres(t) => {
+            evaluate(|| crate::probe::postgres::probe_with_stats(t, spec.timeout())).await
+        }
+        Handler::Redis(t) => {
+            evaluate(|| crate::probe::redis::probe_with_stats(t, spec.timeout())).await
         }
     }
-    Completion::Errored { error: last }
 }
 
 /// Reads the notify socket for ever (a failing read is logged and retried).
@@ -458,11 +482,81 @@ mod tests {
         // A late result of the stopped run is ignored.
         shared.record(
             before[1],
-            Completion::Errored {
+            Evaluation::Errored {
                 error: "late".into(),
             },
         );
         assert_eq!(shared.state().checks[1].errors, 0);
         checks.stop();
+    }
+
+    /// R3.5, R3.6 for the sidecar's checks, in virtual time (tokio's paused clock): the first
+    /// run after `initialDelaySeconds` plus a seeded jitter within the period, then runs
+    /// exactly on the period grid; a run longer than the period never overlaps the next one,
+    /// the ticks it outlasted coalesce into one run at its end, and the grid keeps its phase.
+    #[tokio::test(start_paused = true)]
+    async fn r3_5_r3_6_checks_run_on_a_jittered_grid_without_overlap() {
+        use std::sync::Mutex;
+        let spec = load_str(
+            "t.yaml",
+            "checks:\n- name: db\n  probe: {tcpSocket: {port: 5432}, initialDelaySeconds: 3, periodSeconds: 2}\n",
+        )
+        .unwrap()
+        .config
+        .checks
+        .remove(0);
+        let origin = tokio::time::Instant::now();
+        let ticker = schedule(&spec, 42, Instant::ZERO);
+        let first = ticker.next_tick();
+        // Jitter: within [initial delay, initial delay + period), seeded.
+        assert!(
+            first >= Instant::from_secs(3) && first < Instant::from_secs(5),
+            "{first:?}"
+        );
+        assert_eq!(schedule(&spec, 42, Instant::ZERO), ticker);
+        assert_ne!(schedule(&spec, 43, Instant::ZERO).next_tick(), first);
+        // Runs of 10 ms, except the third, which takes 4.5 s (over two periods).
+        let runs: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
+        let seen = runs.clone();
+        let task = tokio::spawn(run_on_schedule(origin, ticker, move || {
+            let seen = seen.clone();
+            async move {
+                let start = engine_now(origin);
+                let n = seen.lock().unwrap().len();
+                let took = if n == 2 { 4_500 } else { 10 };
+                tokio::time::sleep(Duration::from_millis(took)).await;
+                seen.lock().unwrap().push((start, engine_now(origin)));
+            }
+        }));
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        task.abort();
+        let runs = runs.lock().unwrap().clone();
+        // tokio's timer fires on whole milliseconds: the first run is at the jittered tick
+        // rounded up to the next one, and the grid follows from there.
+        let lag = runs[0].0.saturating_duration_since(first);
+        assert!(
+            runs[0].0 >= first && lag < Duration::from_millis(1),
+            "{lag:?}"
+        );
+        let starts: Vec<Duration> = runs
+            .iter()
+            .map(|(s, _)| s.saturating_duration_since(first) - lag)
+            .collect();
+        let ms = Duration::from_millis;
+        // 0, 2 s, 4 s (slow, until 8.5 s: ticks at 6 s and 8 s coalesce), 8.5 s, then 10 s on.
+        assert_eq!(
+            &starts[..6],
+            [
+                ms(0),
+                ms(2_000),
+                ms(4_000),
+                ms(8_500),
+                ms(10_000),
+                ms(12_000)
+            ]
+        );
+        for pair in runs.windows(2) {
+            assert!(pair[1].0 >= pair[0].1, "overlap: {pair:?}");
+        }
     }
 }

@@ -938,15 +938,9 @@ fn grpc_status(g: GrpcStatus) -> ProbeOutcome {
     }
 }
 
-/// True when an outcome counts as healthy (success or warning, R6.2).
+/// True when an outcome counts as healthy (success or warning, R6.2: the engine's mapping).
 pub fn is_good(outcome: &ProbeOutcome) -> bool {
-    matches!(
-        outcome,
-        ProbeOutcome::Completed {
-            result: RawResult::Success | RawResult::Warning,
-            ..
-        }
-    )
+    crate::engine::ProbeResult::counted(outcome) == Some(crate::engine::ProbeResult::Success)
 }
 
 #[cfg(test)]
