@@ -2,7 +2,7 @@
 //! event store or the terminal. The supervisor runs under tokio's paused clock, so the
 //! minutes of back-off below pass in no real time; start failures are real `spawn` errors.
 
-use probelet::driver::real::{Line, Supervisor, SupervisorConfig};
+use probelet::driver::{Line, Supervisor, SupervisorConfig};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 use super::run::{EventFormat, format_line, reap_orphans, supervisor_config, supervisor_runtime};
 use clap::Args as ClapArgs;
 use probelet::display::terminal;
-use probelet::driver::real::{Line, Supervisor};
+use probelet::driver::{Line, Supervisor};
 use probelet::node::{NodeConfig, PodNetworkMode, kubelet::KubeletTls};
 use std::io::Write;
 use std::path::PathBuf;

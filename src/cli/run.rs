@@ -3,8 +3,8 @@
 
 use clap::Args as ClapArgs;
 use probelet::display::terminal;
-use probelet::driver::real::{Line, Supervisor, SupervisorConfig};
 use probelet::driver::view::LiveView;
+use probelet::driver::{Line, Supervisor, SupervisorConfig};
 use probelet::engine::backoff::BackoffPolicy;
 use probelet::spec::load;
 use probelet::spec::validate::validate_template;

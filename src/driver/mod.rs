@@ -6,8 +6,11 @@
 //! * [`virtual_driver`]: virtual time, scripted targets and processes (tests, `simulate`).
 
 pub mod hooks;
-pub mod real;
+mod real;
 pub mod view;
 pub mod virtual_driver;
 
+pub use real::{
+    FILTERED_NOTE, LOG_BYTES, Line, NodeSink, PodCommand, StatusRow, Supervisor, SupervisorConfig,
+};
 pub use virtual_driver::{ProbeCall, ProcessBehaviour, ProcessCall, VirtualDriver};

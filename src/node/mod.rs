@@ -22,7 +22,7 @@ pub mod service_account;
 pub mod state;
 pub mod status;
 
-use crate::driver::real::Supervisor;
+use crate::driver::Supervisor;
 use client::NodeError;
 use std::path::PathBuf;
 use std::sync::Arc;
