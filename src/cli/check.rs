@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use k8s_openapi::api::core::v1::{Container, Probe};
+use probelet::engine::ProbeResult;
 use probelet::outcome::{ProbeOutcome, RawResult};
 use probelet::probe::http::HttpTarget;
 use probelet::probe::link_local;
@@ -212,11 +213,10 @@ pub fn run(args: Args, manifests: Option<ManifestLoader>) -> ExitCode {
         _ => outcome,
     };
     println!("{}", render(&outcome, elapsed, args.output));
-    match outcome {
-        ProbeOutcome::Completed {
-            result: RawResult::Success | RawResult::Warning,
-            ..
-        } => ExitCode::SUCCESS,
+    // R6.2, the engine's one mapping: a warning is healthy; an error counts as unhealthy here
+    // (one call, no retry: a HEALTHCHECK has to answer).
+    match ProbeResult::counted(&outcome) {
+        Some(ProbeResult::Success) => ExitCode::SUCCESS,
         _ => ExitCode::from(1),
     }
 }
