@@ -182,15 +182,23 @@ pub async fn register(client: &kube::Client, id: &NodeIdentity) -> Result<core::
         .await?;
     }
     // The status goes through its subresource (a create may drop it).
-    let what = format!("writing the status of node {}", id.name);
-    let body = serde_json::json!({ "status": node_status(id) });
-    retry(5, || async {
-        nodes
-            .patch_status(&id.name, &PatchParams::default(), &Patch::Strategic(&body))
-            .await
-            .map_err(|e| NodeError::from_kube(&what, e))
-    })
-    .await
+    let status = node_status(id);
+    retry(5, || write_status(&nodes, &id.name, &status)).await
+}
+
+/// Writes `status` through the node's status subresource (a strategic merge patch: conditions
+/// merge by type).
+async fn write_status(
+    nodes: &Api<core::Node>,
+    name: &str,
+    status: &core::NodeStatus,
+) -> Result<core::Node, NodeError> {
+    let what = format!("writing the status of node {name}");
+    let body = serde_json::json!({ "status": status });
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Strategic(&body))
+        .await
+        .map_err(|e| NodeError::from_kube(&what, e))
 }
 
 /// Keeps the node's status as the node sees it, like the kubelet's status loop
@@ -236,12 +244,7 @@ async fn sync_status(
     if !due && !status_changed(&current, &desired) {
         return Ok(false);
     }
-    let what = format!("writing the status of node {}", id.name);
-    let body = serde_json::json!({ "status": desired });
-    nodes
-        .patch_status(&id.name, &PatchParams::default(), &Patch::Strategic(&body))
-        .await
-        .map_err(|e| NodeError::from_kube(&what, e))?;
+    write_status(nodes, &id.name, &desired).await?;
     Ok(true)
 }
 

@@ -102,8 +102,7 @@ impl Shared {
 
     /// Now, on the engine's clock (tokio's, so paused-clock tests drive it).
     pub fn now(&self) -> Instant {
-        let d = tokio::time::Instant::now().saturating_duration_since(self.origin);
-        Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        engine_now(self.origin)
     }
 
     /// The answer of `endpoint` now.
