@@ -4,10 +4,12 @@
 //! slowloris head, a silent client, a one-byte HTTP/2 preface, a connection cap held by clients
 //! that send nothing, a response nobody reads, and (the sidecar) a gRPC body announced and
 //! never sent. Real loopback sockets; tokio's paused clock, so the timeouts pass in no real
-//! time and are measured exactly. The EMFILE half of the suite starts the real binaries under
-//! a low `ulimit -n` (tests/server_edge_bin.rs).
+//! time and are measured exactly. The EMFILE half of the suite, which lowers the process's
+//! descriptor limit, is a test binary of its own (tests/server_edge_emfile.rs).
 
 mod common;
+
+use common::edge_servers::{ALL, Server};
 
 use probelet::server::ServerLimits;
 use std::sync::Arc;
@@ -15,69 +17,6 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
-
-/// The servers under test.
-#[derive(Debug, Clone, Copy)]
-enum Server {
-    Api,
-    Monitor,
-    Sidecar,
-}
-
-const ALL: [Server; 3] = [Server::Api, Server::Monitor, Server::Sidecar];
-
-impl Server {
-    /// A path that answers 200 at once.
-    fn health(self) -> &'static str {
-        match self {
-            Server::Api => "/version",
-            Server::Monitor => "/healthz",
-            Server::Sidecar => "/livez",
-        }
-    }
-
-    /// Starts the server on a loopback port with `limits`; its port.
-    async fn start(self, limits: ServerLimits) -> u16 {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        match self {
-            Server::Api => {
-                use probelet::api::store::Publisher;
-                use probelet::api::tls::{DualListener, ServerIdentity};
-                let identity = ServerIdentity::self_signed(addr).unwrap();
-                let (control, control_rx) = tokio::sync::mpsc::unbounded_channel();
-                std::mem::forget(control_rx); // the control channel stays open
-                let publisher = Publisher::new(Arc::default(), "t".into(), "n".into(), control);
-                let listener = DualListener::new(listener, &identity).unwrap();
-                tokio::spawn(probelet::api::connections::serve_with(
-                    listener,
-                    publisher.store(),
-                    limits,
-                ));
-            }
-            Server::Monitor => {
-                // As `probelet monitor` serves it (cli/monitor.rs).
-                let config = probelet::monitor::runner::MonitorConfig::default();
-                let shared = probelet::monitor::runner::Shared::new(&config, "targets.yaml");
-                tokio::spawn(probelet::server::serve(
-                    listener,
-                    probelet::monitor::http::router(shared),
-                    probelet::server::Protocols::Http1,
-                    limits,
-                ));
-            }
-            Server::Sidecar => {
-                let loaded =
-                    probelet::sidecar::config::load_str("s.yaml", "listen: 127.0.0.1:0\n").unwrap();
-                let shared = probelet::sidecar::runner::Shared::new(&loaded.config);
-                tokio::spawn(probelet::sidecar::server::serve_with(
-                    listener, shared, limits,
-                ));
-            }
-        }
-        addr.port()
-    }
-}
 
 /// Small limits so that the cap is reached with few sockets; the timeouts are the defaults.
 fn limits() -> ServerLimits {

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test crate uses its own subset
 
 pub mod cluster;
+pub mod edge_servers;
 pub mod hostile;
 pub mod json_lines;
 
