@@ -556,10 +556,7 @@ impl Manager {
         // Ticks that fired while probing coalesce into one (R3.5).
         if w.next_tick <= now {
             w.tick_pending = true;
-            let period = w.timing.period();
-            while w.next_tick <= now {
-                w.next_tick = w.next_tick + period;
-            }
+            w.next_tick = super::ticker::advance_past(w.next_tick, w.timing.period(), now);
         }
         let probe_type = w.probe_type;
         let container_index = w.container as usize;

@@ -9,8 +9,8 @@
 //! * ticks that fall due while a probe runs coalesce into one, run as soon as it ends, never a
 //!   burst; the grid keeps its phase (R3.5).
 //!
-//! The engine's own workers keep this state inside `Worker` (they also hold, trigger and
-//! follow container restarts), with the same rules.
+//! The engine's own workers keep their next tick inside `Worker` (they also hold, trigger and
+//! follow container restarts) and move it on the grid with [`advance_past`].
 
 use std::time::Duration;
 

@@ -118,10 +118,7 @@ impl Manager {
             return; // Ticks while probing are accounted for when the probe completes.
         }
         w.phase = Phase::Idle;
-        let period = w.timing.period();
-        while w.next_tick <= at {
-            w.next_tick = w.next_tick + period;
-        }
+        w.next_tick = crate::engine::ticker::advance_past(w.next_tick, w.timing.period(), at);
         self.evaluate(id, at);
     }
 
