@@ -5,6 +5,9 @@
 //!
 //! The pods here are created by kubectl and stay Pending (no node): the gate writer and the
 //! webhook act on the API objects, which is all they touch.
+//!
+//! A test binary of its own (not a module of tests/it/): its control plane lives as long as the
+//! process, and tests/node_e2e.rs's nodes would run these Pending pods on a shared one.
 
 mod alerts_support;
 mod common;

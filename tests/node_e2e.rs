@@ -5,6 +5,10 @@
 //!
 //! The control plane's binaries are built by `.ci/run` (`scripts/control-plane build`) before
 //! the tests; on a machine where they are not built yet, the first test builds them.
+//!
+//! A test binary of its own (not a module of tests/it/): its control plane lives as long as the
+//! process, and tests here restart its API server and count its status writes, which other
+//! modules' tests sharing it would disturb.
 
 mod common;
 
