@@ -265,10 +265,9 @@ const TABLE: &[(&str, How)] = &[
         Not("the build .ci/run starts with (minutes the first time); every test's `up` reuses it"),
     ),
     (
-        "cargo test --test it control_plane::",
+        "cargo test --test it -- control_plane:: node_e2e::",
         Not("the tests themselves"),
     ),
-    ("cargo test --test node_e2e", Not("the tests themselves")),
     // docs/node.md
     (
         "scripts/control-plane node-cert /tmp/cp mynode",

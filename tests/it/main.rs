@@ -3,10 +3,8 @@
 //! `cargo test --test it run_e2e::`). One binary links the whole probelet library once instead
 //! of once per file (issue 25 item 4: the test loop after a change to the library).
 //!
-//! Three tests are binaries of their own, because they need a process to themselves:
-//! tests/server_edge_emfile.rs lowers the process's descriptor limit; tests/kubernetes_e2e.rs
-//! and tests/node_e2e.rs each own one control plane for the life of their process
-//! (tests/common/cluster.rs), which the other cannot share.
+//! One test is a binary of its own, because it needs the process to itself:
+//! tests/server_edge_emfile.rs lowers the process's descriptor limit.
 
 #[path = "../alerts_support/mod.rs"]
 mod alerts_support;
@@ -31,6 +29,7 @@ mod docs_commands;
 mod engine;
 mod event_storm;
 mod kubeconfig_concurrent;
+mod kubernetes_e2e;
 mod lint_cli;
 mod lint_corpus;
 mod lint_fuzz;
@@ -38,6 +37,7 @@ mod lint_rules;
 mod monitor_e2e;
 mod monitor_etcd;
 mod monitor_hostile;
+mod node_e2e;
 mod pod_network;
 mod probe;
 mod rules;

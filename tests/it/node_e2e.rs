@@ -1,30 +1,26 @@
 //! `probelet node` under a real control plane (issue 29 items 2–3): etcd, kube-apiserver,
-//! kube-controller-manager and kube-scheduler started by `scripts/control-plane` (once for this
-//! test binary, stopped at its exit), the real `kubectl`, and `probelet node` processes, one per
-//! test, each test in its own namespace with its pods on its own node.
+//! kube-controller-manager and kube-scheduler started by `scripts/control-plane` (once for these
+//! tests, stopped when the test binary exits), the real `kubectl`, and `probelet node` processes,
+//! one per test, each test in its own namespace with its pods on its own node.
 //!
 //! The control plane's binaries are built by `.ci/run` (`scripts/control-plane build`) before
 //! the tests; on a machine where they are not built yet, the first test builds them.
-//!
-//! A test binary of its own (not a module of tests/it/): its control plane lives as long as the
-//! process, and tests here restart its API server and count its status writes, which other
-//! modules' tests sharing it would disturb.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The control plane this binary's tests share.
 use common::cluster::Cluster;
 
 fn script() -> PathBuf {
     common::cluster::script()
 }
 
-/// The control plane of this test binary, started on first use.
+/// The control plane these tests share (not kubernetes_e2e's: tests/common/cluster.rs says
+/// why), started on first use.
 fn cluster() -> &'static Cluster {
     common::cluster::cluster("probelet-node-e2e")
 }

@@ -1,17 +1,14 @@
 //! Issue 30 against the real pieces: a control plane started by `scripts/control-plane` (etcd,
-//! kube-apiserver, kube-controller-manager, kube-scheduler; once for this test binary), the
+//! kube-apiserver, kube-controller-manager, kube-scheduler; once for these tests), the
 //! real `kubectl`, a real Alertmanager, and `probelet sidecar` / `probelet alerts webhook`
 //! processes. Each test has its own namespace.
 //!
 //! The pods here are created by kubectl and stay Pending (no node): the gate writer and the
 //! webhook act on the API objects, which is all they touch.
-//!
-//! A test binary of its own (not a module of tests/it/): its control plane lives as long as the
-//! process, and tests/node_e2e.rs's nodes would run these Pending pods on a shared one.
 
-mod alerts_support;
-mod common;
-mod deps_support;
+use crate::alerts_support;
+use crate::common;
+use crate::deps_support;
 
 use alerts_support::{Alertmanager, Killed, TcpTarget, free_port, wait_for};
 use serde_json::Value;
@@ -21,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
 
-/// The control plane of this test binary, started on first use.
+/// The control plane of these tests (not node_e2e's: tests/common/cluster.rs says why),
+/// started on first use.
 fn cluster() -> &'static Cluster {
     common::cluster::cluster("probelet-k8s-e2e")
 }
