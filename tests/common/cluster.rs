@@ -1,10 +1,10 @@
 //! Real control planes (`scripts/control-plane up`), one per name, started on first use and
 //! stopped (`down`) when the test binary exits: the fixture of the Kubernetes-mode tests.
 //!
-//! Each module that needs one asks for its own by name (tests/it/node_e2e.rs and
-//! tests/it/kubernetes_e2e.rs share the `it` binary, never a control plane): node_e2e restarts
-//! its API server and counts its status writes, and a node it registers would run the Pending
-//! pods kubernetes_e2e keeps on its control plane.
+//! Each module that needs one asks for its own by name (node_e2e and kubernetes_e2e share the
+//! `kubernetes` test binary, never a control plane): node_e2e restarts its API server and
+//! counts its status writes, and a node it registers would run the Pending pods kubernetes_e2e
+//! keeps on its control plane.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -264,10 +264,7 @@ const TABLE: &[(&str, How)] = &[
         "scripts/control-plane build",
         Not("the build .ci/run starts with (minutes the first time); every test's `up` reuses it"),
     ),
-    (
-        "cargo test --test it -- control_plane:: node_e2e::",
-        Not("the tests themselves"),
-    ),
+    ("cargo test --test kubernetes", Not("the tests themselves")),
     // docs/node.md
     (
         "scripts/control-plane node-cert /tmp/cp mynode",

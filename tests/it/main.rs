@@ -3,8 +3,11 @@
 //! `cargo test --test it run_e2e::`). One binary links the whole probelet library once instead
 //! of once per file (issue 25 item 4: the test loop after a change to the library).
 //!
-//! One test is a binary of its own, because it needs the process to itself:
-//! tests/server_edge_emfile.rs lowers the process's descriptor limit.
+//! Two more test binaries: tests/server_edge_emfile.rs, because it lowers the process's
+//! descriptor limit; and tests/kubernetes/, the modules that start control planes
+//! (control_plane, kubernetes_e2e, node_e2e): four servers starting and nodes running pods load
+//! both cores, and here they would run next to the tests that bound latencies
+//! (monitor_hostile's attacks, the sidecar's floods).
 
 #[path = "../alerts_support/mod.rs"]
 mod alerts_support;
@@ -24,12 +27,10 @@ mod calibrate_e2e;
 mod check_link_local;
 mod cli_check;
 mod containment;
-mod control_plane;
 mod docs_commands;
 mod engine;
 mod event_storm;
 mod kubeconfig_concurrent;
-mod kubernetes_e2e;
 mod lint_cli;
 mod lint_corpus;
 mod lint_fuzz;
@@ -37,7 +38,6 @@ mod lint_rules;
 mod monitor_e2e;
 mod monitor_etcd;
 mod monitor_hostile;
-mod node_e2e;
 mod pod_network;
 mod probe;
 mod rules;
