@@ -1,9 +1,15 @@
-//! One real control plane per test binary (`scripts/control-plane up`), started on first use
-//! and stopped (`down`) when the binary exits: the fixture of the Kubernetes-mode tests.
+//! Real control planes (`scripts/control-plane up`), one per name, started on first use and
+//! stopped (`down`) when the test binary exits: the fixture of the Kubernetes-mode tests.
+//!
+//! Each module that needs one asks for its own by name (node_e2e and kubernetes_e2e share the
+//! `kubernetes` test binary, never a control plane): node_e2e restarts its API server and
+//! counts its status writes, and a node it registers would run the Pending pods kubernetes_e2e
+//! keeps on its control plane.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, Once};
 
 /// A running control plane.
 pub struct Cluster {
@@ -13,7 +19,8 @@ pub struct Cluster {
     pub kubeconfig: PathBuf,
 }
 
-static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+/// The control planes this process started, by name; each lives until the process exits.
+static CLUSTERS: Mutex<BTreeMap<&'static str, &'static Cluster>> = Mutex::new(BTreeMap::new());
 
 /// `scripts/control-plane`.
 pub fn script() -> PathBuf {
@@ -21,29 +28,38 @@ pub fn script() -> PathBuf {
 }
 
 extern "C" fn down_at_exit() {
-    if let Some(c) = CLUSTER.get() {
+    let clusters = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
+    for c in clusters.values() {
         let _ = Command::new(script()).arg("down").arg(&c.dir).output();
         let _ = std::fs::remove_dir_all(&c.dir);
     }
 }
 
-/// Starts the control plane on first use, in a directory named `name` plus the process ID;
-/// `down` runs when the test binary exits.
-pub fn cluster(name: &str) -> &'static Cluster {
-    CLUSTER.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = Command::new(script()).arg("up").arg(&dir).output().unwrap();
-        assert!(
-            out.status.success(),
-            "control-plane up: {}",
-            super::output_text(&out)
-        );
-        // SAFETY: registering a plain function with no captured state.
-        unsafe { libc::atexit(down_at_exit) };
-        Cluster {
-            kubeconfig: dir.join("kubeconfig"),
-            dir,
-        }
-    })
+/// The control plane named `name`, started on first use in a directory named `name` plus the
+/// process ID; `down` runs when the test binary exits. One start at a time (the lock is held
+/// while it starts): four servers starting are a lot for 2 cores.
+pub fn cluster(name: &'static str) -> &'static Cluster {
+    static AT_EXIT: Once = Once::new();
+    let mut clusters = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = clusters.get(name) {
+        return c;
+    }
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(script()).arg("up").arg(&dir).output().unwrap();
+    assert!(
+        out.status.success(),
+        "control-plane up: {}",
+        super::output_text(&out)
+    );
+    // SAFETY: registering a plain function with no captured state.
+    AT_EXIT.call_once(|| unsafe {
+        libc::atexit(down_at_exit);
+    });
+    let c: &'static Cluster = Box::leak(Box::new(Cluster {
+        kubeconfig: dir.join("kubeconfig"),
+        dir,
+    }));
+    clusters.insert(name, c);
+    c
 }

@@ -1,6 +1,6 @@
 //! The three servers probelet runs (the API of `run`, the monitor's status page, the sidecar),
 //! started in-process on a loopback port with chosen limits, as their commands serve them: the
-//! shared hostile suites (tests/server_edge.rs, tests/server_edge_emfile.rs) run against each.
+//! shared hostile suites (tests/it/server_edge.rs, tests/server_edge_emfile.rs) run against each.
 
 use probelet::server::ServerLimits;
 use std::sync::Arc;

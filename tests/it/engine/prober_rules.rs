@@ -1,0 +1,181 @@
+//! kubelet-semantics.md §6 and §10 as far as the engine decides them: result mapping, errors
+//! and retries, events, and what is counted (prober_test.go `TestProbe`).
+
+use super::harness::*;
+use probelet::engine::{Action, ProbeResult};
+use probelet::outcome::{ProbeOutcome, RawResult};
+use probelet::spec::ProbeType;
+use serde_json::json;
+use std::time::Duration;
+
+fn counted(d: &probelet::driver::VirtualDriver) -> Vec<(ProbeResult, Option<Duration>)> {
+    d.log()
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::ProbeCounted {
+                result, duration, ..
+            } => Some((*result, *duration)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// R6.2 / R6.5: warning counts as Success (metric `successful`) with a ProbeWarning event on
+/// every such evaluation.
+#[test]
+fn r6_2_r6_5_warning_is_success_with_event() {
+    let (mut d, _) = driver(app_pod(
+        json!({"livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 1}}),
+    ));
+    d.on_probe(|_| {
+        (
+            ProbeOutcome::completed(
+                RawResult::Warning,
+                "Probe terminated redirects, Response body: moved",
+            ),
+            Duration::ZERO,
+        )
+    });
+    d.run_until(at(20.0));
+    assert!(kills(&d).is_empty());
+    assert_eq!(
+        counted(&d),
+        vec![(ProbeResult::Success, Some(Duration::ZERO)); 2]
+    );
+    let e = events(&d);
+    assert_eq!(e.len(), 2);
+    assert_eq!(e[0].1, "ProbeWarning");
+    assert_eq!(
+        e[0].2,
+        "Liveness probe warning: Probe terminated redirects, Response body: moved"
+    );
+}
+
+/// R6.2: unknown without an error maps to Failure and is counted, with no event.
+#[test]
+fn r6_2_unknown_maps_to_failure_without_event() {
+    let (mut d, _) = driver(app_pod(
+        json!({"livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 1}}),
+    ));
+    d.on_probe(|_| {
+        (
+            ProbeOutcome::completed(RawResult::Unknown, ""),
+            Duration::ZERO,
+        )
+    });
+    d.run_until(at(10.0));
+    assert_eq!(counted(&d), vec![(ProbeResult::Failure, None)]);
+    assert!(events(&d).iter().all(|e| e.1 != "Unhealthy"));
+    assert_eq!(kills(&d).len(), 1);
+}
+
+/// R6.2: an Unhealthy event on every failing evaluation, not only at the threshold: three
+/// before a liveness kill with failureThreshold 3; an empty output ends in ": ".
+#[test]
+fn r6_2_unhealthy_event_per_failure() {
+    let (mut d, _) = driver(app_pod(
+        json!({"livenessProbe": {"exec": {"command": ["x"]}}}),
+    ));
+    d.on_probe(|_| failure(""));
+    d.run_until(at(30.0));
+    let e = events(&d);
+    let unhealthy: Vec<_> = e.iter().filter(|e| e.1 == "Unhealthy").collect();
+    assert_eq!(unhealthy.len(), 3);
+    assert_eq!(unhealthy[0].2, "Liveness probe failed: ");
+    assert_eq!(e.iter().filter(|e| e.1 == "Killing").count(), 1);
+}
+
+/// R6.3: a handler error is retried within the evaluation, up to three calls; an error then a
+/// success counts the success.
+#[test]
+fn r6_3_errors_retried_three_times() {
+    let (mut d, id) = driver(app_pod(
+        json!({"readinessProbe": {"exec": {"command": ["x"]}}}),
+    ));
+    d.on_probe(|c| {
+        if c.attempt < 3 {
+            (
+                ProbeOutcome::errored("transient"),
+                Duration::from_millis(100),
+            )
+        } else {
+            success()
+        }
+    });
+    d.run_until(at(1.0));
+    // Two evaluations at container start (see worker_rules::r3_11), three calls each.
+    assert_eq!(probe_attempts(&d, ProbeType::Readiness), 6);
+    assert!(container(&d, id, "app").ready);
+    assert!(events(&d).is_empty());
+}
+
+/// R6.3 / R6.4 / R7.24: an evaluation that errors three times is discarded (no count, no
+/// cache change) with an `errored` event; a probe that always errors never changes state.
+#[test]
+fn r6_4_always_erroring_probes_never_change_state() {
+    let probe = json!({"httpGet": {"port": "missing"}, "failureThreshold": 1});
+    let (mut d, id) = driver(app_pod(
+        json!({"livenessProbe": probe, "readinessProbe": probe}),
+    ));
+    d.on_probe(|_| {
+        (
+            ProbeOutcome::errored("port \"missing\" not found"),
+            Duration::ZERO,
+        )
+    });
+    d.run_until(at(100.0));
+    assert!(kills(&d).is_empty(), "liveness never restarts");
+    assert!(!container(&d, id, "app").ready, "readiness stays not ready");
+    assert!(
+        counted(&d).is_empty(),
+        "errored evaluations are not counted (R10.3)"
+    );
+    let e = events(&d);
+    assert_eq!(
+        e[0].2,
+        "Readiness probe errored and resulted in unknown state: port \"missing\" not found"
+    );
+    // One event per evaluation, three calls per evaluation.
+    assert_eq!(
+        probe_attempts(&d, ProbeType::Liveness),
+        3 * e.iter().filter(|e| e.2.starts_with("Liveness")).count()
+    );
+
+    let (mut d, id) = driver(app_pod(json!({"startupProbe": probe})));
+    d.on_probe(|_| (ProbeOutcome::errored("boom"), Duration::ZERO));
+    d.run_until(at(100.0));
+    assert!(kills(&d).is_empty(), "startup never kills");
+    assert!(!container(&d, id, "app").started, "startup never completes");
+}
+
+/// R10.3: one count per evaluation that returned without error; the duration only for
+/// successful results, measured from the start of the evaluation.
+#[test]
+fn r10_3_counted_results_and_durations() {
+    let (mut d, _) = driver(app_pod(
+        json!({"livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 5}}),
+    ));
+    d.on_probe(|c| {
+        if c.now.since_origin().as_secs() % 20 == 0 {
+            (
+                ProbeOutcome::completed(RawResult::Success, ""),
+                Duration::from_millis(250),
+            )
+        } else {
+            (
+                ProbeOutcome::completed(RawResult::Failure, ""),
+                Duration::from_millis(250),
+            )
+        }
+    });
+    d.run_until(at(41.0));
+    assert_eq!(
+        counted(&d),
+        vec![
+            (ProbeResult::Failure, None),
+            (ProbeResult::Success, Some(Duration::from_millis(250))),
+            (ProbeResult::Failure, None),
+            (ProbeResult::Success, Some(Duration::from_millis(250))),
+        ]
+    );
+}

@@ -1,0 +1,408 @@
+//! kubelet-semantics.md §8: what the kubelet does with results: kills, grace periods, restart
+//! policy, CrashLoopBackOff, termination.
+
+use super::harness::*;
+use probelet::driver::ProcessBehaviour;
+use probelet::engine::kill::KillReason;
+use probelet::engine::{Action, ContainerState, EngineConfig, KillRequest, PodPhase};
+use probelet::spec::ProbeType;
+use serde_json::json;
+use std::time::Duration;
+
+/// R8.1 / R8.3 / R8.5: a liveness Failure kills the container with the Killing message and the
+/// probe-level grace period.
+#[test]
+fn r8_1_r8_3_r8_5_liveness_failure_kills() {
+    let pod = pod(
+        "p",
+        json!({"terminationGracePeriodSeconds": 60, "containers": [{"name": "app",
+        "livenessProbe": {"exec": {"command": ["x"]}, "terminationGracePeriodSeconds": 5}}]}),
+    );
+    let (mut d, _) = driver(pod);
+    d.on_probe(|c| {
+        if c.instance == 0 {
+            failure("dead")
+        } else {
+            success()
+        }
+    });
+    d.run_until(at(40.0));
+    let k = kills(&d);
+    assert_eq!(k.len(), 1);
+    assert_eq!(k[0].0, 30.0);
+    assert_eq!(k[0].1.reason, KillReason::LivenessFailed);
+    assert_eq!(k[0].1.grace_period, Duration::from_secs(5));
+    assert_eq!(
+        k[0].1.message,
+        "Container app failed liveness probe, will be restarted"
+    );
+    assert!(
+        events(&d)
+            .iter()
+            .any(|e| e.1 == "Killing" && e.2 == k[0].1.message)
+    );
+}
+
+/// R8.2 / R8.4: under Never the container is killed and not restarted, and with nothing left
+/// the pod becomes Failed; under Always it restarts, the restart count grows and lastState
+/// records the killed instance (exit code 143 after SIGTERM, 137 after SIGKILL).
+#[test]
+fn r8_2_r8_4_restart_policy_and_restart_count() {
+    let never = pod(
+        "p",
+        json!({"restartPolicy": "Never", "containers": [{"name": "app",
+        "livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 1}}]}),
+    );
+    let (mut d, id) = driver(never);
+    d.on_probe(|_| failure("dead"));
+    d.run_until(at(60.0));
+    assert_eq!(
+        kills(&d)[0].1.message,
+        "Container app failed liveness probe"
+    );
+    assert_eq!(starts(&d, "app"), vec![0.0]);
+    assert_eq!(d.manager.pod_status(id).unwrap().phase, PodPhase::Failed);
+
+    let always =
+        app_pod(json!({"livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 1}}));
+    let (mut d, id) = driver(always);
+    d.on_probe(|c| {
+        if c.instance == 0 {
+            failure("dead")
+        } else {
+            success()
+        }
+    });
+    d.on_process(|_| ProcessBehaviour {
+        stop_after_sigterm: Duration::from_secs(60),
+        ..Default::default()
+    });
+    d.run_until(at(60.0));
+    let s = container(&d, id, "app");
+    assert_eq!(s.restart_count, 1);
+    let last = s.last_state.as_ref().unwrap();
+    assert_eq!(
+        (last.exit_code, last.signal),
+        (137, Some(9)),
+        "SIGKILL after the 30 s grace period"
+    );
+    assert!(matches!(s.state, ContainerState::Running { .. }));
+}
+
+/// R8.2: under OnFailure a probe kill restarts the container even if it exits 0 on SIGTERM.
+#[test]
+fn r8_2_on_failure_restarts_after_probe_kill_even_on_exit_zero() {
+    let pod = pod(
+        "p",
+        json!({"restartPolicy": "OnFailure", "containers": [{"name": "app",
+        "livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 1}}]}),
+    );
+    let (mut d, id) = driver(pod);
+    d.on_probe(|c| {
+        if c.instance == 0 {
+            failure("dead")
+        } else {
+            success()
+        }
+    });
+    d.on_process(|_| ProcessBehaviour {
+        stop_after_sigterm: Duration::from_secs(20),
+        ..Default::default()
+    });
+    d.run_until(at(10.0));
+    // The process exits 0 on SIGTERM a second later.
+    d.manager
+        .container_exited(at(11.0), id, "app", 0, None)
+        .unwrap();
+    d.run_until(at(12.0));
+    assert_eq!(starts(&d, "app"), vec![0.0, 11.0]);
+}
+
+/// R8.7–R8.12: a container that exits at once is restarted after 0, 10, 20, 40, 80, 160, 300,
+/// 300 s, waiting in CrashLoopBackOff with the kubelet's message and a BackOff event per blocked
+/// sync.
+#[test]
+fn r8_9_r8_11_r8_12_crash_loop_back_off() {
+    let (mut d, id) = driver(pod("p", json!({"containers": [{"name": "app"}]})));
+    d.on_process(|_| ProcessBehaviour {
+        exits_after: Some((Duration::ZERO, 1)),
+        ..Default::default()
+    });
+    d.run_until(at(20.0));
+    let s = container(&d, id, "app");
+    match &s.state {
+        ContainerState::Waiting { reason, message } => {
+            assert_eq!(reason, "CrashLoopBackOff");
+            assert_eq!(
+                message,
+                "back-off 20s restarting failed container=app pod=p_default(uid-p)"
+            );
+        }
+        other => panic!("expected waiting, got {other:?}"),
+    }
+    d.run_until(at(1000.0));
+    assert_eq!(
+        starts(&d, "app"),
+        vec![0.0, 0.0, 10.0, 30.0, 70.0, 150.0, 310.0, 610.0, 910.0]
+    );
+    let backoff: Vec<_> = events(&d)
+        .into_iter()
+        .filter(|e| e.1 == "BackOff")
+        .collect();
+    assert_eq!(
+        backoff[0].2,
+        "Back-off restarting failed container app in pod p_default(uid-p)"
+    );
+    assert_eq!(backoff[0].0, 0.0);
+    assert_eq!(container(&d, id, "app").restart_count, 8);
+}
+
+/// R8.11: with the kubelet's resync jitter (10 s + up to 50 %), each restart lags its back-off
+/// expiry by at most 15 s, never less than the delay.
+#[test]
+fn r8_11_restart_lag_with_resync_jitter() {
+    let config = EngineConfig {
+        sync_frequency: Duration::from_secs(86_400),
+        seed: 42,
+        ..EngineConfig::default()
+    };
+    let (mut d, _) = driver_with(config, pod("p", json!({"containers": [{"name": "app"}]})));
+    d.on_process(|_| ProcessBehaviour {
+        exits_after: Some((Duration::ZERO, 1)),
+        ..Default::default()
+    });
+    d.run_until(at(2000.0));
+    let s = starts(&d, "app");
+    let delays = [10.0, 20.0, 40.0, 80.0, 160.0, 300.0, 300.0];
+    for (i, delay) in delays.iter().enumerate() {
+        let waited = s[i + 2] - s[i + 1];
+        assert!(
+            waited >= *delay && waited <= delay + 15.0,
+            "restart {i}: waited {waited}, delay {delay}"
+        );
+    }
+}
+
+/// R8.10: an instance that ran for more than 10 minutes restarts at once and resets the delay.
+#[test]
+fn r8_10_back_off_reset_after_long_run() {
+    let (mut d, _) = driver(pod("p", json!({"containers": [{"name": "app"}]})));
+    d.on_process(|p| {
+        let run = if p.instance == 3 { 700 } else { 0 };
+        ProcessBehaviour {
+            exits_after: Some((Duration::from_secs(run), 1)),
+            ..Default::default()
+        }
+    });
+    d.run_until(at(800.0));
+    // 0, 0, 10, 30 (runs 700 s), 730 at once, then 740, 760, 800: 10 s again and doubling.
+    assert_eq!(
+        starts(&d, "app"),
+        vec![0.0, 0.0, 10.0, 30.0, 730.0, 740.0, 760.0, 800.0]
+    );
+}
+
+/// R8.13: liveness restarts go through the same back-off, measured from the instance before the
+/// killed one, so the first few restarts are immediate and CrashLoopBackOff appears once kills
+/// come faster than the delay.
+#[test]
+fn r8_13_liveness_restarts_and_back_off() {
+    let (mut d, _) = driver(app_pod(
+        json!({"livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 1}}),
+    ));
+    d.on_probe(|_| failure("dead"));
+    d.run_until(at(115.0));
+    assert_eq!(starts(&d, "app"), vec![0.0, 10.0, 20.0, 30.0, 60.0, 110.0]);
+    assert!(events(&d).iter().any(|e| e.1 == "BackOff" && e.0 == 40.0));
+}
+
+/// R8.14: a terminating pod stops liveness first (no liveness kill during the grace period),
+/// keeps probing readiness until the containers stop, then removes all workers.
+#[test]
+fn r8_14_termination_disables_liveness_keeps_readiness() {
+    let probe = json!({"exec": {"command": ["x"]}, "failureThreshold": 1});
+    let (mut d, id) = driver(app_pod(
+        json!({"livenessProbe": probe, "readinessProbe": probe}),
+    ));
+    d.on_process(|_| ProcessBehaviour {
+        stop_after_sigterm: Duration::from_secs(25),
+        ..Default::default()
+    });
+    d.run_until(at(15.0));
+    d.on_probe(|_| failure("draining"));
+    d.manager.terminate_pod(at(15.0), id, None).unwrap();
+    d.run_until(at(39.0));
+    let k = kills(&d);
+    assert_eq!(k.len(), 1);
+    assert_eq!(k[0].1.reason, KillReason::PodTerminating);
+    assert_eq!(k[0].1.message, "Stopping container app");
+    assert!(
+        !events(&d)
+            .iter()
+            .any(|e| e.2.contains("failed liveness probe"))
+    );
+    assert!(
+        probe_times(&d, "app", ProbeType::Readiness).contains(&30.0),
+        "readiness keeps probing"
+    );
+    assert!(!container(&d, id, "app").ready, "not ready while draining");
+    d.run_until(at(60.0));
+    assert_eq!(d.manager.worker_count(), 0);
+    assert!(d.manager.pod_status(id).unwrap().phase.is_terminal());
+    assert_eq!(starts(&d, "app"), vec![0.0], "never restarted");
+}
+
+/// R8.2 / R3.3: a sidecar is restarted whatever the pod's restart policy.
+#[test]
+fn r8_2_sidecar_always_restarts() {
+    let pod = pod(
+        "p",
+        json!({"restartPolicy": "Never",
+        "initContainers": [{"name": "side", "restartPolicy": "Always"}],
+        "containers": [{"name": "app"}]}),
+    );
+    let (mut d, id) = driver(pod);
+    d.run_until(at(5.0));
+    d.manager
+        .container_exited(at(5.0), id, "side", 1, None)
+        .unwrap();
+    d.run_until(at(6.0));
+    assert_eq!(starts(&d, "side"), vec![0.0, 5.0]);
+    assert!(
+        d.log()
+            .iter()
+            .any(|(_, a)| matches!(a, Action::Start { .. }))
+    );
+}
+
+/// A liveness kill of a container that ignores SIGTERM, in a pod with `spec`: the kill request
+/// and the moment the instance was SIGKILLed, both in seconds after T0.
+fn stubborn_liveness_kill(spec: serde_json::Value) -> (f64, f64, KillRequest) {
+    let (mut d, id) = driver(pod("p", spec));
+    d.on_probe(|c| {
+        if c.instance == 0 {
+            failure("dead")
+        } else {
+            success()
+        }
+    });
+    d.on_process(|_| ProcessBehaviour {
+        stop_after_sigterm: Duration::from_secs(3600),
+        ..Default::default()
+    });
+    d.run_until(at(60.0));
+    let (killed_at, kill) = kills(&d).remove(0);
+    let last = container(&d, id, "app").last_state.clone().expect("killed");
+    assert_eq!(last.exit_code, 137, "SIGKILLed after the window");
+    (killed_at, rel(last.finished_at), kill)
+}
+
+fn liveness(extra: serde_json::Value) -> serde_json::Value {
+    let mut probe = json!({"exec": {"command": ["x"]}, "failureThreshold": 1});
+    probe
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    probe
+}
+
+/// R8.6: the 2 s floor applies to every kill, not only after a preStop hook: a liveness kill with
+/// probe-level `terminationGracePeriodSeconds: 1` leaves 2 s between SIGTERM and SIGKILL.
+#[test]
+fn r8_6_probe_level_grace_of_one_second_gives_two() {
+    let (killed, sigkilled, kill) = stubborn_liveness_kill(json!({"containers": [{"name": "app",
+        "livenessProbe": liveness(json!({"terminationGracePeriodSeconds": 1}))}]}));
+    assert_eq!(kill.grace_period, Duration::from_secs(1));
+    assert_eq!(kill.grace_override, None);
+    assert_eq!(
+        kill.shutdown_window(Duration::ZERO, Duration::ZERO),
+        Duration::from_secs(2)
+    );
+    assert_eq!(sigkilled - killed, 2.0);
+}
+
+/// R8.6: a pod-level `terminationGracePeriodSeconds` of 0 or 1 gives a liveness kill 2 s too.
+#[test]
+fn r8_6_pod_level_grace_of_zero_or_one_gives_two() {
+    for pod_grace in [0, 1] {
+        let (killed, sigkilled, kill) = stubborn_liveness_kill(json!({
+            "terminationGracePeriodSeconds": pod_grace,
+            "containers": [{"name": "app", "livenessProbe": liveness(json!({}))}]}));
+        assert_eq!(kill.grace_period, Duration::from_secs(pod_grace));
+        assert_eq!(sigkilled - killed, 2.0, "pod grace {pod_grace}");
+    }
+}
+
+/// R8.6: a preStop hook that used up the whole grace period still leaves 2 s for SIGTERM.
+#[test]
+fn r8_6_pre_stop_using_up_the_grace_leaves_two() {
+    let (_, _, kill) = stubborn_liveness_kill(json!({
+        "terminationGracePeriodSeconds": 10,
+        "containers": [{"name": "app", "livenessProbe": liveness(json!({}))}]}));
+    assert_eq!(
+        kill.shutdown_window(Duration::from_secs(4), Duration::ZERO),
+        Duration::from_secs(6)
+    );
+    assert_eq!(
+        kill.shutdown_window(Duration::from_secs(10), Duration::ZERO),
+        Duration::from_secs(2)
+    );
+    assert_eq!(
+        kill.shutdown_window(Duration::from_secs(15), Duration::ZERO),
+        Duration::from_secs(2)
+    );
+}
+
+/// R8.6 (current order): a forced delete (grace 0) is the pod worker's override, never below
+/// 1 s; it replaces the grace period first and the 2 s floor comes last, so SIGKILL follows
+/// SIGTERM after 2 s.
+#[test]
+fn r8_6_forced_delete_override_of_one_second_leaves_two() {
+    let (mut d, id) = driver(app_pod(json!({})));
+    d.on_process(|_| ProcessBehaviour {
+        stop_after_sigterm: Duration::from_secs(3600),
+        ..Default::default()
+    });
+    d.run_until(at(5.0));
+    d.manager.terminate_pod(at(5.0), id, Some(0)).unwrap();
+    d.run_until(at(30.0));
+    let k = kills(&d);
+    assert_eq!(k.len(), 1);
+    assert_eq!(k[0].0, 5.0);
+    assert_eq!(k[0].1.grace_override, Some(Duration::from_secs(1)));
+    assert_eq!(k[0].1.grace().budget(), Duration::from_secs(1));
+    assert_eq!(
+        k[0].1.shutdown_window(Duration::ZERO, Duration::ZERO),
+        Duration::from_secs(2)
+    );
+    let last = container(&d, id, "app");
+    let ContainerState::Terminated(t) = &last.state else {
+        panic!("terminated: {:?}", last.state);
+    };
+    assert_eq!((t.exit_code, rel(t.finished_at)), (137, 7.0));
+}
+
+/// R8.6 (current order): a deletion's grace period replaces the pod's *before* the preStop
+/// hook: the hook's budget is the deletion grace, and its time comes off that (10 s − 4 s).
+#[test]
+fn r8_6_deletion_with_pre_stop_override_then_pre_stop_subtracted() {
+    let (mut d, id) = driver(pod(
+        "p",
+        json!({"terminationGracePeriodSeconds": 30, "containers": [{"name": "app"}]}),
+    ));
+    d.run_until(at(5.0));
+    d.manager.terminate_pod(at(5.0), id, Some(10)).unwrap();
+    d.run_until(at(30.0));
+    let (_, kill) = kills(&d).remove(0);
+    assert_eq!(kill.grace_period, Duration::from_secs(10));
+    assert_eq!(kill.grace_override, Some(Duration::from_secs(10)));
+    assert_eq!(kill.grace().budget(), Duration::from_secs(10));
+    assert_eq!(
+        kill.shutdown_window(Duration::from_secs(4), Duration::ZERO),
+        Duration::from_secs(6)
+    );
+    assert_eq!(
+        kill.shutdown_window(Duration::from_secs(9), Duration::ZERO),
+        Duration::from_secs(2)
+    );
+}

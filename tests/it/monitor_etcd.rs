@@ -1,0 +1,1124 @@
+//! `probelet monitor --etcd` end to end: a real 3-member etcd cluster (Debian's etcd 3.4) on
+//! loopback ports, real `probelet monitor` processes, and a real HTTP target server that
+//! counts the requests each target receives. Members are lost with SIGKILL and quorum with
+//! SIGSTOP. Every wait is bounded; the tests run one at a time (each starts its own cluster).
+
+use crate::common;
+use common::free_port;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use probelet::monitor::cluster::etcd::Client;
+use probelet::monitor::cluster::hrw;
+use probelet::monitor::cluster::record::{Keys, TargetRecord};
+use rustix::process::{Pid, Signal, kill_process};
+use serde_json::Value;
+
+/// The lease TTL and the probe period the tests use.
+const TTL: Duration = Duration::from_secs(2);
+const PERIOD: Duration = Duration::from_secs(1);
+/// etcd checks for expired leases every 500 ms (its lessor's run loop), so a lease ends up
+/// to that much after its TTL; and 500 ms for the watch, the rebalance and a loaded machine.
+const TAKEOVER_SLACK: Duration = Duration::from_millis(1000);
+
+/// One cluster at a time: three etcd members and several monitors are a lot for 2 cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn signal(child: &Child, sig: Signal) {
+    let pid = Pid::from_raw(child.id() as i32).unwrap();
+    let _ = kill_process(pid, sig);
+}
+
+fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    common::poll_until(what, timeout, Duration::from_millis(50), f)
+}
+
+/// A plain HTTP GET on loopback: status and body.
+fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n")?.1.to_string();
+    Some((code, body))
+}
+
+/// A real 3-member etcd cluster on loopback, with its data in a temporary directory.
+struct Etcd {
+    members: Vec<Child>,
+    client_urls: Vec<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Etcd {
+    fn start() -> Etcd {
+        // On tmpfs when there is one: etcd syncs its log on every write, and a loaded disk
+        // would make the test about the disk.
+        let dir = tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap();
+        let peers: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let clients: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let cluster: Vec<String> = peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("e{i}=http://127.0.0.1:{p}"))
+            .collect();
+        let token = format!("probelet-test-{}", clients[0]);
+        let members = (0..3)
+            .map(|i| {
+                let log = std::fs::File::create(dir.path().join(format!("e{i}.log"))).unwrap();
+                Command::new("etcd")
+                    .args([
+                        "--name",
+                        &format!("e{i}"),
+                        "--data-dir",
+                        &dir.path().join(format!("e{i}")).display().to_string(),
+                        "--listen-client-urls",
+                        &format!("http://127.0.0.1:{}", clients[i]),
+                        "--advertise-client-urls",
+                        &format!("http://127.0.0.1:{}", clients[i]),
+                        "--listen-peer-urls",
+                        &format!("http://127.0.0.1:{}", peers[i]),
+                        "--initial-advertise-peer-urls",
+                        &format!("http://127.0.0.1:{}", peers[i]),
+                        "--initial-cluster",
+                        &cluster.join(","),
+                        "--initial-cluster-token",
+                        &token,
+                        "--initial-cluster-state",
+                        "new",
+                        // Fast elections keep the test short (the lease minimum follows).
+                        "--heartbeat-interval",
+                        "50",
+                        "--election-timeout",
+                        "500",
+                    ])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(log)
+                    .spawn()
+                    .expect("etcd is installed (.ci/run installs etcd-server)")
+            })
+            .collect();
+        let e = Etcd {
+            members,
+            client_urls: clients
+                .iter()
+                .map(|p| format!("http://127.0.0.1:{p}"))
+                .collect(),
+            _dir: dir,
+        };
+        for p in &clients {
+            let addr: SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
+            wait_until("etcd health", Duration::from_secs(30), || {
+                http_get(addr, "/health").filter(|(c, b)| *c == 200 && b.contains("true"))
+            });
+        }
+        e
+    }
+
+    fn urls(&self) -> String {
+        self.client_urls.join(",")
+    }
+
+    /// A client of the library, with a blocking runtime for the test thread.
+    fn read<T>(&self, f: impl AsyncFnOnce(&Client) -> T) -> T {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let c = Client::new(&self.urls(), Duration::from_secs(2)).unwrap();
+        rt.block_on(f(&c))
+    }
+
+    /// Every published record under `prefix`.
+    fn records(&self, prefix: &str) -> HashMap<String, TargetRecord> {
+        let keys = Keys::new(prefix);
+        self.read(async |c| c.range_prefix(&keys.targets()).await)
+            .map(|(kvs, _)| {
+                kvs.iter()
+                    .filter_map(|kv| TargetRecord::from_json(&kv.value))
+                    .map(|r| (r.name.clone(), r))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            signal(m, Signal::CONT);
+            let _ = m.kill();
+            let _ = m.wait();
+        }
+    }
+}
+
+/// An HTTP server for many targets: `/NAME` answers 200, or 503 once NAME is set down; it
+/// records when each target was requested.
+struct Targets {
+    addr: SocketAddr,
+    hits: Arc<Mutex<HashMap<String, Vec<Instant>>>>,
+    down: Arc<Mutex<HashSet<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Targets {
+    fn start() -> Targets {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let hits: Arc<Mutex<HashMap<String, Vec<Instant>>>> = Arc::default();
+        let down: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (h, d, s) = (hits.clone(), down.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(mut conn) = conn else { continue };
+                let (h, d) = (h.clone(), d.clone());
+                std::thread::spawn(move || {
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    let mut first = String::new();
+                    if reader.read_line(&mut first).is_err() {
+                        return;
+                    }
+                    let name = first
+                        .split(' ')
+                        .nth(1)
+                        .unwrap_or("/")
+                        .trim_start_matches('/')
+                        .to_string();
+                    loop {
+                        let mut l = String::new();
+                        if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
+                            break;
+                        }
+                    }
+                    h.lock()
+                        .unwrap()
+                        .entry(name.clone())
+                        .or_default()
+                        .push(Instant::now());
+                    let status = if d.lock().unwrap().contains(&name) {
+                        "503 Service Unavailable"
+                    } else {
+                        "200 OK"
+                    };
+                    let _ = write!(
+                        conn,
+                        "HTTP/1.1 {status}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                    );
+                });
+            }
+        });
+        Targets {
+            addr,
+            hits,
+            down,
+            stop,
+        }
+    }
+
+    /// The targets file for `names` (period 1 s, timeout 1 s, failureThreshold 3).
+    fn yaml(&self, names: &[String]) -> String {
+        self.yaml_with(
+            "{periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 3}",
+            names,
+        )
+    }
+
+    /// The targets file for `names` with `defaults`.
+    fn yaml_with(&self, defaults: &str, names: &[String]) -> String {
+        let mut y = format!("defaults: {defaults}\ntargets:\n");
+        for n in names {
+            y.push_str(&format!(
+                "- {{name: {n}, probe: {{httpGet: {{host: 127.0.0.1, port: {}, path: /{n}}}}}}}\n",
+                self.addr.port()
+            ));
+        }
+        y
+    }
+
+    fn set_down(&self, name: &str) {
+        self.down.lock().unwrap().insert(name.to_string());
+    }
+
+    /// Requests per target in `[from, to)`.
+    fn counts(&self, from: Instant, to: Instant) -> HashMap<String, usize> {
+        self.hits
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.clone(),
+                    v.iter().filter(|t| **t >= from && **t < to).count(),
+                )
+            })
+            .collect()
+    }
+
+    /// The first request for `name` at or after `from`.
+    fn first_after(&self, name: &str, from: Instant) -> Option<Instant> {
+        self.hits
+            .lock()
+            .unwrap()
+            .get(name)?
+            .iter()
+            .copied()
+            .find(|t| *t >= from)
+    }
+}
+
+impl Drop for Targets {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// A `probelet monitor --etcd` process and its JSON events.
+struct Monitor {
+    id: String,
+    child: Child,
+    events: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    addr: SocketAddr,
+}
+
+impl Monitor {
+    /// Starts member `id` on `prefix`, with `file` (or the targets in etcd when `None`).
+    fn start(id: &str, etcd: &Etcd, prefix: &str, file: Option<&PathBuf>) -> Monitor {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_probelet"));
+        cmd.arg("monitor");
+        if let Some(f) = file {
+            cmd.arg(f);
+        }
+        let ttl = format!("{}s", TTL.as_secs());
+        cmd.args([
+            "--etcd",
+            &etcd.urls(),
+            "--etcd-prefix",
+            prefix,
+            "--lease-ttl",
+            &ttl,
+        ])
+        .args(["--member-id", id, "--listen", "127.0.0.1:0", "-o", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        let mut m = Monitor {
+            id: id.to_string(),
+            child,
+            events: rx,
+            seen: Vec::new(),
+            addr: "127.0.0.1:1".parse().unwrap(),
+        };
+        let listening = m.wait_event("Listening", Duration::from_secs(40), |_| true);
+        m.addr = listening["address"].as_str().unwrap().parse().unwrap();
+        m.wait_event("ClusterJoined", Duration::from_secs(15), |_| true);
+        m
+    }
+
+    /// The first event named `event` (seen before or arriving within `timeout`) that `pred`
+    /// accepts.
+    fn wait_event(
+        &mut self,
+        event: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let ok = |v: &Value| v["event"] == event && pred(v);
+        if let Some(v) = self.seen.iter().find(|v| ok(v)) {
+            return v.clone();
+        }
+        let end = Instant::now() + timeout;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if ok(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!(
+                    "{}: no {event} event within {timeout:?}; seen {:?}",
+                    self.id, self.seen
+                ),
+            }
+        }
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        http_get(self.addr, path).unwrap_or((0, String::new()))
+    }
+
+    fn metric(&self, name: &str) -> Option<f64> {
+        let (_, text) = self.get("/metrics");
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("t{i}")).collect()
+}
+
+fn write_file(dir: &tempfile::TempDir, text: &str) -> PathBuf {
+    let p = dir.path().join("targets.yaml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Waits until every target has a record probed by the member HRW assigns it among
+/// `members`; returns the records.
+fn wait_for_assignment(
+    etcd: &Etcd,
+    prefix: &str,
+    targets: &[String],
+    members: &[&str],
+    timeout: Duration,
+) -> HashMap<String, TargetRecord> {
+    wait_until("records by the expected owners", timeout, || {
+        let r = etcd.records(prefix);
+        targets
+            .iter()
+            .all(|t| {
+                r.get(t)
+                    .is_some_and(|rec| Some(rec.prober.as_str()) == hrw::owner(t, members))
+            })
+            .then_some(r)
+    })
+}
+
+/// In a steady window each target is requested once per period by one member: a duplicate
+/// owner would double the count, a lost target would have none.
+fn assert_each_probed_once_per_period(
+    targets: &Targets,
+    names: &[String],
+    window: Duration,
+    what: &str,
+) {
+    let from = Instant::now();
+    std::thread::sleep(window);
+    let counts = targets.counts(from, Instant::now());
+    let per = window.as_secs() as usize;
+    let bad: BTreeMap<&String, usize> = names
+        .iter()
+        .map(|n| (n, counts.get(n).copied().unwrap_or(0)))
+        .filter(|(_, c)| !(per - 1..=per + 1).contains(c))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{what}: expected {per}±1 requests per target in {window:?}, got {bad:?}"
+    );
+}
+
+/// Three members split 30 targets by rendezvous hashing with no duplicates; a SIGKILLed
+/// member's targets are taken over within lease TTL + one period, continuing from their
+/// published state; a member joining takes only its share; nothing is probed twice or lost.
+#[test]
+fn split_without_duplicates_takeover_after_sigkill_and_join() {
+    let _serial = serial();
+    let etcd = Etcd::start();
+    let targets = Targets::start();
+    let list = names(30);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(&dir, &targets.yaml(&list));
+    let prefix = "/split";
+    let mut m: Vec<Monitor> = ["m1", "m2", "m3"]
+        .iter()
+        .map(|id| Monitor::start(id, &etcd, prefix, Some(&file)))
+        .collect();
+    let all = ["m1", "m2", "m3"];
+    wait_for_assignment(&etcd, prefix, &list, &all, Duration::from_secs(15));
+    // Every target becomes ready, each exactly once, through its owner.
+    wait_until("every record ready", Duration::from_secs(10), || {
+        etcd.records(prefix)
+            .values()
+            .filter(|r| r.ready)
+            .count()
+            .eq(&30)
+            .then_some(())
+    });
+    for mon in &m {
+        let owned = mon
+            .metric("probelet_monitor_cluster_owned_targets")
+            .unwrap();
+        let expected = list
+            .iter()
+            .filter(|t| hrw::owner(t, &all) == Some(&mon.id))
+            .count();
+        assert_eq!(owned as usize, expected, "{}", mon.id);
+        assert_eq!(mon.metric("probelet_monitor_cluster_members"), Some(3.0));
+    }
+    assert_each_probed_once_per_period(
+        &targets,
+        &list,
+        Duration::from_secs(5),
+        "3 members, steady",
+    );
+
+    // SIGKILL m3: its lease expires and m1/m2 take its targets.
+    let before = etcd.records(prefix);
+    let victims: Vec<String> = list
+        .iter()
+        .filter(|t| hrw::owner(t, &all) == Some("m3"))
+        .cloned()
+        .collect();
+    assert!(!victims.is_empty());
+    let takeovers = |ms: &[Monitor]| -> f64 {
+        ms.iter()
+            .map(|x| {
+                x.metric("probelet_monitor_cluster_takeovers_total")
+                    .unwrap()
+            })
+            .sum()
+    };
+    let takeovers_before = takeovers(&m[..2]);
+    let bound = TTL + PERIOD + TAKEOVER_SLACK;
+    let killed = Instant::now();
+    let _ = m[2].child.kill();
+    let _ = m[2].child.wait();
+    let records = wait_for_assignment(&etcd, prefix, &list, &["m1", "m2"], Duration::from_secs(10));
+    let mut worst = Duration::ZERO;
+    for v in &victims {
+        let first = wait_until("a probe by the new owner", bound * 2, || {
+            targets.first_after(v, killed)
+        });
+        worst = worst.max(first - killed);
+        // Continued from the published state: still ready, same `since`.
+        assert!(records[v].ready, "{v}");
+        assert_eq!(
+            records[v].since, before[v].since,
+            "{v}: since kept across the takeover"
+        );
+    }
+    eprintln!("takeover after SIGKILL: {worst:?} (bound {bound:?})");
+    assert!(
+        worst <= bound,
+        "takeover took {worst:?}, bound TTL + period (+ etcd's 500 ms expiry check, + 500 ms) = {bound:?}"
+    );
+    let took: f64 = takeovers(&m[..2]) - takeovers_before;
+    assert_eq!(
+        took as usize,
+        victims.len(),
+        "each of m3's targets taken over once"
+    );
+    assert_each_probed_once_per_period(
+        &targets,
+        &list,
+        Duration::from_secs(4),
+        "after the takeover",
+    );
+
+    // m4 joins: it takes only targets it wins; nothing moves between m1 and m2.
+    m.push(Monitor::start("m4", &etcd, prefix, Some(&file)));
+    let now = ["m1", "m2", "m4"];
+    wait_for_assignment(&etcd, prefix, &list, &now, Duration::from_secs(10));
+    for t in &list {
+        let (a, b) = (hrw::owner(t, &["m1", "m2"]), hrw::owner(t, &now));
+        assert!(a == b || b == Some("m4"), "{t} moved from {a:?} to {b:?}");
+    }
+    std::thread::sleep(PERIOD);
+    assert_each_probed_once_per_period(&targets, &list, Duration::from_secs(4), "after m4 joined");
+}
+
+/// One etcd member lost: leases survive through the other endpoints, nobody changes hands,
+/// writes go on. Quorum lost (a second member stopped): every monitor keeps probing what it
+/// owns and serving, says it is degraded, and resynchronises when quorum returns.
+#[test]
+fn one_etcd_member_lost_then_quorum_lost_and_regained() {
+    let _serial = serial();
+    let mut etcd = Etcd::start();
+    let targets = Targets::start();
+    let list = names(10);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(&dir, &targets.yaml(&list));
+    let prefix = "/quorum";
+    let mut m: Vec<Monitor> = ["a", "b"]
+        .iter()
+        .map(|id| Monitor::start(id, &etcd, prefix, Some(&file)))
+        .collect();
+    wait_for_assignment(&etcd, prefix, &list, &["a", "b"], Duration::from_secs(15));
+    wait_until("every record ready", Duration::from_secs(10), || {
+        etcd.records(prefix)
+            .values()
+            .filter(|r| r.ready)
+            .count()
+            .eq(&10)
+            .then_some(())
+    });
+
+    // Lose the first endpoint (every client starts there).
+    let _ = etcd.members[0].kill();
+    let _ = etcd.members[0].wait();
+    let rebalances: Vec<f64> = m
+        .iter()
+        .map(|x| {
+            x.metric("probelet_monitor_cluster_rebalances_total")
+                .unwrap()
+        })
+        .collect();
+    let down = "t3".to_string();
+    let owner = hrw::owner(&down, &["a", "b"]).unwrap().to_string();
+    let t0 = Instant::now();
+    targets.set_down(&down);
+    let r = wait_until(
+        "t3 published NotReady with one etcd member down",
+        Duration::from_secs(8),
+        || {
+            etcd.records(prefix)
+                .get(&down)
+                .filter(|r| !r.ready)
+                .cloned()
+        },
+    );
+    let bound = 3 * PERIOD + Duration::from_secs(1) + Duration::from_millis(500);
+    assert!(
+        t0.elapsed() <= bound,
+        "published after {:?}, bound F × P + timeout = {bound:?}",
+        t0.elapsed()
+    );
+    assert_eq!(r.reason.as_deref(), Some("status"));
+    assert_eq!(r.prober, owner);
+    std::thread::sleep(TTL * 2);
+    for (x, before) in m.iter().zip(&rebalances) {
+        assert_eq!(
+            x.metric("probelet_monitor_cluster_degraded"),
+            Some(0.0),
+            "{}",
+            x.id
+        );
+        assert_eq!(
+            x.metric("probelet_monitor_cluster_members"),
+            Some(2.0),
+            "{}",
+            x.id
+        );
+        assert_eq!(
+            x.metric("probelet_monitor_cluster_rebalances_total")
+                .as_ref(),
+            Some(before),
+            "{}: no churn",
+            x.id
+        );
+    }
+
+    // Lose quorum: stop a second member (SIGSTOP: it hangs rather than refusing). Only the
+    // events from here on count: losing the first member may have degraded a client for a
+    // moment while it failed over.
+    for x in &mut m {
+        while x.events.try_recv().is_ok() {}
+        x.seen.clear();
+    }
+    signal(&etcd.members[1], Signal::STOP);
+    for x in &mut m {
+        x.wait_event("ClusterDegraded", Duration::from_secs(8), |_| true);
+        let (code, body) = x.get("/healthz");
+        assert_eq!(code, 200, "{}: still serving", x.id);
+        assert!(body.contains("cluster: degraded since"), "{body}");
+        assert_eq!(x.metric("probelet_monitor_cluster_degraded"), Some(1.0));
+    }
+    // Still probing, each target once per period (nobody took anything over).
+    assert_each_probed_once_per_period(&targets, &list, Duration::from_secs(4), "quorum lost");
+    // A target going down while etcd is out is still seen by its owner.
+    let during = "t6".to_string();
+    let owner6 = m
+        .iter()
+        .position(|x| Some(x.id.as_str()) == hrw::owner(&during, &["a", "b"]))
+        .unwrap();
+    targets.set_down(&during);
+    m[owner6].wait_event("NotReady", Duration::from_secs(5), |v| {
+        v["target"] == during.as_str()
+    });
+    assert_eq!(m[owner6].get(&format!("/targets/{during}/ready")).0, 503);
+
+    // Quorum back: both recover and publish what changed meanwhile.
+    signal(&etcd.members[1], Signal::CONT);
+    for x in &mut m {
+        x.wait_event("ClusterRecovered", Duration::from_secs(15), |_| true);
+        assert_eq!(x.metric("probelet_monitor_cluster_degraded"), Some(0.0));
+        assert!(x.get("/healthz").1.contains("cluster: ok"));
+    }
+    let r = wait_until(
+        "t6 NotReady published after the resync",
+        Duration::from_secs(5),
+        || {
+            etcd.records(prefix)
+                .get(&during)
+                .filter(|r| !r.ready)
+                .cloned()
+        },
+    );
+    assert_eq!(r.prober, m[owner6].id);
+    wait_for_assignment(&etcd, prefix, &list, &["a", "b"], Duration::from_secs(15));
+}
+
+/// `probelet targets apply` feeds monitors started without a file; an invalid file is
+/// refused with its line and column; `probelet targets watch` prints a target going down
+/// within failureThreshold × period + timeout.
+#[test]
+fn targets_apply_feeds_members_and_watch_prints_a_target_going_down() {
+    let _serial = serial();
+    let etcd = Etcd::start();
+    let targets = Targets::start();
+    let list = names(6);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(&dir, &targets.yaml(&list));
+    let prefix = "/applied";
+    let bin = env!("CARGO_BIN_EXE_probelet");
+    let mut m: Vec<Monitor> = ["x", "y"]
+        .iter()
+        .map(|id| Monitor::start(id, &etcd, prefix, None))
+        .collect();
+    let out = Command::new(bin)
+        .args(["targets", "apply"])
+        .arg(&file)
+        .args(["--etcd", &etcd.urls(), "--etcd-prefix", prefix])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("applied 6 targets"));
+    for x in &mut m {
+        x.wait_event("ConfigApplied", Duration::from_secs(5), |v| {
+            v["targets"] == 6
+        });
+    }
+    wait_for_assignment(&etcd, prefix, &list, &["x", "y"], Duration::from_secs(10));
+
+    // An invalid file changes nothing.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "targets:\n- name: ok\n  probe: {tcpSocket: {port: 1}}\n- name: bad\n  probe: {tcpSocket: {port: 1}, periodSeconds: -1}\n").unwrap();
+    let out = Command::new(bin)
+        .args(["targets", "apply"])
+        .arg(&bad)
+        .args(["--etcd", &etcd.urls(), "--etcd-prefix", prefix])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.yaml:4:3: targets[1].probe.periodSeconds"),
+        "{err}"
+    );
+    assert!(err.contains("nothing applied"), "{err}");
+
+    // The watch feed: snapshot first, then changes.
+    let mut watch = Command::new(bin)
+        .args([
+            "targets",
+            "watch",
+            "--etcd",
+            &etcd.urls(),
+            "--etcd-prefix",
+            prefix,
+            "-o",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<Value>();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&l) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let mut ready = HashSet::new();
+    while ready.len() < 6 {
+        let v = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("snapshot and Ready lines");
+        if v["ready"] == true {
+            ready.insert(v["name"].as_str().unwrap().to_string());
+        }
+    }
+    let t0 = Instant::now();
+    targets.set_down("t2");
+    let line = loop {
+        let v = rx
+            .recv_timeout(Duration::from_secs(8))
+            .expect("t2 NotReady line");
+        if v["name"] == "t2" && v["event"] == "NotReady" {
+            break v;
+        }
+    };
+    let took = t0.elapsed();
+    let bound = 3 * PERIOD + Duration::from_secs(1) + Duration::from_millis(500);
+    assert!(
+        took <= bound,
+        "printed after {took:?}, bound F × P + timeout = {bound:?}"
+    );
+    assert!(
+        took >= 2 * PERIOD - Duration::from_millis(100),
+        "three failures one period apart: {took:?}"
+    );
+    assert_eq!(line["reason"], "status");
+    assert_eq!(line["prober"], hrw::owner("t2", &["x", "y"]).unwrap());
+    let _ = watch.kill();
+    let _ = watch.wait();
+}
+
+/// Gaps and doubles in one target's request times over `[from, to)`: probes lost (missed
+/// ticks: each gap longer than 1.5 periods loses `round(gap / period) - 1`) and duplicate
+/// probes (two requests less than half a period apart: two probers).
+fn lost_and_duplicates(times: &[Instant], from: Instant, to: Instant) -> (usize, usize) {
+    let t: Vec<Instant> = times
+        .iter()
+        .copied()
+        .filter(|x| *x >= from && *x < to)
+        .collect();
+    let (mut lost, mut dup) = (0, 0);
+    let p = PERIOD.as_secs_f64();
+    for w in t.windows(2) {
+        let gap = (w[1] - w[0]).as_secs_f64();
+        if gap < p / 2.0 {
+            dup += 1;
+        } else if gap > 1.5 * p {
+            lost += (gap / p).round() as usize - 1;
+        }
+    }
+    (lost, dup)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// BENCHMARKS.md, "monitor --etcd": takeover time after SIGKILL of one of 3 monitors over
+/// several runs, and duplicate and lost probes around the change and around a join.
+/// `cargo test --test it -- --ignored monitor_etcd::measure_takeover --nocapture`
+#[test]
+#[ignore = "a measurement (about 2 minutes), not a check"]
+fn measure_takeover() {
+    let _serial = serial();
+    let etcd = Etcd::start();
+    let targets = Targets::start();
+    let list = names(60);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(&dir, &targets.yaml(&list));
+    let runs = 5;
+    let mut takeovers = Vec::new();
+    for run in 0..runs {
+        let prefix = format!("/bench{run}");
+        let ids: Vec<String> = ["a", "b", "c"]
+            .iter()
+            .map(|x| format!("{x}{run}"))
+            .collect();
+        let idr: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut m: Vec<Monitor> = ids
+            .iter()
+            .map(|id| Monitor::start(id, &etcd, &prefix, Some(&file)))
+            .collect();
+        wait_for_assignment(&etcd, &prefix, &list, &idr, Duration::from_secs(15));
+        std::thread::sleep(2 * PERIOD);
+        let victims: Vec<&String> = list
+            .iter()
+            .filter(|t| hrw::owner(t, &idr) == Some(idr[2]))
+            .collect();
+        // A steady second before, the kill, and 6 s after.
+        let steady = Instant::now();
+        std::thread::sleep(PERIOD);
+        let killed = Instant::now();
+        let _ = m[2].child.kill();
+        let _ = m[2].child.wait();
+        std::thread::sleep(TTL + 4 * PERIOD);
+        let end = Instant::now();
+        let hits = targets.hits.lock().unwrap().clone();
+        let mut worst = Duration::ZERO;
+        for v in &victims {
+            let first = hits[*v]
+                .iter()
+                .copied()
+                .find(|t| *t >= killed)
+                .expect("taken over");
+            worst = worst.max(first - killed);
+        }
+        let (mut lost_v, mut lost_o, mut dup) = (0, 0, 0);
+        for t in &list {
+            let (l, d) = lost_and_duplicates(&hits[t], steady, end);
+            dup += d;
+            if victims.contains(&t) {
+                lost_v += l;
+            } else {
+                lost_o += l;
+            }
+        }
+        // A fourth member joins: duplicates and losses around the handover.
+        let joined = Instant::now();
+        m.push(Monitor::start(
+            &format!("d{run}"),
+            &etcd,
+            &prefix,
+            Some(&file),
+        ));
+        std::thread::sleep(4 * PERIOD);
+        let hits = targets.hits.lock().unwrap().clone();
+        let (mut lost_j, mut dup_j) = (0, 0);
+        for t in &list {
+            let (l, d) = lost_and_duplicates(&hits[t], joined - PERIOD, Instant::now());
+            lost_j += l;
+            dup_j += d;
+        }
+        println!(
+            "run {run}: takeover {:.0} ms ({} targets moved); kill: {dup} duplicate probes, {lost_v} probes lost on the moved targets, {lost_o} on the others; join: {dup_j} duplicate, {lost_j} lost",
+            worst.as_secs_f64() * 1e3,
+            victims.len()
+        );
+        takeovers.push(worst.as_secs_f64() * 1e3);
+    }
+    let max = takeovers.iter().copied().fold(0.0, f64::max);
+    println!(
+        "takeover after SIGKILL over {runs} runs: median {:.0} ms, max {max:.0} ms; bound TTL + period = {} ms",
+        median(takeovers.clone()),
+        (TTL + PERIOD).as_millis()
+    );
+}
+
+/// CPU seconds (user + system) a process has used, from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = stat.rsplit_once(')').unwrap().1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// etcd's counter `name` (summed over its series) on member `i`.
+fn etcd_counter(etcd: &Etcd, i: usize, name: &str) -> f64 {
+    let addr: SocketAddr = etcd.client_urls[i]
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let (_, text) = http_get(addr, "/metrics").unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// BENCHMARKS.md, "monitor --etcd": etcd writes per second with `N` targets of which 1 %
+/// flap at every probe, over 3 members; and CPU per probe of one monitor with and without
+/// `--etcd`. `N` from PROBELET_BENCH_TARGETS (default 30,000), period 10 s.
+/// `cargo test --test it -- --ignored monitor_etcd::measure_writes_and_cpu --nocapture`
+#[test]
+#[ignore = "a measurement (about 4 minutes), not a check"]
+fn measure_writes_and_cpu() {
+    let _serial = serial();
+    let n: usize = std::env::var("PROBELET_BENCH_TARGETS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30_000);
+    let etcd = Etcd::start();
+    let targets = Targets::start();
+    let list = names(n);
+    // 1 % flap: their answer alternates at every request.
+    let flapping: Vec<String> = list.iter().step_by(100).cloned().collect();
+    let yaml = targets.yaml_with(
+        "{periodSeconds: 10, timeoutSeconds: 1, failureThreshold: 1}",
+        &list,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(&dir, &yaml);
+    // Flapping: a thread flips the 1 % every 10 s (one period: each probe sees a change).
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (down, stop, flapping) = (targets.down.clone(), stop.clone(), flapping.clone());
+        std::thread::spawn(move || {
+            let mut on = false;
+            while !stop.load(Ordering::SeqCst) {
+                {
+                    let mut d = down.lock().unwrap();
+                    for f in &flapping {
+                        if on {
+                            d.insert(f.clone());
+                        } else {
+                            d.remove(f);
+                        }
+                    }
+                }
+                on = !on;
+                for _ in 0..100 {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        })
+    };
+    let window = Duration::from_secs(30);
+    {
+        let m: Vec<Monitor> = ["w1", "w2", "w3"]
+            .iter()
+            .map(|id| Monitor::start(id, &etcd, "/writes", Some(&file)))
+            .collect();
+        // Past the start-up (every target's first record) before measuring.
+        std::thread::sleep(Duration::from_secs(25));
+        let writes = |m: &[Monitor]| -> f64 {
+            m.iter()
+                .map(|x| {
+                    x.metric("probelet_monitor_cluster_record_writes_total")
+                        .unwrap_or(0.0)
+                })
+                .sum()
+        };
+        let leader_puts = |e: &Etcd| {
+            (0..3)
+                .map(|i| etcd_counter(e, i, "etcd_server_proposals_committed_total"))
+                .fold(0.0, f64::max)
+        };
+        let (w0, p0, t0) = (writes(&m), leader_puts(&etcd), Instant::now());
+        std::thread::sleep(window);
+        let (w1, p1, secs) = (writes(&m), leader_puts(&etcd), t0.elapsed().as_secs_f64());
+        println!("record writes {w0} -> {w1}, proposals {p0} -> {p1}");
+        println!(
+            "{n} targets over 3 members, {} flapping at every probe (period 10 s): {:.1} records written/s, {:.1} raft proposals committed/s",
+            flapping.len(),
+            (w1 - w0) / secs,
+            (p1 - p0) / secs
+        );
+    }
+    // CPU per probe: one monitor, with and without --etcd, same targets, alternating runs.
+    let rounds: usize = std::env::var("PROBELET_BENCH_CPU_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let mut ratios = vec![1.0];
+    if rounds > 0 {
+        ratios.clear();
+    }
+    for round in 0..rounds {
+        let mut per_probe = [0.0; 2];
+        for (k, with_etcd) in [false, true].into_iter().enumerate() {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_probelet"));
+            cmd.arg("monitor").arg(&file).args([
+                "--listen",
+                "127.0.0.1:0",
+                "-o",
+                "json",
+                "--no-table",
+            ]);
+            if with_etcd {
+                cmd.args([
+                    "--etcd",
+                    &etcd.urls(),
+                    "--etcd-prefix",
+                    &format!("/cpu{round}"),
+                    "--lease-ttl",
+                    "2s",
+                    "--member-id",
+                    "solo",
+                ]);
+            }
+            let mut child = cmd
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_secs(20));
+            let from = Instant::now();
+            let c0 = cpu_seconds(child.id());
+            std::thread::sleep(Duration::from_secs(20));
+            let c1 = cpu_seconds(child.id());
+            let probes: usize = targets.counts(from, Instant::now()).values().sum();
+            let _ = child.kill();
+            let _ = child.wait();
+            per_probe[k] = (c1 - c0) / probes as f64 * 1e6;
+            println!(
+                "round {round}, --etcd {with_etcd}: {probes} probes, {:.1} µs CPU per probe",
+                per_probe[k]
+            );
+        }
+        ratios.push(per_probe[1] / per_probe[0]);
+    }
+    println!(
+        "CPU per probe with --etcd / without: median {:.3}×",
+        median(ratios)
+    );
+    stop.store(true, Ordering::SeqCst);
+    let _ = flipper.join();
+}
+
+/// Issue 28 item 12: a key under `members/` without a lease is no member: written before a
+/// monitor joins (the resync path) or while it runs (the watch path), it takes no targets
+/// from the live member.
+#[test]
+fn r28_12_a_member_key_without_a_lease_is_not_counted() {
+    let _serial = serial();
+    let etcd = Etcd::start();
+    let targets = Targets::start();
+    let list = names(10);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_file(&dir, &targets.yaml(&list));
+    let prefix = "/ghosts";
+    etcd.read(async |c| {
+        c.put(&format!("{prefix}/members/ghost-1"), b"{}", 0)
+            .await
+            .unwrap()
+    });
+    let m1 = Monitor::start("m1", &etcd, prefix, Some(&file));
+    wait_for_assignment(&etcd, prefix, &list, &["m1"], Duration::from_secs(15));
+    etcd.read(async |c| {
+        c.put(&format!("{prefix}/members/ghost-2"), b"{}", 0)
+            .await
+            .unwrap()
+    });
+    // Longer than a keep-alive period (members are polled at every keep-alive).
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(m1.metric("probelet_monitor_cluster_members"), Some(1.0));
+    assert_eq!(
+        m1.metric("probelet_monitor_cluster_owned_targets"),
+        Some(10.0)
+    );
+}

@@ -1,0 +1,139 @@
+//! One engine, two drivers: the same small scenario run for real (`probelet run` against the
+//! demo app, real processes and sockets) and in virtual time (`probelet simulate`) must make
+//! the same decisions (kills, restarts, back-off), at times that agree within the scheduling
+//! tolerance.
+
+use crate::common;
+use common::json_lines::JsonLines;
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SEED: &str = "7";
+
+/// The decisions both drivers report: (what, seconds after the first container start).
+fn normalise(mut d: Vec<(String, f64)>) -> Vec<(String, f64)> {
+    // A blocked restart is reported at every pod sync while it waits; keep the first.
+    d.dedup_by(|b, a| a.0 == "back_off" && b.0 == "back_off");
+    let t0 = d
+        .iter()
+        .find(|(k, _)| k == "running")
+        .map_or(0.0, |(_, t)| *t);
+    d.into_iter().map(|(k, t)| (k, t - t0)).collect()
+}
+
+#[test]
+fn run_and_simulate_make_the_same_decisions() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: twins}}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    command: [probelet, demo-app, --listen, "127.0.0.1:{port}", --unhealthy-after, 3500ms]
+    livenessProbe:
+      httpGet: {{path: /healthz, port: {port}}}
+      periodSeconds: 1
+      failureThreshold: 2
+"#
+        ),
+    )
+    .unwrap();
+    // The same behaviour as a scenario: /healthz answers 500 from 3.5 s after each start (half a tick away from any probe, so a few milliseconds of process start-up cannot move a failure to another tick). The
+    // kubelet (probelet) starts with the pod, so the first-probe jitter applies in both.
+    let scenario = dir.path().join("scenario.yaml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "# manifest: pod.yaml\nseed: {SEED}\nfresh_kubelet: true\ncontainers:\n  app:\n    targets:\n      - http: {{path: /healthz, port: {port}}}\n        windows:\n          - after_start: 3500ms\n            respond: 500\n"
+        ),
+    )
+    .unwrap();
+    // Until the first back-off: after that the restart time depends on the pod resync
+    // jitter, which the two drivers draw at different moments.
+    let horizon = 17.0;
+
+    let sim = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["simulate", "--scenario"])
+        .arg(&scenario)
+        .args(["-o", "json", "--duration", "25s", "--seed", SEED])
+        .output()
+        .unwrap();
+    assert!(
+        sim.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&sim.stdout).unwrap();
+    let simulated = normalise(
+        doc["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| {
+                let kind = e["kind"].as_str()?;
+                matches!(kind, "running" | "killing" | "back_off")
+                    .then(|| (kind.to_string(), e["at"].as_f64().unwrap()))
+            })
+            .collect(),
+    );
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .arg("run")
+        .arg(&pod)
+        .args(["--events", "json", "--seed", SEED])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = JsonLines::read(child.stdout.take().unwrap());
+    let start = Instant::now();
+    let mut real = Vec::new();
+    while start.elapsed() < Duration::from_secs_f64(horizon + 2.0) {
+        let Some((at, v)) = lines.next_timed(Duration::from_millis(200)) else {
+            continue;
+        };
+        let kind = match v["reason"].as_str() {
+            Some("Started") => "running",
+            Some("Killing") => "killing",
+            Some("BackOff") => "back_off",
+            _ => continue,
+        };
+        real.push((kind.to_string(), at.duration_since(start).as_secs_f64()));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let real = normalise(real);
+
+    let upto = |d: &[(String, f64)]| -> Vec<(String, f64)> {
+        d.iter().filter(|(_, t)| *t <= horizon).cloned().collect()
+    };
+    let (simulated, real) = (upto(&simulated), upto(&real));
+    let kinds = |d: &[(String, f64)]| d.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        kinds(&real),
+        kinds(&simulated),
+        "real {real:?}\nsimulated {simulated:?}"
+    );
+    assert!(kinds(&real).contains(&"back_off".to_string()), "{real:?}");
+    for ((kind, r), (_, s)) in real.iter().zip(&simulated) {
+        // Real processes start in milliseconds, probes take milliseconds, and the tick phase
+        // comes from the same seeded jitter: within half a second.
+        assert!(
+            (r - s).abs() < 0.5,
+            "{kind}: real {r:.3}s, simulated {s:.3}s\nreal {real:?}\nsimulated {simulated:?}"
+        );
+    }
+}

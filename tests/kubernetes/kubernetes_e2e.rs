@@ -1,0 +1,1195 @@
+//! Issue 30 against the real pieces: a control plane started by `scripts/control-plane` (etcd,
+//! kube-apiserver, kube-controller-manager, kube-scheduler; once for these tests), the
+//! real `kubectl`, a real Alertmanager, and `probelet sidecar` / `probelet alerts webhook`
+//! processes. Each test has its own namespace.
+//!
+//! The pods here are created by kubectl and stay Pending (no node): the gate writer and the
+//! webhook act on the API objects, which is all they touch.
+
+use crate::alerts_support;
+use crate::common;
+use crate::deps_support;
+
+use alerts_support::{Alertmanager, Killed, TcpTarget, free_port, wait_for};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+
+/// The control plane of these tests (not node_e2e's: tests/common/cluster.rs says why),
+/// started on first use.
+fn cluster() -> &'static Cluster {
+    common::cluster::cluster("probelet-k8s-e2e")
+}
+
+fn text(out: &Output) -> String {
+    common::output_text(out)
+}
+
+fn kubectl_in(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    use std::io::Write;
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn kubectl_ok(args: &[&str]) -> String {
+    let out = kubectl_in(args, None);
+    assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn apply(ns: &str, yaml: &str) {
+    let out = kubectl_in(&["apply", "-n", ns, "-f", "-"], Some(yaml));
+    assert!(out.status.success(), "kubectl apply: {}", text(&out));
+}
+
+fn pod_json(ns: &str, name: &str) -> Value {
+    serde_json::from_str(&kubectl_ok(&["get", "pod", "-n", ns, name, "-o", "json"])).unwrap()
+}
+
+fn condition(pod: &Value, type_: &str) -> Option<Value> {
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+/// A namespace of its own, once its `default` service account exists.
+fn namespace(name: &str) -> String {
+    let ns = format!("{name}-{}", std::process::id());
+    kubectl_ok(&["create", "namespace", &ns]);
+    wait_for(
+        Duration::from_secs(30),
+        "the default service account",
+        || {
+            kubectl_in(&["get", "serviceaccount", "-n", &ns, "default"], None)
+                .status
+                .success()
+                .then_some(())
+        },
+    );
+    ns
+}
+
+const GATE: &str = "cloud.example.com/dependency-check";
+
+/// A Pending pod (no node) with the gate.
+fn gated_pod(ns: &str, name: &str) {
+    apply(
+        ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: orders}}}}\nspec:\n  readinessGates: [{{conditionType: {GATE}}}]\n  containers: [{{name: app, image: none, command: [sleep, '3600']}}]\n"
+        ),
+    );
+}
+
+/// The service-account credentials a kubelet mounts, for `sa` in `ns`: a token from the
+/// TokenRequest API and the cluster's CA.
+fn service_account_dir(ns: &str, sa: &str, into: &Path) -> PathBuf {
+    let dir = into.join(format!("sa-{sa}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token = kubectl_ok(&["create", "token", "-n", ns, sa]);
+    std::fs::write(dir.join("token"), token.trim()).unwrap();
+    std::fs::copy(cluster().dir.join("pki/ca.crt"), dir.join("ca.crt")).unwrap();
+    dir
+}
+
+/// `(host, port)` of the API server, as KUBERNETES_SERVICE_HOST/PORT give it in a pod.
+fn api_host_port() -> (String, String) {
+    let kc = std::fs::read_to_string(&cluster().kubeconfig).unwrap();
+    let server = kc
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .expect("server in kubeconfig")
+        .trim_start_matches("https://")
+        .to_string();
+    let (h, p) = server.rsplit_once(':').unwrap();
+    (h.to_string(), p.to_string())
+}
+
+/// A running `probelet sidecar`; its stderr in `log`.
+struct Sidecar {
+    _child: Killed,
+    addr: String,
+    log: PathBuf,
+}
+
+impl Sidecar {
+    fn start(dir: &Path, config: &str, env: &[(&str, &str)], args: &[&str]) -> Sidecar {
+        let cfg = dir.join("sidecar.yaml");
+        std::fs::write(&cfg, config).unwrap();
+        let log = dir.join("sidecar.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .arg("sidecar")
+            .arg(&cfg)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let child = Killed(child);
+        let addr = wait_for(Duration::from_secs(20), "sidecar listening", || {
+            let l = std::fs::read_to_string(&log).ok()?;
+            l.lines()
+                .find_map(|l| l.strip_prefix("sidecar: listening on "))
+                .map(|r| r.split(' ').next().unwrap().to_string())
+        });
+        Sidecar {
+            _child: child,
+            addr,
+            log,
+        }
+    }
+
+    fn readyz_verbose(&self) -> (u16, String) {
+        common::http(&self.addr, "GET", "/readyz?verbose", "")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn gate_status(ns: &str, pod: &str) -> Option<String> {
+    condition(&pod_json(ns, pod), GATE).map(|c| c["status"].as_str().unwrap_or("").to_string())
+}
+
+/// Polls until the gate's condition is `want`; answers how long it took.
+fn wait_gate(ns: &str, pod: &str, want: &str, budget: Duration) -> Duration {
+    let start = Instant::now();
+    wait_for(budget, &format!("gate {want}"), || {
+        (gate_status(ns, pod).as_deref() == Some(want)).then_some(())
+    });
+    start.elapsed()
+}
+
+#[test]
+fn r30_1_the_gate_follows_the_dependency_with_in_cluster_config_and_keeps_other_conditions() {
+    let ns = namespace("gate");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(
+        &ns,
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/sidecar-rbac.yaml"),
+        )
+        .unwrap(),
+    );
+    gated_pod(&ns, "app");
+    // A condition someone else owns: the gate's writes must never touch it.
+    kubectl_ok(&[
+        "patch",
+        "pod",
+        "-n",
+        &ns,
+        "app",
+        "--subresource=status",
+        "--type=strategic",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"example.com/other","status":"True"}]}}"#,
+    ]);
+    let sa = service_account_dir(&ns, "probelet-sidecar", tmp.path());
+    let (host, port) = api_host_port();
+    let mut db = TcpTarget::listening();
+    let config = format!(
+        "readinessGate: {GATE}\nchecks:\n- name: db\n  probe: {{tcpSocket: {{port: {}}}, periodSeconds: 1, failureThreshold: 1}}\n",
+        db.port
+    );
+    let sidecar = Sidecar::start(
+        tmp.path(),
+        &config,
+        &[
+            ("POD_NAME", "app"),
+            ("POD_NAMESPACE", &ns),
+            ("KUBERNETES_SERVICE_HOST", &host),
+            ("KUBERNETES_SERVICE_PORT", &port),
+        ],
+        &["--service-account-dir", sa.to_str().unwrap()],
+    );
+    wait_gate(&ns, "app", "True", Duration::from_secs(20));
+    let (code, body) = sidecar.readyz_verbose();
+    assert_eq!(code, 200, "{body}");
+    // Readiness starts failed (no result yet), so the first write may be False.
+    assert!(body.contains(&format!("gate: {GATE} True (")), "{body}");
+    let writes_before = sidecar
+        .log()
+        .matches("gate cloud.example.com/dependency-check is now")
+        .count();
+    assert!(body.contains("mode: normal"), "{body}");
+
+    // The dependency goes: False within period × threshold + 2 s, naming the check.
+    db.close();
+    let took = wait_gate(&ns, "app", "False", Duration::from_secs(10));
+    assert!(took <= Duration::from_secs(3), "gate False after {took:?}");
+    let pod = pod_json(&ns, "app");
+    let c = condition(&pod, GATE).unwrap();
+    assert_eq!(c["reason"], "DependencyCheckFailed");
+    assert_eq!(c["message"], "failing: db");
+    assert_eq!(
+        condition(&pod, "example.com/other").unwrap()["status"],
+        "True",
+        "another writer's condition is kept"
+    );
+
+    db.open();
+    let took = wait_gate(&ns, "app", "True", Duration::from_secs(10));
+    assert!(took <= Duration::from_secs(3), "gate True after {took:?}");
+    assert_eq!(
+        condition(&pod_json(&ns, "app"), "example.com/other").unwrap()["status"],
+        "True"
+    );
+    let log = sidecar.log();
+    assert_eq!(
+        log.matches("gate cloud.example.com/dependency-check is now")
+            .count(),
+        // One write per transition: False, then True.
+        writes_before + 2,
+        "{log}"
+    );
+}
+
+#[test]
+fn r30_1_a_forbidden_gate_write_is_retried_reported_and_never_blocks_the_endpoints() {
+    let ns = namespace("forbidden");
+    let tmp = tempfile::tempdir().unwrap();
+    gated_pod(&ns, "app");
+    // `default` has no Role: every write is 403.
+    let sa = service_account_dir(&ns, "default", tmp.path());
+    let (host, port) = api_host_port();
+    let _db = TcpTarget::listening();
+    let config = format!(
+        "readinessGate: {GATE}\nchecks:\n- name: db\n  probe: {{tcpSocket: {{port: {}}}, periodSeconds: 1}}\n",
+        _db.port
+    );
+    let sidecar = Sidecar::start(
+        tmp.path(),
+        &config,
+        &[
+            ("POD_NAME", "app"),
+            ("POD_NAMESPACE", &ns),
+            ("KUBERNETES_SERVICE_HOST", &host),
+            ("KUBERNETES_SERVICE_PORT", &port),
+        ],
+        &["--service-account-dir", sa.to_str().unwrap()],
+    );
+    let body = wait_for(Duration::from_secs(20), "a reported 403", || {
+        let (code, body) = sidecar.readyz_verbose();
+        (code == 200 && body.contains("403 Forbidden")).then_some(body)
+    });
+    assert!(
+        body.contains(&format!("gate: {GATE} not written yet (0 writes, failing:")),
+        "{body}"
+    );
+    // The endpoints answer at once while the writer backs off.
+    for _ in 0..5 {
+        let start = Instant::now();
+        let (code, _) = common::http(&sidecar.addr, "GET", "/readyz", "");
+        assert_eq!(code, 200);
+        assert!(start.elapsed() < Duration::from_millis(500));
+    }
+    assert_eq!(gate_status(&ns, "app"), None, "nothing was written");
+    let log = sidecar.log();
+    assert_eq!(
+        log.matches("403 Forbidden").count(),
+        1,
+        "reported once: {log}"
+    );
+}
+
+#[test]
+fn r30_1_a_sidecar_outside_a_pod_says_what_is_missing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("s.yaml");
+    std::fs::write(&cfg, format!("readinessGate: {GATE}\nchecks: []\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .arg("sidecar")
+        .arg(&cfg)
+        .env_remove("POD_NAME")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains("POD_NAME is not set: give the sidecar container `env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]`"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// A running webhook with its config (token `TOKEN`, prefixes probe/ and strategy/).
+struct Webhook {
+    _child: Killed,
+    addr: String,
+}
+
+const TOKEN: &str = "s3cret-token-of-the-webhook";
+
+fn start_webhook(dir: &Path, max_pods: usize) -> Webhook {
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    let cfg = dir.join("webhook.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "tokenFile: token\nallowedPrefixes: [probe/, strategy/]\nmaxPodsPerAlert: {max_pods}\nrules:\n- alert: HighLatencyAlert\n  labels: {{probe/debug: latency}}\n  ttl: 5m\n- alert: DependencyDown\n  labels: {{strategy/degrade: cache-only}}\n  ttl: 3m\n  selectors: {{orders: app=orders}}\n- alert: ShortLived\n  labels: {{probe/debug: short}}\n  ttl: 1s\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["alerts", "webhook"])
+        .arg(&cfg)
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(["--listen", &addr])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("webhook.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let child = Killed(child);
+    wait_for(Duration::from_secs(20), "webhook listening", || {
+        std::net::TcpStream::connect(&addr).ok()
+    });
+    Webhook {
+        _child: child,
+        addr,
+    }
+}
+
+fn labels(ns: &str, pod: &str) -> Value {
+    pod_json(ns, pod)["metadata"]["labels"].clone()
+}
+
+#[test]
+fn r30_2_alertmanager_firing_labels_the_pod_resolve_removes_it_and_the_sidecar_shows_the_mode() {
+    let ns = namespace("alerts");
+    let tmp = tempfile::tempdir().unwrap();
+    gated_pod(&ns, "app");
+    let webhook = start_webhook(tmp.path(), 10);
+    let am_config = tmp.path().join("alertmanager.yml");
+    std::fs::write(
+        &am_config,
+        format!(
+            "route:\n  receiver: probelet\n  group_by: [alertname, namespace, pod]\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n- name: probelet\n  webhook_configs:\n  - url: http://{}/alerts\n    send_resolved: true\n    http_config:\n      authorization: {{type: Bearer, credentials_file: {}}}\n",
+            webhook.addr,
+            tmp.path().join("token").display()
+        ),
+    )
+    .unwrap();
+    let am = Alertmanager::start(&am_config);
+    // The sidecar of that pod follows its labels (admin kubeconfig here).
+    let kubeconfig = cluster().kubeconfig.to_str().unwrap().to_string();
+    let sidecar = Sidecar::start(
+        tmp.path(),
+        "checks: []\ndegrade: {}\nreadinessGate: cloud.example.com/dependency-check\n",
+        &[("POD_NAME", "app"), ("POD_NAMESPACE", &ns)],
+        &["--kubeconfig", &kubeconfig],
+    );
+    let post = |ends: &str| {
+        let body = format!(
+            r#"[{{"labels":{{"alertname":"HighLatencyAlert","namespace":"{ns}","pod":"app"}}{ends}}}]"#
+        );
+        let (code, answer) = common::http_body(
+            &am.addr,
+            "POST",
+            "/api/v2/alerts",
+            "Content-Type: application/json\r\n",
+            &body,
+        );
+        assert_eq!(code, 200, "{answer}");
+    };
+    let fired = Instant::now();
+    post("");
+    wait_for(
+        Duration::from_secs(15),
+        "probe/debug=latency on the pod",
+        || (labels(&ns, "app")["probe/debug"] == "latency").then_some(()),
+    );
+    // group_wait 1 s + one group interval (1 s), with the API round trips.
+    assert!(
+        fired.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        fired.elapsed()
+    );
+    assert_eq!(labels(&ns, "app")["app"], "orders", "other labels kept");
+    wait_for(
+        Duration::from_secs(10),
+        "the sidecar reports the mode",
+        || {
+            sidecar
+                .readyz_verbose()
+                .1
+                .contains("mode: probe/debug=latency")
+                .then_some(())
+        },
+    );
+    // Resolve: endsAt in the past.
+    let past = format!(
+        r#","endsAt":"{}""#,
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(1)
+    );
+    post(&past);
+    wait_for(Duration::from_secs(15), "label removed on resolve", || {
+        labels(&ns, "app")
+            .get("probe/debug")
+            .is_none()
+            .then_some(())
+    });
+    wait_for(
+        Duration::from_secs(10),
+        "the sidecar is back to normal",
+        || {
+            sidecar
+                .readyz_verbose()
+                .1
+                .contains("mode: normal")
+                .then_some(())
+        },
+    );
+}
+
+#[test]
+fn r30_2_hostile_webhook_input_is_refused_and_patches_nothing() {
+    let ns = namespace("hostile");
+    let tmp = tempfile::tempdir().unwrap();
+    gated_pod(&ns, "app");
+    gated_pod(&ns, "app2");
+    let webhook = start_webhook(tmp.path(), 1);
+    let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+    let alert = |name: &str, extra: &str| {
+        format!(
+            r#"{{"status":"firing","labels":{{"alertname":"{name}","namespace":"{ns}","pod":"app"}},"annotations":{{{extra}}},"fingerprint":"x{name}"}}"#
+        )
+    };
+    let send = |headers: &str, body: &str| {
+        common::http_body(&webhook.addr, "POST", "/alerts", headers, body)
+    };
+    let good = format!(r#"{{"alerts":[{}]}}"#, alert("HighLatencyAlert", ""));
+    // No token, a wrong token.
+    assert_eq!(send("", &good).0, 401);
+    assert_eq!(send("Authorization: Bearer nope\r\n", &good).0, 401);
+    // Malformed JSON.
+    let (code, body) = send(&auth, "{\"alerts\": [");
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("not Alertmanager webhook JSON"), "{body}");
+    // A label outside the prefix (in the alert's podLabels): refused whole.
+    let outside = format!(
+        r#"{{"alerts":[{},{}]}}"#,
+        alert("HighLatencyAlert", ""),
+        alert("Other", r#""podLabels":"app=evil""#)
+    );
+    let (code, body) = send(&auth, &outside);
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body.contains("label \"app\" is outside the allowed prefixes (probe/, strategy/)"),
+        "{body}"
+    );
+    // 10,000 alerts at once (small ones: the body is under the 1 MiB limit, so the count
+    // is what refuses it).
+    let many = format!(
+        r#"{{"alerts":[{}]}}"#,
+        vec![r#"{"status":"firing","labels":{"alertname":"HighLatencyAlert"}}"#; 10_000].join(",")
+    );
+    assert!(many.len() < 1 << 20);
+    let (code, body) = send(&auth, &many);
+    assert_eq!(code, 413, "{body}");
+    assert!(
+        body.contains("10000 alerts in one request, at most 1000"),
+        "{body}"
+    );
+    // A 10 MB body, refused from its length.
+    let mut s = std::net::TcpStream::connect(&webhook.addr).unwrap();
+    use std::io::{Read, Write};
+    write!(
+        s,
+        "POST /alerts HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 10485760\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    // A selector matching more pods than maxPodsPerAlert (1): nothing labelled.
+    let wide = format!(
+        r#"{{"alerts":[{{"status":"firing","labels":{{"alertname":"DependencyDown","namespace":"{ns}","service":"orders"}},"fingerprint":"w"}}]}}"#
+    );
+    let (code, body) = send(&auth, &wide);
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("matches more than 1 pods"), "{body}");
+    for pod in ["app", "app2"] {
+        let l = labels(&ns, pod);
+        assert_eq!(
+            l.as_object().unwrap().len(),
+            1,
+            "only app=orders on {pod}: {l}"
+        );
+    }
+    // And the good one goes through, once: a re-send changes nothing.
+    let (code, body) = send(&auth, &good);
+    assert_eq!(
+        (code, body.trim()),
+        (200, r#"{"labelled":1,"cleared":0,"ignored":0}"#)
+    );
+    let (code, body) = send(&auth, &good);
+    assert_eq!(
+        (code, body.trim()),
+        (200, r#"{"labelled":0,"cleared":0,"ignored":0}"#)
+    );
+    assert_eq!(labels(&ns, "app")["probe/debug"], "latency");
+}
+
+fn repo_file(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
+#[test]
+fn r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load() {
+    let ns = namespace("shop");
+    let tmp = tempfile::tempdir().unwrap();
+    // The documented commands, against the real API server.
+    let root = env!("CARGO_MANIFEST_DIR");
+    for args in [
+        vec![
+            "apply",
+            "-n",
+            &ns,
+            "-f",
+            "deploy/kubernetes/sidecar-rbac.yaml",
+        ],
+        vec![
+            "create",
+            "configmap",
+            "orders-sidecar",
+            "-n",
+            &ns,
+            "--from-file=sidecar.yaml=examples/rollout-safety/sidecar.yaml",
+        ],
+        vec![
+            "apply",
+            "-n",
+            &ns,
+            "-f",
+            "examples/rollout-safety/deployment.yaml",
+        ],
+    ] {
+        let out = Command::new("kubectl")
+            .current_dir(root)
+            .arg("--kubeconfig")
+            .arg(&cluster().kubeconfig)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+    }
+    let d: Value = serde_json::from_str(&kubectl_ok(&[
+        "get",
+        "deployment",
+        "-n",
+        &ns,
+        "orders",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["readinessGates"][0]["conditionType"],
+        GATE
+    );
+    let pdb: Value = serde_json::from_str(&kubectl_ok(&[
+        "get", "pdb", "-n", &ns, "orders", "-o", "json",
+    ]))
+    .unwrap();
+    assert_eq!(pdb["spec"]["minAvailable"], 2);
+    // The controllers made its 3 pods (Pending: no node here).
+    let pod = wait_for(Duration::from_secs(30), "the Deployment's pods", || {
+        let v: Value = serde_json::from_str(&kubectl_ok(&[
+            "get",
+            "pods",
+            "-n",
+            &ns,
+            "-l",
+            "app=orders",
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        let items = v["items"].as_array()?.clone();
+        (items.len() == 3).then(|| items[0]["metadata"]["name"].as_str().unwrap().to_string())
+    });
+    // The example's sidecar config, for one of them: with its database and cache elsewhere
+    // (nothing answers on these ports), its gate goes False naming both.
+    let config = repo_file("examples/rollout-safety/sidecar.yaml")
+        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", free_port()))
+        .replace("127.0.0.1:6379", &format!("127.0.0.1:{}", free_port()))
+        .replace("0.0.0.0:8086", "127.0.0.1:0");
+    let kubeconfig = cluster().kubeconfig.to_str().unwrap().to_string();
+    let sidecar = Sidecar::start(
+        tmp.path(),
+        &config,
+        &[
+            ("POD_NAME", &pod),
+            ("POD_NAMESPACE", &ns),
+            ("PGPASSWORD", "x"),
+        ],
+        &["--kubeconfig", &kubeconfig],
+    );
+    wait_gate(&ns, &pod, "False", Duration::from_secs(20));
+    let c = condition(&pod_json(&ns, &pod), GATE).unwrap();
+    assert_eq!(c["message"], "failing: orders-db, cache");
+    // strategy/degrade=cache-only makes the database weak: only the cache fails now.
+    kubectl_ok(&[
+        "label",
+        "pod",
+        "-n",
+        &ns,
+        &pod,
+        "strategy/degrade=cache-only",
+    ]);
+    let body = wait_for(Duration::from_secs(10), "degraded mode", || {
+        let b = sidecar.readyz_verbose().1;
+        b.contains("mode: strategy/degrade=cache-only").then_some(b)
+    });
+    assert!(body.contains("(not required)"), "{body}");
+    // The webhook's example config loads (its token file is beside it): the next step,
+    // reading the kubeconfig, is what fails here.
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .current_dir(root)
+        .args(["alerts", "webhook", "examples/rollout-safety/webhook.yaml"])
+        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let t = text(&out);
+    assert!(
+        t.contains("error: kubeconfig /nonexistent/kubeconfig:"),
+        "{t}"
+    );
+}
+
+/// A `probelet node` (host network, no kubelet port), stopped by SIGTERM when dropped.
+struct Node {
+    child: std::process::Child,
+    out: PathBuf,
+}
+
+impl Node {
+    fn start(name: &str, dir: &Path, ip: &str) -> Node {
+        let out = dir.join(format!("node-{name}.out"));
+        let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .arg("node")
+            .arg("--kubeconfig")
+            .arg(&cluster().kubeconfig)
+            .args(["--name", name, "--node-ip", ip])
+            // The pods reach PostgreSQL, Redis and each other on the host's loopback.
+            .args(["--pod-network", "host"])
+            .args(["--kubelet-listen", &format!("{ip}:0")])
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::options().append(true).open(&out).unwrap())
+            .spawn()
+            .unwrap();
+        let node = Node { child, out };
+        wait_for(Duration::from_secs(30), "node registered", || {
+            kubectl_in(&["get", "node", name], None)
+                .status
+                .success()
+                .then_some(())
+        });
+        node
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let end = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < end {
+            if self.child.try_wait().unwrap().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn r30_1_a_node_pod_whose_sidecar_writes_the_gate_flips_ready_with_its_dependency() {
+    let ns = namespace("nodegate");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
+    let node_name = format!("gate-node-{}", std::process::id());
+    let node = Node::start(&node_name, tmp.path(), "127.0.0.1");
+    let mut db = TcpTarget::listening();
+    let port = free_port();
+    let config = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "readinessGate: {GATE}\nchecks:\n- name: db\n  probe: {{tcpSocket: {{port: {}}}, periodSeconds: 1, failureThreshold: 1}}\n",
+            db.port
+        ),
+    )
+    .unwrap();
+    // The sidecar as the pod's container: its identity from the Downward API, its
+    // credentials from the node (a token bound to the pod, for probelet-sidecar).
+    apply(
+        &ns,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: gated}}
+spec:
+  nodeName: {node_name}
+  serviceAccountName: probelet-sidecar
+  readinessGates: [{{conditionType: {GATE}}}]
+  containers:
+  - name: probe-sidecar
+    image: probelet
+    command: ["{bin}", sidecar, "{config}", --listen, "127.0.0.1:{port}"]
+    env:
+    - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+    - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    readinessProbe: {{tcpSocket: {{port: {port}}}, periodSeconds: 1}}
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            config = config.display(),
+        ),
+    );
+    let ready = |want: &str| -> Option<Value> {
+        let pod = pod_json(&ns, "gated");
+        let c = condition(&pod, "Ready")?;
+        (c["status"] == want).then_some(c)
+    };
+    let log = || std::fs::read_to_string(&node.out).unwrap_or_default();
+    wait_for(Duration::from_secs(40), "Ready through the gate", || {
+        let r = ready("True");
+        if r.is_none() {
+            let _ = log();
+        }
+        r
+    });
+    assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
+
+    db.close();
+    let start = Instant::now();
+    let c = wait_for(Duration::from_secs(10), "Ready=False", || ready("False"));
+    let took = start.elapsed();
+    assert_eq!(c["reason"], "ReadinessGatesNotReady", "{c}");
+    assert!(took <= Duration::from_secs(3), "Ready=False after {took:?}");
+    // The container itself stays ready: only the gate is down.
+    let pod = pod_json(&ns, "gated");
+    assert_eq!(
+        condition(&pod, "ContainersReady").unwrap()["status"],
+        "True"
+    );
+
+    db.open();
+    let start = Instant::now();
+    wait_for(Duration::from_secs(10), "Ready=True again", || {
+        ready("True")
+    });
+    assert!(
+        start.elapsed() <= Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    // The node's later writes kept the gate's condition.
+    assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "-n",
+        &ns,
+        "gated",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+}
+
+/// The machine's address on its default route (the API server refuses loopback addresses in
+/// EndpointSlices).
+fn host_ip() -> String {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    // No packet is sent: connecting a UDP socket only picks the route.
+    s.connect("192.0.2.1:9").unwrap();
+    s.local_addr().unwrap().ip().to_string()
+}
+
+fn ready_pods(ns: &str) -> Vec<(String, bool)> {
+    let v: Value = serde_json::from_str(&kubectl_ok(&[
+        "get",
+        "pods",
+        "-n",
+        ns,
+        "-l",
+        "app=orders",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let ready = condition(p, "Ready").is_some_and(|c| c["status"] == "True");
+            (p["metadata"]["name"].as_str().unwrap().to_string(), ready)
+        })
+        .collect()
+}
+
+fn rollout_status(ns: &str, timeout: &str) -> Output {
+    kubectl_in(
+        &[
+            "rollout",
+            "status",
+            "-n",
+            ns,
+            "deployment/orders",
+            &format!("--timeout={timeout}"),
+        ],
+        None,
+    )
+}
+
+fn pdb(ns: &str) -> Value {
+    serde_json::from_str(&kubectl_ok(&[
+        "get", "pdb", "-n", ns, "orders", "-o", "json",
+    ]))
+    .unwrap()
+}
+
+fn evict(ns: &str, pod: &str) -> Output {
+    let body = format!(
+        r#"{{"apiVersion":"policy/v1","kind":"Eviction","metadata":{{"name":"{pod}","namespace":"{ns}"}}}}"#
+    );
+    kubectl_in(
+        &[
+            "create",
+            "--raw",
+            &format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"),
+            "-f",
+            "-",
+        ],
+        Some(&body),
+    )
+}
+
+/// The ready endpoints of the `orders` Service (EndpointSlices), by pod.
+fn ready_endpoints(ns: &str) -> Vec<String> {
+    let v: Value = serde_json::from_str(&kubectl_ok(&[
+        "get",
+        "endpointslices",
+        "-n",
+        ns,
+        "-l",
+        "kubernetes.io/service-name=orders",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let mut pods: Vec<String> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] == true)
+        .filter_map(|e| e["targetRef"]["name"].as_str().map(str::to_string))
+        .collect();
+    pods.sort();
+    pods
+}
+
+#[test]
+fn r30_3_the_pdb_refuses_an_eviction_while_a_gate_is_false_and_a_failing_rollout_stalls() {
+    let ns = namespace("rollout");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
+    let ip = host_ip();
+    let node_name = format!("rollout-node-{}", std::process::id());
+    let _node = Node::start(&node_name, tmp.path(), &ip);
+    // Each replica's sidecar checks its own dependency: a file named after the pod must not
+    // exist (`DIR/down-POD`), and `$DEP` (the version's dependency) must.
+    let down = tmp.path().join("down");
+    std::fs::create_dir_all(&down).unwrap();
+    let dep_ok = tmp.path().join("dep-ok");
+    std::fs::write(&dep_ok, "").unwrap();
+    let config = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "readinessGate: {GATE}\nchecks:\n- name: dependency\n  probe: {{exec: {{command: [sh, -c, 'test ! -e {}/down-$POD_NAME && test -e \"$DEP\"']}}, periodSeconds: 1, failureThreshold: 1}}\n",
+            down.display()
+        ),
+    )
+    .unwrap();
+    let deployment = |dep: &Path| {
+        format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: orders}}
+spec:
+  replicas: 3
+  selector: {{matchLabels: {{app: orders}}}}
+  strategy: {{type: RollingUpdate, rollingUpdate: {{maxUnavailable: 0, maxSurge: 1}}}}
+  template:
+    metadata: {{labels: {{app: orders}}}}
+    spec:
+      nodeName: {node_name}
+      serviceAccountName: probelet-sidecar
+      terminationGracePeriodSeconds: 2
+      readinessGates: [{{conditionType: {GATE}}}]
+      containers:
+      - name: probe-sidecar
+        image: probelet
+        command: ["{bin}", sidecar, "{config}", --listen, "127.0.0.1:0"]
+        ports: [{{name: http, containerPort: 8086}}]
+        env:
+        - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+        - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+        - {{name: DEP, value: "{dep}"}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: orders}}
+spec:
+  selector: {{app: orders}}
+  ports: [{{port: 80, targetPort: http}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: orders}}
+spec:
+  minAvailable: 2
+  selector: {{matchLabels: {{app: orders}}}}
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            config = config.display(),
+            dep = dep.display(),
+        )
+    };
+    apply(&ns, &deployment(&dep_ok));
+    let out = rollout_status(&ns, "90s");
+    assert!(out.status.success(), "rollout: {}", text(&out));
+    let pods: Vec<String> = ready_pods(&ns).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(pods.len(), 3);
+    wait_for(Duration::from_secs(20), "3 ready endpoints", || {
+        (ready_endpoints(&ns).len() == 3).then_some(())
+    });
+
+    // One pod's gate goes False: the PDB has no disruption left, and an eviction of a second
+    // pod is refused with 429.
+    std::fs::write(down.join(format!("down-{}", pods[0])), "").unwrap();
+    wait_for(Duration::from_secs(10), "pod 0 not ready", || {
+        ready_pods(&ns)
+            .iter()
+            .any(|(n, r)| *n == pods[0] && !r)
+            .then_some(())
+    });
+    wait_for(
+        Duration::from_secs(20),
+        "the PDB allows no disruption",
+        || {
+            let v = pdb(&ns);
+            (v["status"]["disruptionsAllowed"] == 0 && v["status"]["currentHealthy"] == 2)
+                .then_some(())
+        },
+    );
+    let refused = evict(&ns, &pods[1]);
+    assert!(!refused.status.success());
+    let t = text(&refused);
+    assert!(
+        t.contains("429") || t.contains("Too many requests") || t.contains("disruption budget"),
+        "{t}"
+    );
+    // The first pod is Ready again: the eviction goes through.
+    std::fs::remove_file(down.join(format!("down-{}", pods[0]))).unwrap();
+    wait_for(
+        Duration::from_secs(20),
+        "the PDB allows one disruption",
+        || {
+            let v = pdb(&ns);
+            (v["status"]["disruptionsAllowed"] == 1).then_some(())
+        },
+    );
+    let evicted = evict(&ns, &pods[1]);
+    assert!(evicted.status.success(), "{}", text(&evicted));
+    let out = rollout_status(&ns, "90s");
+    assert!(out.status.success(), "back to 3: {}", text(&out));
+
+    // A version whose dependency check fails: the rollout stalls, no old pod goes, the
+    // Service keeps 3 ready endpoints.
+    let before: Vec<String> = wait_for(Duration::from_secs(30), "the evicted pod gone", || {
+        let p = ready_pods(&ns);
+        (p.len() == 3 && p.iter().all(|(_, r)| *r)).then(|| p.into_iter().map(|(n, _)| n).collect())
+    });
+    apply(&ns, &deployment(&tmp.path().join("missing")));
+    let out = rollout_status(&ns, "15s");
+    assert!(
+        !out.status.success(),
+        "the rollout must not complete: {}",
+        text(&out)
+    );
+    let now = ready_pods(&ns);
+    for old in &before {
+        assert!(
+            now.iter().any(|(n, r)| n == old && *r),
+            "old pod {old} still there and Ready: {now:?}"
+        );
+    }
+    assert_eq!(
+        now.iter().filter(|(_, r)| !r).count(),
+        1,
+        "one new, not ready: {now:?}"
+    );
+    assert_eq!(ready_endpoints(&ns), {
+        let mut b = before.clone();
+        b.sort();
+        b
+    });
+}
+
+#[test]
+fn r30_1_postgres_down_takes_the_pod_out_of_the_endpointslice_through_the_gate_and_back() {
+    let ns = namespace("pg");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
+    let ip = host_ip();
+    let node_name = format!("pg-node-{}", std::process::id());
+    let _node = Node::start(&node_name, tmp.path(), &ip);
+    let mut pg = deps_support::Postgres::start();
+    let redis = deps_support::Redis::start("cache-secret");
+    let config = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "readinessGate: {GATE}\nchecks:\n- name: orders-db\n  postgres: {{dsn: \"postgres://app@127.0.0.1:{}/postgres\", passwordFrom: {{env: PGPASSWORD}}, periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 1}}\n- name: cache\n  redis: {{address: \"127.0.0.1:{}\", passwordFrom: {{env: REDIS_PASSWORD}}, periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 1}}\n",
+            pg.port, redis.port
+        ),
+    )
+    .unwrap();
+    apply(
+        &ns,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: orders-0, labels: {{app: orders}}}}
+spec:
+  nodeName: {node_name}
+  serviceAccountName: probelet-sidecar
+  terminationGracePeriodSeconds: 2
+  readinessGates: [{{conditionType: {GATE}}}]
+  containers:
+  - name: probe-sidecar
+    image: probelet
+    command: ["{bin}", sidecar, "{config}", --listen, "127.0.0.1:0"]
+    ports: [{{name: http, containerPort: 8086}}]
+    env:
+    - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+    - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    - {{name: PGPASSWORD, value: app-secret}}
+    - {{name: REDIS_PASSWORD, value: cache-secret}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: orders}}
+spec:
+  selector: {{app: orders}}
+  ports: [{{port: 80, targetPort: http}}]
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            config = config.display(),
+        ),
+    );
+    let ready = || ready_endpoints(&ns) == ["orders-0"];
+    wait_for(
+        Duration::from_secs(40),
+        "orders-0 ready in the EndpointSlice",
+        || ready().then_some(()),
+    );
+    // period × threshold + 2 s = 3 s, measured from the stop to the EndpointSlice.
+    let budget = Duration::from_secs(3);
+    pg.stop();
+    let start = Instant::now();
+    wait_for(
+        Duration::from_secs(10),
+        "orders-0 out of the EndpointSlice",
+        || (!ready()).then_some(()),
+    );
+    let took = start.elapsed();
+    let pod = pod_json(&ns, "orders-0");
+    let r = condition(&pod, "Ready").unwrap();
+    assert_eq!(r["reason"], "ReadinessGatesNotReady", "{r}");
+    assert_eq!(
+        condition(&pod, GATE).unwrap()["message"],
+        "failing: orders-db"
+    );
+    assert!(took <= budget, "out after {took:?}");
+    pg.restart();
+    let start = Instant::now();
+    wait_for(Duration::from_secs(10), "orders-0 back", || {
+        ready().then_some(())
+    });
+    let took = start.elapsed();
+    assert!(took <= budget, "back after {took:?}");
+    eprintln!("measured: out and back within {budget:?}");
+}
+
+#[test]
+fn r30_2_a_firing_alert_not_resent_loses_its_labels_after_its_ttl() {
+    let ns = namespace("ttl");
+    let tmp = tempfile::tempdir().unwrap();
+    gated_pod(&ns, "app");
+    let webhook = start_webhook(tmp.path(), 10);
+    let body = format!(
+        r#"{{"alerts":[{{"status":"firing","labels":{{"alertname":"ShortLived","namespace":"{ns}","pod":"app"}},"fingerprint":"ttl1"}}]}}"#
+    );
+    let (code, answer) = common::http_body(
+        &webhook.addr,
+        "POST",
+        "/alerts",
+        &format!("Authorization: Bearer {TOKEN}\r\n"),
+        &body,
+    );
+    assert_eq!(
+        (code, answer.trim()),
+        (200, r#"{"labelled":1,"cleared":0,"ignored":0}"#)
+    );
+    assert_eq!(labels(&ns, "app")["probe/debug"], "short");
+    // The rule's TTL is 1 s and the sweep runs every second: gone within 2 s (+ the write).
+    let start = Instant::now();
+    wait_for(
+        Duration::from_secs(10),
+        "label removed after the TTL",
+        || {
+            labels(&ns, "app")
+                .get("probe/debug")
+                .is_none()
+                .then_some(())
+        },
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(labels(&ns, "app")["app"], "orders");
+}

@@ -1,0 +1,1135 @@
+//! `probelet node` under a real control plane (issue 29 items 2–3): etcd, kube-apiserver,
+//! kube-controller-manager and kube-scheduler started by `scripts/control-plane` (once for these
+//! tests, stopped when the test binary exits), the real `kubectl`, and `probelet node` processes,
+//! one per test, each test in its own namespace with its pods on its own node.
+//!
+//! The control plane's binaries are built by `.ci/run` (`scripts/control-plane build`) before
+//! the tests; on a machine where they are not built yet, the first test builds them.
+
+use crate::common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+
+fn script() -> PathBuf {
+    common::cluster::script()
+}
+
+/// The control plane these tests share (not kubernetes_e2e's: tests/common/cluster.rs says
+/// why), started on first use.
+fn cluster() -> &'static Cluster {
+    common::cluster::cluster("probelet-node-e2e")
+}
+
+fn text(out: &Output) -> String {
+    common::output_text(out)
+}
+
+fn kubectl(args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(args)
+        .output()
+        .expect("run kubectl")
+}
+
+fn kubectl_ok(args: &[&str]) -> String {
+    let out = kubectl(args);
+    assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn kubectl_apply(ns: &str, yaml: &str) {
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(["apply", "-n", ns, "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "kubectl apply: {}", text(&out));
+}
+
+fn json(args: &[&str]) -> Value {
+    serde_json::from_str(&kubectl_ok(args)).expect("kubectl printed JSON")
+}
+
+fn pod_json(ns: &str, name: &str) -> Value {
+    json(&["get", "pod", "-n", ns, name, "-o", "json"])
+}
+
+fn condition<'a>(pod: &'a Value, type_: &str) -> Option<&'a Value> {
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// Tests that count the API server's requests run alone: its counters are the whole server's.
+static EXCLUSIVE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared_server() -> std::sync::RwLockReadGuard<'static, ()> {
+    EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The API server's count of pod status patches (`apiserver_request_total`).
+fn status_patches() -> u64 {
+    kubectl_ok(&["get", "--raw", "/metrics"])
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_total{")
+                && l.contains("resource=\"pods\"")
+                && l.contains("subresource=\"status\"")
+                && l.contains("verb=\"PATCH\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    common::poll_until(what, timeout, Duration::from_millis(200), f)
+}
+
+/// A namespace of its own for a test (named after this test process, so a namespace an earlier
+/// run left terminating is never reused), once its `default` service account exists.
+fn namespace(name: &str) -> String {
+    let ns = format!("{name}-{}", std::process::id());
+    kubectl_ok(&["create", "namespace", &ns]);
+    wait_until(
+        "the default service account",
+        Duration::from_secs(30),
+        || {
+            kubectl(&["get", "serviceaccount", "-n", &ns, "default"])
+                .status
+                .success()
+                .then_some(())
+        },
+    );
+    ns
+}
+
+/// A running `probelet node`; stopped by SIGTERM (then SIGKILL) when dropped.
+struct Node {
+    name: String,
+    child: Option<Child>,
+    out: PathBuf,
+}
+
+impl Node {
+    fn start(name: &str) -> Node {
+        Self::start_at(name, "127.0.0.1", &[])
+    }
+
+    fn start_at(name: &str, ip: &str, extra: &[&str]) -> Node {
+        let c = cluster();
+        let cert = Command::new(script())
+            .args(["node-cert"])
+            .arg(&c.dir)
+            .args([name, ip])
+            .output()
+            .unwrap();
+        assert!(cert.status.success(), "node-cert: {}", text(&cert));
+        let pki = c.dir.join("pki");
+        let out = c.dir.join(format!("node-{name}.out"));
+        let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .arg("node")
+            .arg("--kubeconfig")
+            .arg(&c.kubeconfig)
+            .args(["--name", name, "--node-ip", ip])
+            .args(["--kubelet-listen", &format!("{ip}:0")])
+            .arg("--tls-cert-file")
+            .arg(pki.join(format!("node-{name}.crt")))
+            .arg("--tls-private-key-file")
+            .arg(pki.join(format!("node-{name}.key")))
+            .arg("--client-ca-file")
+            .arg(pki.join("ca.crt"))
+            .args(["--max-container-restart-period", "2s"])
+            .arg("--run-dir")
+            .arg(c.dir.join(format!("run-{name}")))
+            .args(extra)
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::options().append(true).open(&out).unwrap())
+            .spawn()
+            .unwrap();
+        let node = Node {
+            name: name.to_string(),
+            child: Some(child),
+            out,
+        };
+        wait_until(
+            &format!("node {name} Ready"),
+            Duration::from_secs(30),
+            || {
+                let n = kubectl(&["get", "node", name, "-o", "json"]);
+                let v: Value = serde_json::from_slice(&n.stdout).ok()?;
+                let ready = v["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
+                let hb = v["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .all(|c| c["lastHeartbeatTime"].as_str().is_some());
+                (ready && hb).then_some(())
+            },
+        );
+        node
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// SIGTERM, and the exit status (within 30 s).
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > end {
+                let _ = child.kill();
+                panic!("node did not stop within 30 s:\n{}", self.output());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            let _ = self.terminate();
+        }
+        // The node object stays (like a kubelet's); its pods are deleted with the namespace.
+        let _ = kubectl(&["delete", "node", &self.name, "--wait=false"]);
+    }
+}
+
+/// What most tests start with: the API server shared with the other tests, a namespace
+/// `NAME-PID`, a node `n-NAME` (its pods pinned to it), a scratch directory and a free port.
+/// The namespace is deleted when the case is dropped, before the node stops.
+struct Case {
+    ns: String,
+    node: Node,
+    dir: tempfile::TempDir,
+    port: u16,
+    _shared: std::sync::RwLockReadGuard<'static, ()>,
+}
+
+impl Case {
+    fn new(name: &str) -> Case {
+        let shared = shared_server();
+        Case {
+            ns: namespace(name),
+            node: Node::start(&format!("n-{name}")),
+            dir: tempfile::tempdir().unwrap(),
+            port: common::free_port(),
+            _shared: shared,
+        }
+    }
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.ns, "--wait=false"]);
+    }
+}
+
+/// Whether any process's command line contains `marker` (a pod process left behind).
+fn process_with(marker: &str) -> Option<u32> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rfind(") ").is_some_and(|i| &s[i + 2..i + 3] == "Z"));
+        if cmdline.contains(marker) && !zombie && pid != std::process::id() {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// A pod on `node` whose readiness (and, with `liveness`, liveness) is an exec probe on a file
+/// the test creates and removes, and whose app is `probelet demo-app` on `port`.
+fn file_probed_pod(name: &str, node: &str, port: u16, dir: &Path, liveness: bool) -> String {
+    let ready = dir.join(format!("{name}.ready"));
+    let live = dir.join(format!("{name}.live"));
+    let liveness = if liveness {
+        format!(
+            "    livenessProbe: {{exec: {{command: [test, -f, {}]}}, periodSeconds: 1, failureThreshold: 2}}\n",
+            live.display()
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {name}}}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"0.0.0.0:{port}\"]\n    ports: [{{containerPort: {port}}}]\n    readinessProbe: {{exec: {{command: [test, -f, {}]}}, periodSeconds: 1, failureThreshold: 3, successThreshold: 2}}\n{liveness}",
+        ready.display()
+    )
+}
+
+/// A pod `web` on `node` running `probelet demo-app --listen MARKER`, with `spec` (indented
+/// lines) added to its spec.
+fn demo_pod(node: &str, marker: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  nodeName: {node}\n{spec}  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"{marker}\"]\n"
+    )
+}
+
+fn endpoint_ready(ns: &str, service: &str) -> Vec<(String, bool)> {
+    let v = json(&[
+        "get",
+        "endpointslices",
+        "-n",
+        ns,
+        "-l",
+        &format!("kubernetes.io/service-name={service}"),
+        "-o",
+        "json",
+    ]);
+    let mut out = Vec::new();
+    for slice in v["items"].as_array().into_iter().flatten() {
+        for e in slice["endpoints"].as_array().into_iter().flatten() {
+            let ready = e["conditions"]["ready"].as_bool().unwrap_or(false);
+            for a in e["addresses"].as_array().into_iter().flatten() {
+                out.push((a.as_str().unwrap_or("").to_string(), ready));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn r29_2_deployment_of_3_rolls_out_its_endpointslice_lists_3_ready_pod_ips_and_each_answers() {
+    let case = Case::new("rollout");
+    let ns = case.ns.clone();
+    // Every replica binds the same port: each pod has its own network namespace and IP.
+    kubectl_apply(
+        &ns,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      nodeSelector: {kubernetes.io/hostname: n-rollout}\n      terminationGracePeriodSeconds: 2\n      containers:\n      - name: app\n        image: example/app\n        command: [probelet, demo-app, --listen, \"0.0.0.0:8080\"]\n        ports: [{containerPort: 8080}]\n        readinessProbe: {httpGet: {path: /readyz, port: 8080}, periodSeconds: 1}\n        livenessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: 8080}]\n",
+    );
+    kubectl_ok(&[
+        "rollout",
+        "status",
+        "-n",
+        &ns,
+        "deploy/web",
+        "--timeout=90s",
+    ]);
+    let pods = json(&["get", "pods", "-n", &ns, "-l", "app=web", "-o", "json"]);
+    let mut ips: Vec<String> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(condition(p, "Ready").unwrap()["status"], "True", "{p}");
+            assert_eq!(
+                condition(p, "PodReadyToStartContainers").unwrap()["status"],
+                "True"
+            );
+            assert_eq!(p["status"]["hostIP"], "127.0.0.1");
+            p["status"]["podIP"].as_str().unwrap().to_string()
+        })
+        .collect();
+    ips.sort();
+    ips.dedup();
+    assert_eq!(ips.len(), 3, "three distinct pod IPs: {ips:?}");
+    let node = json(&["get", "node", "n-rollout", "-o", "json"]);
+    let cidr = node["spec"]["podCIDR"].as_str().unwrap().to_string();
+    let prefix = cidr.rsplit_once('.').unwrap().0.to_string() + ".";
+    assert!(
+        ips.iter().all(|ip| ip.starts_with(&prefix)),
+        "{ips:?} in {cidr}"
+    );
+    let want: Vec<(String, bool)> = ips.iter().map(|ip| (ip.clone(), true)).collect();
+    wait_until(
+        "the EndpointSlice lists the 3 pods ready",
+        Duration::from_secs(30),
+        || {
+            let mut eps = endpoint_ready(&ns, "web");
+            eps.sort();
+            (eps == want).then_some(())
+        },
+    );
+    // Each pod IP answers from the host, each with its own process.
+    for ip in &ips {
+        let (code, _) = common::http(&format!("{ip}:8080"), "GET", "/readyz", "");
+        assert_eq!(code, 200, "{ip}");
+    }
+    // The events are the kubelet's, from the node.
+    let events = json(&["get", "events", "-n", &ns, "-o", "json"]);
+    let started = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["reason"] == "Started")
+        .expect("a Started event");
+    assert_eq!(started["source"]["component"], "kubelet");
+    assert_eq!(started["source"]["host"], "n-rollout");
+}
+
+#[test]
+fn r29_2_host_network_reports_a_port_clash_as_the_second_containers_failure() {
+    let _shared = shared_server();
+    let ns = namespace("clash");
+    let _node = Node::start_at("n-clash", "127.0.0.1", &["--pod-network", "host"]);
+    let port = common::free_port();
+    let pod = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: n-clash\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"127.0.0.1:{port}\"]\n    readinessProbe: {{httpGet: {{path: /readyz, port: {port}}}, periodSeconds: 1}}\n"
+        )
+    };
+    kubectl_apply(&ns, &pod("first"));
+    wait_until("the first Ready", Duration::from_secs(30), || {
+        let p = pod_json(&ns, "first");
+        (condition(&p, "Ready")?["status"] == "True").then_some(())
+    });
+    kubectl_apply(&ns, &pod("second"));
+    let p = wait_until("the second restarted", Duration::from_secs(30), || {
+        let p = pod_json(&ns, "second");
+        (p["status"]["containerStatuses"][0]["restartCount"].as_i64() >= Some(1)).then_some(p)
+    });
+    let last = &p["status"]["containerStatuses"][0]["lastState"]["terminated"];
+    assert_eq!(last["reason"], "Error", "{p}");
+    assert_eq!(p["status"]["podIP"], "127.0.0.1");
+    // The first runs on, ready.
+    let first = pod_json(&ns, "first");
+    assert_eq!(condition(&first, "Ready").unwrap()["status"], "True");
+    assert_eq!(first["status"]["containerStatuses"][0]["restartCount"], 0);
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[test]
+fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_it_back() {
+    let case = Case::new("readiness");
+    let ns = case.ns.clone();
+    let dir = &case.dir;
+    let port = case.port;
+    let ready_file = dir.path().join("flip.ready");
+    std::fs::write(&ready_file, "").unwrap();
+    kubectl_apply(
+        &ns,
+        &(file_probed_pod("flip", "n-readiness", port, dir.path(), false)
+            + "---\napiVersion: v1\nkind: Service\nmetadata: {name: flip}\nspec:\n  selector: {app: flip}\n  ports: [{port: 80}]\n"),
+    );
+    let ip = wait_until("the pod IP", Duration::from_secs(30), || {
+        pod_json(&ns, "flip")["status"]["podIP"]
+            .as_str()
+            .map(str::to_string)
+    });
+    wait_until(
+        "ready in the EndpointSlice",
+        Duration::from_secs(40),
+        || (endpoint_ready(&ns, "flip") == vec![(ip.clone(), true)]).then_some(()),
+    );
+    // periodSeconds 1 × failureThreshold 3 + 2 s.
+    std::fs::remove_file(&ready_file).unwrap();
+    let removed = Instant::now();
+    wait_until(
+        "not ready in the EndpointSlice",
+        Duration::from_secs(20),
+        || (endpoint_ready(&ns, "flip") == vec![(ip.clone(), false)]).then_some(()),
+    );
+    let took = removed.elapsed();
+    assert!(
+        took <= Duration::from_secs(5),
+        "not ready after {took:?}, more than periodSeconds × failureThreshold + 2 s"
+    );
+    let pod = pod_json(&ns, "flip");
+    assert_eq!(
+        condition(&pod, "Ready").unwrap()["reason"],
+        "ContainersNotReady"
+    );
+    // successThreshold 2: ready again after two successes (1 s apart), not before one period.
+    std::fs::write(&ready_file, "").unwrap();
+    let restored = Instant::now();
+    wait_until("ready again", Duration::from_secs(20), || {
+        (endpoint_ready(&ns, "flip") == vec![(ip.clone(), true)]).then_some(())
+    });
+    let took = restored.elapsed();
+    assert!(
+        took >= Duration::from_millis(900),
+        "ready after {took:?}: one success is not enough"
+    );
+    assert!(took <= Duration::from_secs(5), "ready after {took:?}");
+}
+
+#[test]
+fn r29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() {
+    let case = Case::new("liveness");
+    let ns = case.ns.clone();
+    let node = &case.node;
+    let dir = &case.dir;
+    let port = case.port;
+    std::fs::write(dir.path().join("live.ready"), "").unwrap();
+    std::fs::write(dir.path().join("live.live"), "").unwrap();
+    kubectl_apply(
+        &ns,
+        &file_probed_pod("live", "n-liveness", port, dir.path(), true),
+    );
+    wait_until("running", Duration::from_secs(30), || {
+        let p = pod_json(&ns, "live");
+        (p["status"]["containerStatuses"][0]["state"]["running"].is_object()).then_some(())
+    });
+    std::fs::remove_file(dir.path().join("live.live")).unwrap();
+    let pod = wait_until("restarted", Duration::from_secs(30), || {
+        let p = pod_json(&ns, "live");
+        (p["status"]["containerStatuses"][0]["restartCount"].as_i64() >= Some(1)).then_some(p)
+    });
+    let cs = &pod["status"]["containerStatuses"][0];
+    let last = &cs["lastState"]["terminated"];
+    assert!(last.is_object(), "lastState: {cs}");
+    // demo-app exits 0 on SIGTERM: the kubelet's reason for exit 0 is Completed.
+    assert_eq!(last["reason"], "Completed", "{cs}");
+    assert_eq!(last["exitCode"], 0, "{cs}");
+    assert_ne!(last["containerID"], cs["containerID"], "{cs}");
+    // The probe keeps failing: the restarts back off (CrashLoopBackOff between them).
+    wait_until("CrashLoopBackOff", Duration::from_secs(40), || {
+        let p = pod_json(&ns, "live");
+        (p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff")
+            .then_some(())
+    });
+    let events = kubectl_ok(&["get", "events", "-n", &ns]);
+    assert!(
+        events.contains("Container app failed liveness probe, will be restarted"),
+        "{events}\n{}",
+        node.output()
+    );
+}
+
+#[test]
+fn r29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays() {
+    let case = Case::new("gates");
+    let ns = case.ns.clone();
+    let dir = &case.dir;
+    let port = case.port;
+    std::fs::write(dir.path().join("gated.ready"), "").unwrap();
+    let pod = file_probed_pod("gated", "n-gates", port, dir.path(), false).replace(
+        "  terminationGracePeriodSeconds: 3\n",
+        "  terminationGracePeriodSeconds: 3\n  readinessGates: [{conditionType: example.com/lb}]\n",
+    );
+    kubectl_apply(&ns, &pod);
+    let pod = wait_until("containers ready", Duration::from_secs(30), || {
+        let p = pod_json(&ns, "gated");
+        (condition(&p, "ContainersReady")?["status"] == "True").then_some(p)
+    });
+    let ready = condition(&pod, "Ready").unwrap();
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "ReadinessGatesNotReady");
+    assert_eq!(
+        ready["message"],
+        "corresponding condition of pod readiness gate \"example.com/lb\" does not exist."
+    );
+    let wide = kubectl_ok(&["get", "pod", "-n", &ns, "gated", "-o", "wide"]);
+    assert!(wide.lines().nth(1).unwrap().ends_with("0/1"), "{wide}");
+    // Someone else (a load balancer controller) sets the gate's condition.
+    kubectl_ok(&[
+        "patch",
+        "pod",
+        "-n",
+        &ns,
+        "gated",
+        "--subresource=status",
+        "--type=strategic",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"example.com/lb","status":"True"}]}}"#,
+    ]);
+    wait_until("Ready", Duration::from_secs(20), || {
+        let p = pod_json(&ns, "gated");
+        (condition(&p, "Ready")?["status"] == "True").then_some(())
+    });
+    let wide = kubectl_ok(&["get", "pod", "-n", &ns, "gated", "-o", "wide"]);
+    assert!(wide.lines().nth(1).unwrap().ends_with("1/1"), "{wide}");
+    // probelet's later writes (readiness fails) keep the condition it does not own.
+    std::fs::remove_file(dir.path().join("gated.ready")).unwrap();
+    let p = wait_until("not ready", Duration::from_secs(20), || {
+        let p = pod_json(&ns, "gated");
+        (condition(&p, "Ready")?["status"] == "False").then_some(p)
+    });
+    assert_eq!(
+        condition(&p, "Ready").unwrap()["reason"],
+        "ContainersNotReady"
+    );
+    assert_eq!(condition(&p, "example.com/lb").unwrap()["status"], "True");
+}
+
+#[test]
+fn r29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
+    let case = Case::new("delete");
+    let ns = case.ns.clone();
+    let node = &case.node;
+    let port = case.port;
+    let marker = format!("127.0.0.1:{port}");
+    kubectl_apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  nodeName: n-delete\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"{marker}\", --stop-delay, 1s]\n    lifecycle:\n      preStop: {{exec: {{command: [sh, -c, 'echo prestop ran >&2']}}}}\n"
+        ),
+    );
+    let logs = wait_until("kubectl logs", Duration::from_secs(30), || {
+        let out = kubectl(&["logs", "-n", &ns, "web"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.success() && text.contains("listening on")).then_some(text)
+    });
+    assert!(logs.contains(&format!("listening on {marker}")), "{logs}");
+    let tail = kubectl_ok(&["logs", "-n", &ns, "web", "--tail=1"]);
+    assert_eq!(tail.lines().count(), 1, "{tail}");
+    assert!(process_with(&marker).is_some());
+    // `kubectl logs -f` through the API server: what the kill path makes the container write
+    // arrives, and the follow ends by itself when the container stops.
+    let followed = case.dir.path().join("followed");
+    let mut follower = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(["logs", "-f", "-n", &ns, "web"])
+        .stdout(std::fs::File::create(&followed).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the follower has the first lines",
+        Duration::from_secs(10),
+        || {
+            let text = std::fs::read_to_string(&followed).ok()?;
+            text.contains("listening on").then_some(())
+        },
+    );
+    let started = Instant::now();
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "-n",
+        &ns,
+        "web",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    // The kill path: SIGTERM after preStop, the app's 1 s stop delay honoured (no SIGKILL).
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert!(
+        process_with(&marker).is_none(),
+        "the container's process survived"
+    );
+    let out = node.output();
+    assert!(out.contains("Killing: Stopping container app"), "{out}");
+    assert!(out.contains("demo-app: SIGTERM"), "{out}");
+    let ended = wait_until("the follow ends", Duration::from_secs(10), || {
+        follower.try_wait().unwrap()
+    });
+    assert!(ended.success(), "kubectl logs -f: {ended:?}");
+    let followed = std::fs::read_to_string(&followed).unwrap();
+    assert!(followed.contains("demo-app: SIGTERM"), "{followed}");
+    let gone = kubectl(&["get", "pod", "-n", &ns, "web"]);
+    assert!(!gone.status.success());
+}
+
+#[test]
+fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_evicts() {
+    let _shared = shared_server();
+    let ns = namespace("kill9");
+    // The node lifecycle controller evicts nothing when every node of a zone is NotReady
+    // (full disruption: it suspects its own network): a second node stays Ready.
+    let _peer = Node::start("n-kill9-peer");
+    let mut node = Node::start_at("n-kill9", "127.0.0.1", &["--pod-network", "host"]);
+    let port = common::free_port();
+    let marker = format!("127.0.0.1:{port}");
+    kubectl_apply(
+        &ns,
+        &demo_pod(
+            "n-kill9",
+            &marker,
+            "  tolerations:\n  - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 1}\n  - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 1}\n",
+        ),
+    );
+    wait_until("the pod's process", Duration::from_secs(30), || {
+        process_with(&marker)
+    });
+    let mut child = node.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until("no pod process left", Duration::from_secs(5), || {
+        process_with(&marker).is_none().then_some(())
+    });
+    // The node lifecycle controller: NotReady (Unknown) once the lease is not renewed within
+    // its grace period, then the pods are evicted (tolerationSeconds 1).
+    wait_until("node NotReady", Duration::from_secs(120), || {
+        let v = json(&["get", "node", "n-kill9", "-o", "json"]);
+        let ready = v["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Ready")?
+            .clone();
+        (ready["status"] == "Unknown").then_some(())
+    });
+    wait_until("pod evicted", Duration::from_secs(60), || {
+        let out = kubectl(&["get", "pod", "-n", &ns, "web", "-o", "json"]);
+        if !out.status.success() {
+            return Some(());
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["metadata"]["deletionTimestamp"].is_string().then_some(())
+    });
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[test]
+fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
+    let _shared = shared_server();
+    let ns = namespace("restart");
+    let mut node = Node::start("n-restart");
+    let port = common::free_port();
+    let marker = format!("127.0.0.1:{port}");
+    kubectl_apply(
+        &ns,
+        &demo_pod("n-restart", &marker, "  terminationGracePeriodSeconds: 3\n"),
+    );
+    wait_until("the pod's process", Duration::from_secs(30), || {
+        process_with(&marker)
+    });
+    let status = node.terminate();
+    assert!(status.success(), "{status:?}\n{}", node.output());
+    assert!(
+        process_with(&marker).is_none(),
+        "a pod process survived SIGTERM"
+    );
+    // The pod network went with it: the bridge it made, the pods' sandboxes.
+    let bridge = Path::new("/sys/class/net").join(probelet::node::bridge_name("n-restart"));
+    assert!(!bridge.exists(), "{} left behind", bridge.display());
+    assert!(
+        std::fs::read_dir("/run/probelet/n-restart/sandboxes").map_or(true, |d| d.count() == 0),
+        "sandboxes left behind"
+    );
+    // Restarted: the pod bound to it runs again.
+    let node = Node::start("n-restart");
+    wait_until("the pod runs again", Duration::from_secs(30), || {
+        process_with(&marker)
+    });
+    wait_until("Ready again", Duration::from_secs(30), || {
+        let p = pod_json(&ns, "web");
+        (condition(&p, "Ready")?["status"] == "True").then_some(())
+    });
+    drop(node);
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[test]
+fn r29_3_unreachable_api_server_wrong_token_and_rbac_403_are_one_clear_error_each() {
+    let _shared = shared_server();
+    let c = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = std::fs::read_to_string(&c.kubeconfig).unwrap();
+    // Unreachable: a port nothing listens on.
+    let port = common::free_port();
+    let server_line = kubeconfig
+        .lines()
+        .find(|l| l.trim_start().starts_with("server:"))
+        .unwrap();
+    let unreachable = dir.path().join("unreachable");
+    std::fs::write(
+        &unreachable,
+        kubeconfig.replace(
+            server_line,
+            &format!("    server: https://127.0.0.1:{port}"),
+        ),
+    )
+    .unwrap();
+    let token_line = kubeconfig
+        .lines()
+        .find(|l| l.trim_start().starts_with("token:"))
+        .unwrap();
+    let wrong = dir.path().join("wrong-token");
+    std::fs::write(
+        &wrong,
+        kubeconfig.replace(token_line, "    token: not-the-token"),
+    )
+    .unwrap();
+    // RBAC: the scheduler's credentials may not create nodes.
+    let forbidden = c.dir.join("kube-scheduler.kubeconfig");
+    for (file, expect) in [
+        (&unreachable, "the API server is unreachable"),
+        (&wrong, "401 Unauthorized"),
+        (&forbidden, "forbids creating node n-bad (403 Forbidden)"),
+    ] {
+        let started = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .args(["node", "--name", "n-bad", "--kubelet-listen", "127.0.0.1:0"])
+            .arg("--kubeconfig")
+            .arg(file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert_eq!(
+            stderr.lines().filter(|l| l.starts_with("error:")).count(),
+            1,
+            "one error line: {stderr}"
+        );
+        assert!(stderr.contains(expect), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+}
+
+#[test]
+fn r29_2_a_pod_probelet_cannot_run_gets_one_event_and_the_node_serves_the_rest() {
+    let case = Case::new("badpod");
+    let ns = case.ns.clone();
+    let node = &case.node;
+    let port = case.port;
+    kubectl_apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: image-only}}\nspec:\n  nodeName: n-badpod\n  containers:\n  - name: app\n    image: nginx\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: good}}\nspec:\n  nodeName: n-badpod\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"127.0.0.1:{port}\"]\n"
+        ),
+    );
+    wait_until("the good pod Ready", Duration::from_secs(30), || {
+        let p = pod_json(&ns, "good");
+        (condition(&p, "Ready")?["status"] == "True").then_some(())
+    });
+    let image_only_events = || {
+        let v = json(&[
+            "get",
+            "events",
+            "-n",
+            &ns,
+            "--field-selector",
+            "involvedObject.name=image-only",
+            "-o",
+            "json",
+        ]);
+        v["items"].as_array().cloned().unwrap_or_default()
+    };
+    let events = wait_until("the event", Duration::from_secs(10), || {
+        Some(image_only_events()).filter(|e| !e.is_empty())
+    });
+    // Some time passes (pod syncs, watch events): still one event.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(image_only_events().len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "Warning");
+    assert_eq!(events[0]["reason"], "Failed");
+    assert!(
+        events[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("container \"app\" has no command"),
+        "{}",
+        events[0]
+    );
+    assert!(!node.output().contains("panicked"));
+}
+
+/// The node lifecycle controller marks a node whose lease lapsed `Unknown`; a node that comes
+/// back (an API server out of reach for a while) must write its status again, as the kubelet's
+/// status loop does every `nodeStatusUpdateFrequency` (10 s), not only at registration.
+#[test]
+fn r29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_period() {
+    let _shared = shared_server();
+    let _node = Node::start("n-refresh");
+    let patch = r#"{"status":{"conditions":[{"type":"Ready","status":"Unknown","reason":"NodeStatusUnknown","message":"Kubelet stopped posting node status."}]}}"#;
+    kubectl_ok(&[
+        "patch",
+        "node",
+        "n-refresh",
+        "--subresource=status",
+        "--type=strategic",
+        "-p",
+        patch,
+    ]);
+    let ready = || {
+        let v = json(&["get", "node", "n-refresh", "-o", "json"]);
+        v["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .cloned()
+    };
+    let marked = Instant::now();
+    // The status loop's period is 10 s; the node may have compared just before the patch.
+    let back = wait_until("Ready written back", Duration::from_secs(15), || {
+        ready().filter(|c| c["status"] == "True")
+    });
+    assert_eq!(back["reason"], "KubeletReady", "{back}");
+    assert_eq!(back["message"], "kubelet is posting ready status", "{back}");
+    assert!(marked.elapsed() <= Duration::from_secs(15));
+}
+
+/// The pod watch resumes after the API server restarts: pods created and deleted after it is
+/// back are run and stopped, with the outage reported once (kube-runtime's watcher re-lists
+/// and re-watches with back-off).
+#[test]
+fn r29_3_the_pod_watch_resumes_after_an_api_server_restart() {
+    // Alone: every other test's kubectl calls would fail while the API server is down.
+    let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
+    let c = cluster();
+    let ns = namespace("resume");
+    let node = Node::start("n-resume");
+    let first = format!("127.0.0.1:{}", common::free_port());
+    kubectl_apply(&ns, &demo_pod("n-resume", &first, ""));
+    wait_until("the first pod's process", Duration::from_secs(30), || {
+        process_with(&first)
+    });
+    let out = Command::new(script())
+        .arg("restart")
+        .arg(&c.dir)
+        .arg("kube-apiserver")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "restart: {}", text(&out));
+    // After the restart: a new pod runs, a deleted one stops.
+    let second = format!("127.0.0.1:{}", common::free_port());
+    kubectl_apply(
+        &ns,
+        &demo_pod("n-resume", &second, "").replace("name: web}", "name: web2}"),
+    );
+    wait_until("the second pod's process", Duration::from_secs(60), || {
+        process_with(&second)
+    });
+    kubectl_ok(&["delete", "pod", "-n", &ns, "web", "--wait=false"]);
+    wait_until("the first pod stopped", Duration::from_secs(30), || {
+        process_with(&first).is_none().then_some(())
+    });
+    wait_until("the first pod object gone", Duration::from_secs(30), || {
+        (!kubectl(&["get", "pod", "-n", &ns, "web"]).status.success()).then_some(())
+    });
+    let reported = node
+        .output()
+        .matches("watching the pods of node n-resume")
+        .count();
+    assert!(
+        (1..=2).contains(&reported),
+        "the outage is reported once (at most once more if a second error came after a success), not {reported} times:\n{}",
+        node.output()
+    );
+    drop(node);
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[test]
+fn r29_2_steady_state_costs_no_status_write() {
+    let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
+    let ns = namespace("steady");
+    let node = Node::start("n-steady");
+    let mut yaml = String::new();
+    for i in 0..5 {
+        let port = common::free_port();
+        yaml += &format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}}}\nspec:\n  nodeName: n-steady\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"0.0.0.0:{port}\"]\n    startupProbe: {{httpGet: {{path: /startupz, port: {port}}}, periodSeconds: 1}}\n    livenessProbe: {{httpGet: {{path: /healthz, port: {port}}}, periodSeconds: 1}}\n    readinessProbe: {{httpGet: {{path: /readyz, port: {port}}}, periodSeconds: 1}}\n"
+        );
+    }
+    kubectl_apply(&ns, &yaml);
+    wait_until("every pod Ready", Duration::from_secs(60), || {
+        let v = json(&["get", "pods", "-n", &ns, "-o", "json"]);
+        let items = v["items"].as_array()?;
+        (items.len() == 5
+            && items
+                .iter()
+                .all(|p| condition(p, "Ready").is_some_and(|c| c["status"] == "True")))
+        .then_some(())
+    });
+    // The counter is the whole API server's: the controllers' clean-up of earlier tests'
+    // pods (eviction, pod GC marking them before deleting them) patches statuses too. Measure
+    // once only this test's pods are left and the counter has been still for 5 s (this test
+    // runs alone: no other node writes meanwhile).
+    wait_until(
+        "only this test's pods left",
+        Duration::from_secs(180),
+        || {
+            let all = kubectl_ok(&["get", "pods", "-A", "--no-headers"]);
+            (all.lines().count() == 5).then_some(())
+        },
+    );
+    let before = wait_until("the API server quiet", Duration::from_secs(90), || {
+        let before = status_patches();
+        std::thread::sleep(Duration::from_secs(5));
+        (status_patches() == before).then_some(before)
+    });
+    assert!(before >= 5, "the pods' statuses were written: {before}");
+    let versions = || {
+        let v = json(&["get", "pods", "-n", &ns, "-o", "json"]);
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["metadata"]["resourceVersion"].to_string())
+            .collect::<Vec<_>>()
+    };
+    let versions_before = versions();
+    // 15 probes a second, for 20 s: 300 passing probes, and no change to write.
+    std::thread::sleep(Duration::from_secs(20));
+    let after = status_patches();
+    assert_eq!(versions(), versions_before, "the pods changed");
+    assert_eq!(
+        after,
+        before,
+        "status writes in steady state\n{}",
+        node.output()
+    );
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// docs/node.md's session, command for command (with the test's control plane for `/tmp/cp`):
+/// `node-cert`, `probelet node` with its default kubelet port, `kubectl apply -f
+/// examples/deployment.yaml`, and `kubectl get pods -w` until the pod is `1/1 Running`.
+#[test]
+fn r29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
+    // Alone: the example has no node selector, so this node must be the only one.
+    let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
+    let c = cluster();
+    let dir = c.dir.display().to_string();
+    let ns = namespace("docs");
+    let node_out = c.dir.join("node-mynode.out");
+    let sh = |command: &str| {
+        let mut cmd = Command::new("sh");
+        // `exec`: the shell becomes the command, so the signals the test sends reach it.
+        cmd.arg("-c")
+            .arg(format!("exec {}", command.replace("/tmp/cp", &dir)))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("PATH", bin_path())
+            .env("KUBECONFIG", "/nonexistent")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if command.starts_with("probelet node") {
+            // The node runs for the whole session: its output goes to a file, not a pipe
+            // nobody reads.
+            cmd.stdout(std::fs::File::create(&node_out).unwrap())
+                .stderr(
+                    std::fs::File::options()
+                        .append(true)
+                        .open(&node_out)
+                        .unwrap(),
+                );
+        }
+        cmd.spawn().unwrap()
+    };
+    let out = sh("scripts/control-plane node-cert /tmp/cp mynode")
+        .wait_with_output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let node = sh(
+        "probelet node --kubeconfig /tmp/cp/kubeconfig --name mynode --tls-cert-file /tmp/cp/pki/node-mynode.crt --tls-private-key-file /tmp/cp/pki/node-mynode.key --client-ca-file /tmp/cp/pki/ca.crt",
+    );
+    let node = Node {
+        name: "mynode".into(),
+        child: Some(node),
+        out: node_out.clone(),
+    };
+    let out = sh(&format!(
+        "kubectl --kubeconfig /tmp/cp/kubeconfig apply -f examples/deployment.yaml -n {ns}"
+    ))
+    .wait_with_output()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let mut watch = sh(&format!(
+        "kubectl --kubeconfig /tmp/cp/kubeconfig get pods -w -n {ns}"
+    ));
+    let stdout = watch.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let end = Instant::now() + Duration::from_secs(60);
+    // The example's 3 replicas, each `1/1 Running` at some point of the watch.
+    let ready_pods = |seen: &[String]| {
+        seen.iter()
+            .filter(|l| l.contains("1/1") && l.contains("Running"))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    };
+    while ready_pods(&seen) < 3 {
+        let left = end.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!(
+                "no 1/1 Running in `kubectl get pods -w`: {seen:#?}\n{}\n{}",
+                node.output(),
+                kubectl_ok(&["get", "all,events", "-n", &ns])
+            ),
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    // Before it was ready, the watch showed it running and not ready (the startup delay).
+    assert!(
+        seen.iter().any(|l| l.contains("0/1")),
+        "{seen:#?}\n{}",
+        node.output()
+    );
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+    drop(node);
+}
+
+/// A PATH with this build's `probelet` first.
+fn bin_path() -> String {
+    let bin = Path::new(env!("CARGO_BIN_EXE_probelet")).parent().unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn r29_2_the_kubelet_port_serves_only_clients_with_a_cluster_certificate() {
+    let _shared = shared_server();
+    let node = Node::start("n-tls");
+    let v = json(&["get", "node", "n-tls", "-o", "json"]);
+    let port = v["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .expect("the kubelet port in the Node");
+    let pki = cluster().dir.join("pki");
+    let url = format!("https://127.0.0.1:{port}/healthz");
+    let curl = |cert: bool| {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--max-time", "5", "--cacert"])
+            .arg(pki.join("ca.crt"));
+        if cert {
+            cmd.arg("--cert")
+                .arg(pki.join("apiserver-kubelet-client.crt"))
+                .arg("--key")
+                .arg(pki.join("apiserver-kubelet-client.key"));
+        }
+        cmd.arg(&url).output().unwrap()
+    };
+    // The serving certificate verifies against the cluster CA (as the API server checks it),
+    // and the API server's client certificate is let in.
+    let with = curl(true);
+    assert!(with.status.success(), "{}", text(&with));
+    assert_eq!(String::from_utf8_lossy(&with.stdout), "ok");
+    // Anyone else is refused at the handshake.
+    let without = curl(false);
+    assert!(!without.status.success(), "{}", text(&without));
+    assert!(!node.output().contains("panicked"));
+}
