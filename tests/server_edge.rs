@@ -12,10 +12,9 @@ mod common;
 use common::edge_servers::{ALL, Server};
 
 use probelet::server::ServerLimits;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 /// Small limits so that the cap is reached with few sockets; the timeouts are the defaults.
