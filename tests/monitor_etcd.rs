@@ -310,12 +310,23 @@ struct Monitor {
 impl Monitor {
     /// Starts member `id` on `prefix`, with `file` (or the targets in etcd when `None`).
     fn start(id: &str, etcd: &Etcd, prefix: &str, file: Option<&PathBuf>) -> Monitor {
+        Monitor::start_with_ttl(id, etcd, prefix, file, TTL)
+    }
+
+    /// [`Monitor::start`] with a lease TTL of `ttl` instead of [`TTL`].
+    fn start_with_ttl(
+        id: &str,
+        etcd: &Etcd,
+        prefix: &str,
+        file: Option<&PathBuf>,
+        ttl: Duration,
+    ) -> Monitor {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_probelet"));
         cmd.arg("monitor");
         if let Some(f) = file {
             cmd.arg(f);
         }
-        let ttl = format!("{}s", TTL.as_secs());
+        let ttl = format!("{}s", ttl.as_secs());
         cmd.args([
             "--etcd",
             &etcd.urls(),
@@ -1160,6 +1171,8 @@ fn scrape(addr: SocketAddr, path: &str) -> String {
 struct Scrape {
     probes: HashMap<String, (u64, u64)>,
     lateness: Vec<(f64, f64)>,
+    /// Failed probes by `reason`, over all targets.
+    reasons: BTreeMap<String, u64>,
 }
 
 impl Scrape {
@@ -1167,6 +1180,7 @@ impl Scrape {
         let text = scrape(addr, "/metrics");
         let mut probes: HashMap<String, (u64, u64)> = HashMap::new();
         let mut lateness = Vec::new();
+        let mut reasons = BTreeMap::new();
         for l in text.lines() {
             let value = || l.rsplit(' ').next()?.parse::<f64>().ok();
             if let Some(rest) = l.strip_prefix("prober_probe_total{target=\"") {
@@ -1177,6 +1191,13 @@ impl Scrape {
                     e.0 += v;
                 } else {
                     e.1 += v;
+                    let reason = l
+                        .split("reason=\"")
+                        .nth(1)
+                        .and_then(|r| r.split('"').next());
+                    *reasons
+                        .entry(reason.unwrap_or("?").to_string())
+                        .or_default() += v;
                 }
             } else if let Some(rest) =
                 l.strip_prefix("probelet_monitor_probe_lateness_seconds_bucket{le=\"")
@@ -1191,7 +1212,11 @@ impl Scrape {
             }
         }
         assert!(!lateness.is_empty(), "no lateness histogram in /metrics");
-        Scrape { probes, lateness }
+        Scrape {
+            probes,
+            lateness,
+            reasons,
+        }
     }
 }
 
@@ -1226,8 +1251,9 @@ fn cpu_seconds_with_children(pid: u32) -> f64 {
             .sum::<f64>()
 }
 
-/// The machine's busy and total CPU time (all cores), in seconds, from /proc/stat.
-fn machine_cpu() -> (f64, f64) {
+/// The machine's busy, niced (part of busy) and total CPU time (all cores), in seconds, from
+/// /proc/stat.
+fn machine_cpu() -> (f64, f64, f64) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap();
     let f: Vec<f64> = stat
         .lines()
@@ -1240,7 +1266,23 @@ fn machine_cpu() -> (f64, f64) {
     // user nice system idle iowait irq softirq steal
     let busy = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
     let total = busy + f[3] + f[4];
-    (busy / 100.0, total / 100.0)
+    (busy / 100.0, f[1] / 100.0, total / 100.0)
+}
+
+/// The kernel's count of connections dropped because a listen queue was full
+/// (`TcpExt: ListenOverflows`): a target that does not accept fast enough.
+fn listen_overflows() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("TcpExt:")).collect();
+    let (Some(names), Some(values)) = (rows.first(), rows.get(1)) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "ListenOverflows")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -1261,7 +1303,9 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 /// `PROBELET_BENCH_URL=http://127.0.0.1:18080/healthz` an external one such as nginx with
 /// `../shared/bench/nginx.conf`; `PROBELET_BENCH_TARGET_PID` (its master's PID) adds its CPU.
 /// `PROBELET_BENCH_RUNS` (3), `PROBELET_BENCH_WINDOW` seconds (20), `PROBELET_BENCH_WARMUP`
-/// seconds (10) after every target is owned and its first record written.
+/// seconds (10) after every target is owned and its first record written,
+/// `PROBELET_BENCH_START` (`reload` or `file`, below), `PROBELET_BENCH_LEASE_TTL` seconds (5,
+/// the monitor's default).
 /// `cargo test --release --test monitor_etcd -- --ignored measure_thirty_thousand_on_three --nocapture`
 #[test]
 #[ignore = "a measurement (about 1 minute a run), not a check"]
@@ -1298,35 +1342,98 @@ fn measure_thirty_thousand_on_three() {
         (None, None) => unreachable!(),
     };
     let dir = tempfile::tempdir().unwrap();
-    let file = write_file(&dir, &yaml);
+    let start_mode = std::env::var("PROBELET_BENCH_START").unwrap_or_else(|_| "reload".into());
+    // The monitor's default lease TTL (the other tests use 2 s for fast takeovers).
+    let ttl = Duration::from_secs(env_or("PROBELET_BENCH_LEASE_TTL", 5));
     println!(
-        "{n} HTTP targets at period 1 s over 3 monitors, target {}",
+        "{n} HTTP targets at period 1 s over 3 monitors (lease TTL {ttl:?}, targets {}), target {}",
+        if start_mode == "file" {
+            "from the file"
+        } else {
+            "loaded (SIGHUP) after the three joined"
+        },
         url.as_deref().unwrap_or("this test's HTTP server")
     );
     for run in 0..runs {
         let prefix = format!("/thirty{run}");
-        let m: Vec<Monitor> = ["a", "b", "c"]
-            .iter()
-            .map(|x| Monitor::start(&format!("{x}{run}"), &etcd, &prefix, Some(&file)))
-            .collect();
-        wait_until(
-            "every target owned once, first records written",
-            Duration::from_secs(120),
-            || {
-                let owned: f64 = m
-                    .iter()
-                    .map(|x| {
-                        x.metric("probelet_monitor_cluster_owned_targets")
-                            .unwrap_or(0.0)
-                    })
-                    .sum();
-                let settled = m.iter().all(|x| {
-                    x.metric("probelet_monitor_cluster_members") == Some(3.0)
-                        && x.metric("probelet_monitor_cluster_pending_records") == Some(0.0)
-                });
-                (owned == n as f64 && settled).then_some(())
+        // The three start at once. With PROBELET_BENCH_START=reload (the default) they start
+        // from an empty targets file, which becomes the N targets (SIGHUP) once all three have
+        // joined, so no member ever owns more than its share. (`probelet targets apply` would
+        // do the same through etcd, but 30,000 targets are 2.5 MB, over the 2 MiB etcd's
+        // gateway takes in one request.) With `file` each starts from the targets file, and
+        // the first to join owns all N until it sees the others (BENCHMARKS.md says what that
+        // does on 2 cores).
+        let from_file = start_mode == "file";
+        let run_file = dir.path().join(format!("run{run}.yaml"));
+        std::fs::write(
+            &run_file,
+            if from_file {
+                yaml.as_str()
+            } else {
+                "targets: []\n"
             },
-        );
+        )
+        .unwrap();
+        let mut m: Vec<Monitor> = std::thread::scope(|s| {
+            let starting: Vec<_> = ["a", "b", "c"]
+                .iter()
+                .map(|x| {
+                    let (id, etcd, prefix, file) = (format!("{x}{run}"), &etcd, &prefix, &run_file);
+                    s.spawn(move || Monitor::start_with_ttl(&id, etcd, prefix, Some(file), ttl))
+                })
+                .collect();
+            starting.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        if !from_file {
+            wait_until(
+                "three members seen by each",
+                Duration::from_secs(30),
+                || {
+                    m.iter()
+                        .all(|x| x.metric("probelet_monitor_cluster_members") == Some(3.0))
+                        .then_some(())
+                },
+            );
+            std::fs::write(&run_file, &yaml).unwrap();
+            for x in &m {
+                signal(&x.child, Signal::HUP);
+            }
+            for x in &mut m {
+                x.wait_event("Reloaded", Duration::from_secs(60), |_| true);
+            }
+        }
+        // Every target owned once and its first records written; a machine that cannot
+        // get there (targets flapping on an overloaded target server) is measured anyway.
+        let settle_by = Instant::now() + Duration::from_secs(120);
+        let settled_at = Instant::now();
+        loop {
+            let state: Vec<[f64; 3]> = m
+                .iter()
+                .map(|x| {
+                    [
+                        "probelet_monitor_cluster_owned_targets",
+                        "probelet_monitor_cluster_members",
+                        "probelet_monitor_cluster_pending_records",
+                    ]
+                    .map(|k| x.metric(k).unwrap_or(f64::NAN))
+                })
+                .collect();
+            let owned: f64 = state.iter().map(|s| s[0]).sum();
+            if owned == n as f64 && state.iter().all(|s| s[1] == 3.0 && s[2] == 0.0) {
+                println!(
+                    "run {run}: settled {:.1} s after the third member joined",
+                    settled_at.elapsed().as_secs_f64()
+                );
+                break;
+            }
+            if Instant::now() > settle_by {
+                println!(
+                    "run {run}: NOT settled after 120 s (owned targets, members, pending records per monitor: {state:?}); measuring anyway"
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
         std::thread::sleep(warmup);
         let cpu_of_target = || match target_pid {
             Some(p) => cpu_seconds_with_children(p),
@@ -1338,6 +1445,7 @@ fn measure_thirty_thousand_on_three() {
         // window, and the probe counts cover it.
         let s0 = Instant::now();
         let before: Vec<Scrape> = m.iter().map(|x| Scrape::of(x.addr)).collect();
+        let overflows0 = listen_overflows();
         let (c0, e0, t0, mc0, at0) = (
             monitor_cpu(),
             etcd_cpu(),
@@ -1353,6 +1461,7 @@ fn measure_thirty_thousand_on_three() {
             machine_cpu(),
             Instant::now(),
         );
+        let overflows = listen_overflows() - overflows0;
         let s1 = Instant::now();
         let after: Vec<Scrape> = m.iter().map(|x| Scrape::of(x.addr)).collect();
         let secs = at1.duration_since(at0).as_secs_f64();
@@ -1382,13 +1491,24 @@ fn measure_thirty_thousand_on_three() {
             }
             all_probes += probes;
             all_failed += failed;
+            let reasons: BTreeMap<&str, u64> = after[i]
+                .reasons
+                .iter()
+                .map(|(r, v)| {
+                    (
+                        r.as_str(),
+                        v - before[i].reasons.get(r).copied().unwrap_or(0),
+                    )
+                })
+                .filter(|(_, v)| *v > 0)
+                .collect();
             let cpu = c1[i] - c0[i];
             let (p50_lo, p50_hi, _) =
                 bucket_of_quantile(&before[i].lateness, &after[i].lateness, 0.50);
             let (p99_lo, p99_hi, observed) =
                 bucket_of_quantile(&before[i].lateness, &after[i].lateness, 0.99);
             println!(
-                "  {}: {} targets, {:.0} probes/s ({failed} failed), lateness p50 in ({:.1}, {:.1}] ms, p99 in ({:.1}, {:.1}] ms ({observed} started), CPU {:.2} cores, {:.1} µs per probe",
+                "  {}: {} targets probed, {:.0} probes/s ({failed} failed: {reasons:?}), lateness p50 in ({:.1}, {:.1}] ms, p99 in ({:.1}, {:.1}] ms ({observed} started), CPU {:.2} cores, {:.1} µs per probe",
                 x.id,
                 after[i].probes.len(),
                 probes as f64 / count_secs,
@@ -1409,7 +1529,7 @@ fn measure_thirty_thousand_on_three() {
         let over = counts.iter().filter(|c| **c > expected + 1).count();
         let doubled = per_target.values().filter(|e| e.1 > 1).count();
         println!(
-            "  all: {:.0} probes/s of {n} asked ({all_failed} failed); probes per target in {count_secs:.1} s: min {}, median {}, max {}; {short} targets below {}, {over} above {}, {doubled} probed by two monitors",
+            "  all: {:.0} probes/s of {n} asked ({all_failed} failed; {overflows} connections dropped on full listen queues); probes per target in {count_secs:.1} s: min {}, median {}, max {}; {short} targets below {}, {over} above {}, {doubled} probed by two monitors",
             all_probes as f64 / count_secs,
             counts.iter().min().unwrap(),
             median(counts.iter().map(|c| *c as f64).collect()),
@@ -1419,11 +1539,13 @@ fn measure_thirty_thousand_on_three() {
         );
         let mon: f64 = c1.iter().zip(&c0).map(|(a, b)| a - b).sum();
         let busy = mc1.0 - mc0.0;
-        let total = mc1.1 - mc0.1;
+        let niced = mc1.1 - mc0.1;
+        let total = mc1.2 - mc0.2;
         println!(
-            "  CPU (cores): machine {:.2} busy of {:.2}; monitors {:.2}, etcd {:.2}, target {:.2}{}, the rest {:.2}",
+            "  CPU (cores): machine {:.2} busy of {:.2} ({:.2} of it niced processes); monitors {:.2}, etcd {:.2}, target {:.2}{}, the rest {:.2}",
             busy / secs,
             total / secs,
+            niced / secs,
             mon / secs,
             (e1 - e0) / secs,
             (t1 - t0) / secs,
@@ -1434,6 +1556,37 @@ fn measure_thirty_thousand_on_three() {
             },
             (busy - mon - (e1 - e0) - (t1 - t0)) / secs
         );
-        drop(m);
+        // The monitors' own account: cluster events (degraded, rebalanced...) and
+        // transitions since they started.
+        for mut x in m {
+            while let Ok(v) = x.events.try_recv() {
+                x.seen.push(v);
+            }
+            let mut events: BTreeMap<String, usize> = BTreeMap::new();
+            for v in &x.seen {
+                *events
+                    .entry(v["event"].as_str().unwrap_or("?").to_string())
+                    .or_default() += 1;
+            }
+            let cluster = [
+                "degraded",
+                "members",
+                "owned_targets",
+                "record_writes_total",
+                "record_write_failures_total",
+                "pending_records",
+                "rebalances_total",
+                "takeovers_total",
+            ]
+            .map(|k| {
+                let v = x.metric(&format!("probelet_monitor_cluster_{k}"));
+                format!("{k} {}", v.map_or("?".into(), |v| v.to_string()))
+            });
+            println!(
+                "  {} at the end: {}; events: {events:?}",
+                x.id,
+                cluster.join(", ")
+            );
+        }
     }
 }
