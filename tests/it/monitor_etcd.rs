@@ -310,12 +310,23 @@ struct Monitor {
 impl Monitor {
     /// Starts member `id` on `prefix`, with `file` (or the targets in etcd when `None`).
     fn start(id: &str, etcd: &Etcd, prefix: &str, file: Option<&PathBuf>) -> Monitor {
+        Monitor::start_with_ttl(id, etcd, prefix, file, TTL)
+    }
+
+    /// [`Monitor::start`] with a lease TTL of `ttl` instead of [`TTL`].
+    fn start_with_ttl(
+        id: &str,
+        etcd: &Etcd,
+        prefix: &str,
+        file: Option<&PathBuf>,
+        ttl: Duration,
+    ) -> Monitor {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_probelet"));
         cmd.arg("monitor");
         if let Some(f) = file {
             cmd.arg(f);
         }
-        let ttl = format!("{}s", TTL.as_secs());
+        let ttl = format!("{}s", ttl.as_secs());
         cmd.args([
             "--etcd",
             &etcd.urls(),
@@ -1121,4 +1132,461 @@ fn r28_12_a_member_key_without_a_lease_is_not_counted() {
         m1.metric("probelet_monitor_cluster_owned_targets"),
         Some(10.0)
     );
+}
+
+/// `GET path` on `addr`, the whole body (chunked bodies decoded): `/metrics` of a monitor with
+/// 10,000 targets is about a megabyte.
+fn scrape(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return body.to_string();
+    }
+    let (mut out, mut rest) = (String::new(), body);
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = &after[n + 2..];
+    }
+    out
+}
+
+/// One scrape of a monitor's `/metrics`: probes per target (successful, failed) and the
+/// lateness histogram's cumulative buckets (`le`, count; `+Inf` last).
+struct Scrape {
+    probes: HashMap<String, (u64, u64)>,
+    lateness: Vec<(f64, f64)>,
+    /// Failed probes by `reason`, over all targets.
+    reasons: BTreeMap<String, u64>,
+}
+
+impl Scrape {
+    fn of(addr: SocketAddr) -> Scrape {
+        let text = scrape(addr, "/metrics");
+        let mut probes: HashMap<String, (u64, u64)> = HashMap::new();
+        let mut lateness = Vec::new();
+        let mut reasons = BTreeMap::new();
+        for l in text.lines() {
+            let value = || l.rsplit(' ').next()?.parse::<f64>().ok();
+            if let Some(rest) = l.strip_prefix("prober_probe_total{target=\"") {
+                let name = &rest[..rest.find('"').unwrap()];
+                let e = probes.entry(name.to_string()).or_default();
+                let v = value().unwrap() as u64;
+                if l.contains("result=\"successful\"") {
+                    e.0 += v;
+                } else {
+                    e.1 += v;
+                    let reason = l
+                        .split("reason=\"")
+                        .nth(1)
+                        .and_then(|r| r.split('"').next());
+                    *reasons
+                        .entry(reason.unwrap_or("?").to_string())
+                        .or_default() += v;
+                }
+            } else if let Some(rest) =
+                l.strip_prefix("probelet_monitor_probe_lateness_seconds_bucket{le=\"")
+            {
+                let le = &rest[..rest.find('"').unwrap()];
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().unwrap()
+                };
+                lateness.push((le, value().unwrap()));
+            }
+        }
+        assert!(!lateness.is_empty(), "no lateness histogram in /metrics");
+        Scrape {
+            probes,
+            lateness,
+            reasons,
+        }
+    }
+}
+
+/// The bucket `(lower, upper]` that holds quantile `q` of the observations between two
+/// scrapes of the lateness histogram, and how many observations there were.
+fn bucket_of_quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> (f64, f64, f64) {
+    let diff: Vec<(f64, f64)> = after
+        .iter()
+        .zip(before)
+        .map(|((le, a), (_, b))| (*le, a - b))
+        .collect();
+    let total = diff.last().unwrap().1;
+    let mut lower = 0.0;
+    for (le, cum) in &diff {
+        if *cum >= q * total {
+            return (lower, *le, total);
+        }
+        lower = *le;
+    }
+    (lower, f64::INFINITY, total)
+}
+
+/// CPU seconds of `pid` and of its direct children (nginx's master and its workers).
+fn cpu_seconds_with_children(pid: u32) -> f64 {
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    cpu_seconds(pid)
+        + children
+            .split_whitespace()
+            .filter_map(|c| c.parse().ok())
+            .map(cpu_seconds)
+            .sum::<f64>()
+}
+
+/// The machine's busy, niced (part of busy) and total CPU time (all cores), in seconds, from
+/// /proc/stat.
+fn machine_cpu() -> (f64, f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let f: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
+    let total = busy + f[3] + f[4];
+    (busy / 100.0, f[1] / 100.0, total / 100.0)
+}
+
+/// The kernel's count of connections dropped because a listen queue was full
+/// (`TcpExt: ListenOverflows`): a target that does not accept fast enough.
+fn listen_overflows() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("TcpExt:")).collect();
+    let (Some(names), Some(values)) = (rows.first(), rows.get(1)) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "ListenOverflows")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// BENCHMARKS.md, "Unmeasured figures of issue 25 item 5": `N` HTTP targets (default 30,000)
+/// at period 1 s spread over three `probelet monitor --etcd` on a 3-member etcd: per
+/// instance the p50/p99 lateness (the bucket of `probelet_monitor_probe_lateness_seconds`
+/// it falls in, between two scrapes), its CPU and CPU per probe; whether every target was
+/// probed about once a second (probes per target in the window, from the monitors'
+/// `prober_probe_total`); and where the machine's CPU went (monitors, etcd, target, the rest).
+///
+/// The target is this test's own HTTP server (a thread per connection), or with
+/// `PROBELET_BENCH_URL=http://127.0.0.1:18080/healthz` an external one such as nginx with
+/// `../shared/bench/nginx.conf`; `PROBELET_BENCH_TARGET_PID` (its master's PID) adds its CPU.
+/// `PROBELET_BENCH_RUNS` (3), `PROBELET_BENCH_WINDOW` seconds (20), `PROBELET_BENCH_WARMUP`
+/// seconds (10) after every target is owned and its first record written,
+/// `PROBELET_BENCH_START` (`reload` or `file`, below), `PROBELET_BENCH_LEASE_TTL` seconds (5,
+/// the monitor's default).
+/// `cargo test --release --test monitor_etcd -- --ignored measure_thirty_thousand_on_three --nocapture`
+#[test]
+#[ignore = "a measurement (about 1 minute a run), not a check"]
+fn measure_thirty_thousand_on_three() {
+    let _serial = serial();
+    let n: usize = env_or("PROBELET_BENCH_TARGETS", 30_000);
+    let runs: usize = env_or("PROBELET_BENCH_RUNS", 3);
+    let window = Duration::from_secs(env_or("PROBELET_BENCH_WINDOW", 20));
+    let warmup = Duration::from_secs(env_or("PROBELET_BENCH_WARMUP", 10));
+    let url = std::env::var("PROBELET_BENCH_URL").ok();
+    let target_pid: Option<u32> = std::env::var("PROBELET_BENCH_TARGET_PID")
+        .ok()
+        .and_then(|p| p.parse().ok());
+    let etcd = Etcd::start();
+    let list = names(n);
+    let own = url.is_none().then(Targets::start);
+    let yaml = match (&own, &url) {
+        (Some(t), _) => t.yaml(&list),
+        (None, Some(u)) => {
+            let rest = u.strip_prefix("http://").expect("an http:// URL");
+            let (hostport, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let (host, port) = hostport.rsplit_once(':').expect("HOST:PORT");
+            let path = if path.is_empty() { "/" } else { path };
+            let mut y = String::from(
+                "defaults: {periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 3}\ntargets:\n",
+            );
+            for name in &list {
+                y.push_str(&format!(
+                    "- {{name: {name}, probe: {{httpGet: {{host: {host}, port: {port}, path: '{path}'}}}}}}\n"
+                ));
+            }
+            y
+        }
+        (None, None) => unreachable!(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let start_mode = std::env::var("PROBELET_BENCH_START").unwrap_or_else(|_| "reload".into());
+    // The monitor's default lease TTL (the other tests use 2 s for fast takeovers).
+    let ttl = Duration::from_secs(env_or("PROBELET_BENCH_LEASE_TTL", 5));
+    println!(
+        "{n} HTTP targets at period 1 s over 3 monitors (lease TTL {ttl:?}, targets {}), target {}",
+        if start_mode == "file" {
+            "from the file"
+        } else {
+            "loaded (SIGHUP) after the three joined"
+        },
+        url.as_deref().unwrap_or("this test's HTTP server")
+    );
+    for run in 0..runs {
+        let prefix = format!("/thirty{run}");
+        // The three start at once. With PROBELET_BENCH_START=reload (the default) they start
+        // from an empty targets file, which becomes the N targets (SIGHUP) once all three have
+        // joined, so no member ever owns more than its share. (`probelet targets apply` would
+        // do the same through etcd, but 30,000 targets are 2.5 MB, over the 2 MiB etcd's
+        // gateway takes in one request.) With `file` each starts from the targets file, and
+        // the first to join owns all N until it sees the others (BENCHMARKS.md says what that
+        // does on 2 cores).
+        let from_file = start_mode == "file";
+        let run_file = dir.path().join(format!("run{run}.yaml"));
+        std::fs::write(
+            &run_file,
+            if from_file {
+                yaml.as_str()
+            } else {
+                "targets: []\n"
+            },
+        )
+        .unwrap();
+        let mut m: Vec<Monitor> = std::thread::scope(|s| {
+            let starting: Vec<_> = ["a", "b", "c"]
+                .iter()
+                .map(|x| {
+                    let (id, etcd, prefix, file) = (format!("{x}{run}"), &etcd, &prefix, &run_file);
+                    s.spawn(move || Monitor::start_with_ttl(&id, etcd, prefix, Some(file), ttl))
+                })
+                .collect();
+            starting.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        if !from_file {
+            wait_until(
+                "three members seen by each",
+                Duration::from_secs(30),
+                || {
+                    m.iter()
+                        .all(|x| x.metric("probelet_monitor_cluster_members") == Some(3.0))
+                        .then_some(())
+                },
+            );
+            std::fs::write(&run_file, &yaml).unwrap();
+            for x in &m {
+                signal(&x.child, Signal::HUP);
+            }
+            for x in &mut m {
+                x.wait_event("Reloaded", Duration::from_secs(60), |_| true);
+            }
+        }
+        // Every target owned once and its first records written; a machine that cannot
+        // get there (targets flapping on an overloaded target server) is measured anyway.
+        let settle_by = Instant::now() + Duration::from_secs(120);
+        let settled_at = Instant::now();
+        loop {
+            let state: Vec<[f64; 3]> = m
+                .iter()
+                .map(|x| {
+                    [
+                        "probelet_monitor_cluster_owned_targets",
+                        "probelet_monitor_cluster_members",
+                        "probelet_monitor_cluster_pending_records",
+                    ]
+                    .map(|k| x.metric(k).unwrap_or(f64::NAN))
+                })
+                .collect();
+            let owned: f64 = state.iter().map(|s| s[0]).sum();
+            if owned == n as f64 && state.iter().all(|s| s[1] == 3.0 && s[2] == 0.0) {
+                println!(
+                    "run {run}: settled {:.1} s after the third member joined",
+                    settled_at.elapsed().as_secs_f64()
+                );
+                break;
+            }
+            if Instant::now() > settle_by {
+                println!(
+                    "run {run}: NOT settled after 120 s (owned targets, members, pending records per monitor: {state:?}); measuring anyway"
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        std::thread::sleep(warmup);
+        let cpu_of_target = || match target_pid {
+            Some(p) => cpu_seconds_with_children(p),
+            None => cpu_seconds(std::process::id()),
+        };
+        let etcd_cpu = || -> f64 { etcd.members.iter().map(|e| cpu_seconds(e.id())).sum() };
+        let monitor_cpu = || -> Vec<f64> { m.iter().map(|x| cpu_seconds(x.child.id())).collect() };
+        // Scrape, then CPU; CPU, then scrape: the scrapes' own rendering stays out of the CPU
+        // window, and the probe counts cover it.
+        let s0 = Instant::now();
+        let before: Vec<Scrape> = m.iter().map(|x| Scrape::of(x.addr)).collect();
+        let overflows0 = listen_overflows();
+        let (c0, e0, t0, mc0, at0) = (
+            monitor_cpu(),
+            etcd_cpu(),
+            cpu_of_target(),
+            machine_cpu(),
+            Instant::now(),
+        );
+        std::thread::sleep(window);
+        let (c1, e1, t1, mc1, at1) = (
+            monitor_cpu(),
+            etcd_cpu(),
+            cpu_of_target(),
+            machine_cpu(),
+            Instant::now(),
+        );
+        let overflows = listen_overflows() - overflows0;
+        let s1 = Instant::now();
+        let after: Vec<Scrape> = m.iter().map(|x| Scrape::of(x.addr)).collect();
+        let secs = at1.duration_since(at0).as_secs_f64();
+        let count_secs = s1.duration_since(s0).as_secs_f64();
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        println!(
+            "run {run}: window {secs:.1} s, load average {}",
+            load.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let mut per_target: HashMap<&str, (u64, usize)> = HashMap::new();
+        let (mut all_probes, mut all_failed) = (0u64, 0u64);
+        for (i, x) in m.iter().enumerate() {
+            let (mut probes, mut failed) = (0u64, 0u64);
+            for (name, (ok1, f1)) in &after[i].probes {
+                let (ok0, f0) = before[i].probes.get(name).copied().unwrap_or((0, 0));
+                let d = ok1.saturating_sub(ok0) + f1.saturating_sub(f0);
+                probes += d;
+                failed += f1.saturating_sub(f0);
+                if d > 0 {
+                    let e = per_target.entry(name.as_str()).or_default();
+                    e.0 += d;
+                    e.1 += 1;
+                }
+            }
+            all_probes += probes;
+            all_failed += failed;
+            let reasons: BTreeMap<&str, u64> = after[i]
+                .reasons
+                .iter()
+                .map(|(r, v)| {
+                    (
+                        r.as_str(),
+                        v - before[i].reasons.get(r).copied().unwrap_or(0),
+                    )
+                })
+                .filter(|(_, v)| *v > 0)
+                .collect();
+            let cpu = c1[i] - c0[i];
+            let (p50_lo, p50_hi, _) =
+                bucket_of_quantile(&before[i].lateness, &after[i].lateness, 0.50);
+            let (p99_lo, p99_hi, observed) =
+                bucket_of_quantile(&before[i].lateness, &after[i].lateness, 0.99);
+            println!(
+                "  {}: {} targets probed, {:.0} probes/s ({failed} failed: {reasons:?}), lateness p50 in ({:.1}, {:.1}] ms, p99 in ({:.1}, {:.1}] ms ({observed} started), CPU {:.2} cores, {:.1} µs per probe",
+                x.id,
+                after[i].probes.len(),
+                probes as f64 / count_secs,
+                p50_lo * 1e3,
+                p50_hi * 1e3,
+                p99_lo * 1e3,
+                p99_hi * 1e3,
+                cpu / secs,
+                cpu / probes as f64 * 1e6
+            );
+        }
+        let expected = count_secs.round() as u64;
+        let counts: Vec<u64> = list
+            .iter()
+            .map(|t| per_target.get(t.as_str()).map_or(0, |e| e.0))
+            .collect();
+        let short = counts.iter().filter(|c| **c + 1 < expected).count();
+        let over = counts.iter().filter(|c| **c > expected + 1).count();
+        let doubled = per_target.values().filter(|e| e.1 > 1).count();
+        println!(
+            "  all: {:.0} probes/s of {n} asked ({all_failed} failed; {overflows} connections dropped on full listen queues); probes per target in {count_secs:.1} s: min {}, median {}, max {}; {short} targets below {}, {over} above {}, {doubled} probed by two monitors",
+            all_probes as f64 / count_secs,
+            counts.iter().min().unwrap(),
+            median(counts.iter().map(|c| *c as f64).collect()),
+            counts.iter().max().unwrap(),
+            expected - 1,
+            expected + 1,
+        );
+        let mon: f64 = c1.iter().zip(&c0).map(|(a, b)| a - b).sum();
+        let busy = mc1.0 - mc0.0;
+        let niced = mc1.1 - mc0.1;
+        let total = mc1.2 - mc0.2;
+        println!(
+            "  CPU (cores): machine {:.2} busy of {:.2} ({:.2} of it niced processes); monitors {:.2}, etcd {:.2}, target {:.2}{}, the rest {:.2}",
+            busy / secs,
+            total / secs,
+            niced / secs,
+            mon / secs,
+            (e1 - e0) / secs,
+            (t1 - t0) / secs,
+            if target_pid.is_some() {
+                ""
+            } else {
+                " (this test process)"
+            },
+            (busy - mon - (e1 - e0) - (t1 - t0)) / secs
+        );
+        // The monitors' own account: cluster events (degraded, rebalanced...) and
+        // transitions since they started.
+        for mut x in m {
+            while let Ok(v) = x.events.try_recv() {
+                x.seen.push(v);
+            }
+            let mut events: BTreeMap<String, usize> = BTreeMap::new();
+            for v in &x.seen {
+                *events
+                    .entry(v["event"].as_str().unwrap_or("?").to_string())
+                    .or_default() += 1;
+            }
+            let cluster = [
+                "degraded",
+                "members",
+                "owned_targets",
+                "record_writes_total",
+                "record_write_failures_total",
+                "pending_records",
+                "rebalances_total",
+                "takeovers_total",
+            ]
+            .map(|k| {
+                let v = x.metric(&format!("probelet_monitor_cluster_{k}"));
+                format!("{k} {}", v.map_or("?".into(), |v| v.to_string()))
+            });
+            println!(
+                "  {} at the end: {}; events: {events:?}",
+                x.id,
+                cluster.join(", ")
+            );
+        }
+    }
 }
