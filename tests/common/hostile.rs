@@ -113,7 +113,7 @@ impl Drop for Limited {
 
 /// The binary the hostile tests attack: `PROBELET_BIN` when set (the release binary, for the
 /// issue's figures:
-/// `PROBELET_BIN=target/release/probelet cargo test --test it monitor_hostile::`), else the
+/// `PROBELET_BIN=target/release/probelet cargo test --test monitor_hostile`), else the
 /// one cargo built for the tests.
 pub fn probelet_bin() -> String {
     std::env::var("PROBELET_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_probelet").into())

@@ -1,4 +1,4 @@
-//! Real PostgreSQL and Redis servers on loopback for the tests (`tests/it/sidecar.rs`,
+//! Real PostgreSQL and Redis servers on loopback for the tests (`tests/sidecar.rs`,
 //! `tests/kubernetes/kubernetes_e2e.rs`), from the Debian packages `.ci/run` installs
 //! (`postgresql`, `redis-server`). PostgreSQL refuses to run as root, so as root it runs as the `postgres`
 //! user (the uid set in the child), in a temporary directory given to that user.

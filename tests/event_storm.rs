@@ -1,6 +1,9 @@
 //! Issue 13, item 1: a pod of containers whose command does not exist must not flood the
 //! event store or the terminal. The supervisor runs under tokio's paused clock, so the
 //! minutes of back-off below pass in no real time; start failures are real `spawn` errors.
+//!
+//! A test binary of its own, not a module of tests/it: its tests bound latencies and answer times,
+//! and beside the other integration tests (servers, floods, builds of pods) they fail on 2 cores.
 
 use probelet::driver::{Line, Supervisor, SupervisorConfig};
 use std::sync::{Arc, Mutex};

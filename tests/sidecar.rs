@@ -4,9 +4,12 @@
 //! PostgreSQL and Redis come from the Debian packages `.ci/run` installs (`postgresql`,
 //! `redis-server`). PostgreSQL refuses to run as root, so as root it runs as the `postgres`
 //! user (the uid set in the child), in a temporary directory given to that user.
+//!
+//! A test binary of its own, not a module of tests/it: its tests bound latencies and answer times,
+//! and beside the other integration tests (servers, floods, builds of pods) they fail on 2 cores.
 
-use crate::common;
-use crate::deps_support;
+mod common;
+mod deps_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

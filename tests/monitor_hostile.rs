@@ -1,8 +1,11 @@
 //! Issue 28 items 8–11: `probelet monitor` attacked on loopback, through the attacks the
 //! hostile tests share (tests/common/hostile.rs): connection floods under a low `ulimit -n`,
 //! terminal injection from a probed program, a link-local target, a truncated targets file.
+//!
+//! A test binary of its own, not a module of tests/it: its tests bound latencies and answer times,
+//! and beside the other integration tests (servers, floods, builds of pods) they fail on 2 cores.
 
-use crate::common;
+mod common;
 
 use common::hostile::{
     Limited, assert_answers_within, flood, get, memory_mib, reset_peak, wait_for,

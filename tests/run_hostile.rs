@@ -1,8 +1,11 @@
 //! `probelet run` against hostile manifests and hostile targets (issue 13 item 4, and the logs
 //! endpoint's `sinceSeconds`): object names and namespaces are validated as the API server
 //! does, and nothing a manifest or a probed program writes can drive the terminal.
+//!
+//! A test binary of its own, not a module of tests/it: its tests bound latencies and answer times,
+//! and beside the other integration tests (servers, floods, builds of pods) they fail on 2 cores.
 
-use crate::common;
+mod common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
