@@ -50,8 +50,7 @@ fn monitor(file: &Path, nofile: u32, extra: &[&str]) -> (Limited, u16, BufReader
 }
 
 /// Raises this test process's own descriptor limit (its clients need descriptors too) to
-/// 8192, never lowering it: the process is the `it` test binary, shared with other modules'
-/// tests.
+/// 8192, never lowering it.
 fn raise_own_nofile() {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     let l = getrlimit(Resource::Nofile);

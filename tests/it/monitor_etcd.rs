@@ -1134,38 +1134,6 @@ fn r28_12_a_member_key_without_a_lease_is_not_counted() {
     );
 }
 
-/// `GET path` on `addr`, the whole body (chunked bodies decoded): `/metrics` of a monitor with
-/// 10,000 targets is about a megabyte.
-fn scrape(addr: SocketAddr, path: &str) -> String {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    if !head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        return body.to_string();
-    }
-    let (mut out, mut rest) = (String::new(), body);
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&after[..n]);
-        rest = &after[n + 2..];
-    }
-    out
-}
-
 /// One scrape of a monitor's `/metrics`: probes per target (successful, failed) and the
 /// lateness histogram's cumulative buckets (`le`, count; `+Inf` last).
 struct Scrape {
@@ -1177,7 +1145,9 @@ struct Scrape {
 
 impl Scrape {
     fn of(addr: SocketAddr) -> Scrape {
-        let text = scrape(addr, "/metrics");
+        // The monitor sends its shared /metrics body with its length: no chunked decoding.
+        let (code, text) = common::http(&addr.to_string(), "GET", "/metrics", "");
+        assert_eq!(code, 200, "/metrics of {addr}: {text}");
         let mut probes: HashMap<String, (u64, u64)> = HashMap::new();
         let mut lateness = Vec::new();
         let mut reasons = BTreeMap::new();

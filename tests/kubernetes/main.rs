@@ -4,9 +4,8 @@
 //! kubernetes_e2e and node_e2e each have one for their tests (tests/common/cluster.rs), stopped
 //! when this binary exits.
 //!
-//! Apart from tests/it/ for the load: a control plane starting and nodes running pods would run
-//! next to the tests there that bound latencies (monitor_hostile's attacks sort just before
-//! node_e2e), and the control planes would idle until the end of the whole suite instead of
+//! Apart from tests/it/ for the load: a control plane starting and nodes running pods load both
+//! cores, and the control planes would idle until the end of the whole suite instead of
 //! stopping when these tests are done.
 
 #[path = "../alerts_support/mod.rs"]
