@@ -7,46 +7,31 @@
 
 mod common;
 
+use common::json_lines::JsonLines;
+
 use common::hostile::{
     Limited, assert_answers_within, flood, get, memory_mib, reset_peak, wait_for,
 };
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
-use std::process::ChildStdout;
 use std::time::{Duration, Instant};
 
-/// Lines from `stdout` until `pred` matches one (20 s at most); all of them.
-fn read_until(stdout: &mut BufReader<ChildStdout>, pred: impl Fn(&str) -> bool) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut lines = Vec::new();
-    while Instant::now() < deadline {
-        let mut line = String::new();
-        if stdout.read_line(&mut line).unwrap_or(0) == 0 {
-            break;
-        }
-        let done = pred(&line);
-        lines.push(line);
-        if done {
-            return lines;
-        }
-    }
-    panic!("not seen; stdout:\n{}", lines.join(""));
-}
-
 /// `probelet monitor FILE -o json --listen 127.0.0.1:0` under `ulimit -n nofile`, with
-/// `extra` flags; its port once it listens, and its stdout.
-fn monitor(file: &Path, nofile: u32, extra: &[&str]) -> (Limited, u16, BufReader<ChildStdout>) {
+/// `extra` flags; its port once it listens, and its JSON lines (read on a thread, so the pipe
+/// never fills).
+fn monitor(file: &Path, nofile: u32, extra: &[&str]) -> (Limited, u16, JsonLines) {
     let mut args = vec!["monitor", file.to_str().unwrap(), "-o", "json"];
     args.extend(["--listen", "127.0.0.1:0", "--seed", "1"]);
     args.extend(extra);
     let mut m = Limited::start(nofile, &args);
-    let mut out = BufReader::new(m.child.stdout.take().unwrap());
+    let mut lines = JsonLines::read(m.child.stdout.take().unwrap());
     let stderr = m.child.stderr.take().unwrap();
     std::thread::spawn(move || std::io::copy(&mut { stderr }, &mut std::io::sink()));
-    let lines = read_until(&mut out, |l| l.contains("\"Listening\""));
-    let v: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    let v = lines.wait_for("Listening", Duration::from_secs(20), |v| {
+        v["event"] == "Listening"
+    });
     let addr: std::net::SocketAddr = v["address"].as_str().unwrap().parse().unwrap();
-    (m, addr.port(), out)
+    (m, addr.port(), lines)
 }
 
 /// Raises this test process's own descriptor limit (its clients need descriptors too) to
@@ -217,11 +202,10 @@ fn r28_11_a_truncated_targets_file_is_refused_on_reload() {
     };
     std::fs::write(&file, "").unwrap();
     hup();
-    let lines = read_until(&mut out, |l| l.contains("\"ReloadFailed\""));
-    assert!(
-        lines.last().unwrap().contains("the file is empty"),
-        "{lines:?}"
-    );
+    let failed = out.wait_for("ReloadFailed", Duration::from_secs(20), |v| {
+        v["event"] == "ReloadFailed"
+    });
+    assert!(failed.to_string().contains("the file is empty"), "{failed}");
     assert_eq!(
         get(port, "/targets/up/ready"),
         Some(200),
@@ -229,8 +213,10 @@ fn r28_11_a_truncated_targets_file_is_refused_on_reload() {
     );
     std::fs::write(&file, "targets: []\n").unwrap();
     hup();
-    let lines = read_until(&mut out, |l| l.contains("\"Reloaded\""));
-    assert!(lines.last().unwrap().contains("\"removed\":1"), "{lines:?}");
+    let reloaded = out.wait_for("Reloaded", Duration::from_secs(20), |v| {
+        v["event"] == "Reloaded"
+    });
+    assert_eq!(reloaded["removed"], 1, "{reloaded}");
     assert_eq!(get(port, "/targets/up/ready"), Some(404));
 }
 
@@ -379,9 +365,8 @@ fn r28_13_status_storms_and_reloads_leave_the_probes_on_time() {
     let file = dir.path().join("targets.yaml");
     let base = many_targets(10_000, target_port, ", periodSeconds: 20", false);
     std::fs::write(&file, &base).unwrap();
-    let (m, port, mut out) = monitor(&file, 8192, &[]);
-    // 10,000 first-state lines: read, or the pipe fills and the monitor waits on it.
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    // 10,000 first-state lines: read on `monitor`'s thread, so the pipe never fills.
+    let (m, port, _out) = monitor(&file, 8192, &[]);
     // A first full period, so that every target has started.
     std::thread::sleep(Duration::from_secs(21));
     let (late0, all0) = late_probes(port);

@@ -4,13 +4,15 @@
 
 #![allow(dead_code)] // each test crate uses its own subset
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::common::json_lines::JsonLines;
 
 /// The repository root (deploy/ lives there).
 pub fn repo() -> PathBuf {
@@ -100,18 +102,40 @@ pub fn get_json(addr: &str, path: &str) -> Option<serde_json::Value> {
 
 /// A TCP target: listens (accepting and closing connections) until [`TcpTarget::close`];
 /// [`TcpTarget::open`] listens again on the same port.
+///
+/// While closed, the port stays bound by a socket that does not listen: connections are
+/// refused, yet no other test's listener can take the port and no outgoing connection
+/// (the monitor's own probes included) can get it as its source port and connect to itself.
+/// A port merely freed could be either, and the target then "answers".
 pub struct TcpTarget {
     /// Its port.
     pub port: u16,
     stop: Option<Arc<AtomicBool>>,
+    stopped: Option<std::sync::mpsc::Receiver<()>>,
+    reserved: Option<socket2::Socket>,
+}
+
+/// A socket bound to `127.0.0.1:port` (0: any free port) that does not listen.
+fn bound_not_listening(port: u16) -> socket2::Socket {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    // Rebinding a port whose accepted connections sit in TIME_WAIT.
+    s.set_reuse_address(true).unwrap();
+    s.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into())
+        .unwrap();
+    s
 }
 
 impl TcpTarget {
     /// A port with nothing listening (probes are refused) until opened.
     pub fn closed() -> TcpTarget {
+        let reserved = bound_not_listening(0);
+        let port = reserved.local_addr().unwrap().as_socket().unwrap().port();
         TcpTarget {
-            port: free_port(),
+            port,
             stop: None,
+            stopped: None,
+            reserved: Some(reserved),
         }
     }
 
@@ -122,12 +146,18 @@ impl TcpTarget {
         t
     }
 
-    /// Starts listening on the port.
+    /// Starts listening on the port (on the socket that held it).
     pub fn open(&mut self) {
-        let listener = TcpListener::bind(("127.0.0.1", self.port)).unwrap();
+        let socket = self
+            .reserved
+            .take()
+            .unwrap_or_else(|| bound_not_listening(self.port));
+        socket.listen(128).unwrap();
+        let listener: TcpListener = socket.into();
         listener.set_nonblocking(true).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let (held, give_back) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             while !flag.load(Ordering::Relaxed) {
                 match listener.accept() {
@@ -135,23 +165,39 @@ impl TcpTarget {
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
             }
+            drop(listener);
+            let _ = held.send(());
         });
         self.stop = Some(stop);
+        self.stopped = Some(give_back);
     }
 
     /// Stops listening (probes are refused from now on).
     pub fn close(&mut self) {
-        if let Some(s) = self.stop.take() {
-            s.store(true, Ordering::Relaxed);
-            // The accept loop drops the listener within one 5 ms nap.
-            std::thread::sleep(Duration::from_millis(50));
+        if self.stop_listening() {
+            // Bound again at once, without listening.
+            self.reserved = Some(bound_not_listening(self.port));
         }
+    }
+
+    /// Ends the accept loop and waits (bounded) until it has dropped the listener; whether
+    /// one was listening.
+    fn stop_listening(&mut self) -> bool {
+        let Some(stop) = self.stop.take() else {
+            return false;
+        };
+        stop.store(true, Ordering::Relaxed);
+        // The accept loop notices within one 5 ms nap.
+        if let Some(stopped) = self.stopped.take() {
+            let _ = stopped.recv_timeout(Duration::from_secs(5));
+        }
+        true
     }
 }
 
 impl Drop for TcpTarget {
     fn drop(&mut self) {
-        self.close();
+        self.stop_listening();
     }
 }
 
@@ -163,6 +209,8 @@ pub struct Monitor {
     pub addr: String,
     /// The temporary directory holding its targets file.
     pub dir: tempfile::TempDir,
+    /// Its JSON lines (`-o json`), read on a thread so the pipe never fills.
+    pub lines: JsonLines,
 }
 
 impl Monitor {
@@ -180,24 +228,16 @@ impl Monitor {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        let addr = loop {
-            line.clear();
-            assert!(
-                stdout.read_line(&mut line).unwrap() > 0,
-                "monitor exited before listening"
-            );
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-            if v["event"] == "Listening" {
-                break v["address"].as_str().unwrap().to_string();
-            }
-        };
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let mut lines = JsonLines::read(child.stdout.take().unwrap());
+        let listening = lines.wait_for("Listening", Duration::from_secs(20), |v| {
+            v["event"] == "Listening"
+        });
+        let addr = listening["address"].as_str().unwrap().to_string();
         Monitor {
             child: Killed(child),
             addr,
             dir,
+            lines,
         }
     }
 

@@ -56,6 +56,30 @@ impl JsonLines {
         }
     }
 
+    /// The first line matching `pred`, among those seen already or arriving within
+    /// `timeout`; `None` after it (the caller says what it waited for, with its own context).
+    pub fn find(&mut self, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
+            return Some(v.clone());
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.next_timed(left) {
+                Some((_, v)) if pred(&v) => return Some(v),
+                Some(_) => {}
+                None => return None,
+            }
+        }
+    }
+
+    /// Takes the lines that have arrived, without waiting.
+    pub fn take_arrived(&mut self) {
+        while let Ok((_, v)) = self.rx.try_recv() {
+            self.seen.push(v);
+        }
+    }
+
     /// Takes every line that arrives until `deadline`.
     pub fn collect_until(&mut self, deadline: Instant) {
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {

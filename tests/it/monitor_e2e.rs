@@ -6,6 +6,7 @@
 //! `monitor::scheduler`'s unit tests.
 
 use crate::common;
+use common::json_lines::JsonLines;
 use common::promtool_check;
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -14,14 +15,14 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A running `probelet monitor`, its JSON events and its stderr.
 struct Monitor {
     child: Child,
-    events: mpsc::Receiver<Value>,
-    seen: Vec<Value>,
+    /// Its JSON lines (`-o json`).
+    lines: JsonLines,
     stderr: Arc<Mutex<String>>,
     addr: SocketAddr,
     file: PathBuf,
@@ -70,15 +71,7 @@ impl Monitor {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    let _ = tx.send(v);
-                }
-            }
-        });
+        let lines = JsonLines::read(child.stdout.take().unwrap());
         let stderr = Arc::new(Mutex::new(String::new()));
         {
             let stderr_pipe = child.stderr.take().unwrap();
@@ -93,8 +86,7 @@ impl Monitor {
         }
         let mut m = Monitor {
             child,
-            events: rx,
-            seen: Vec::new(),
+            lines,
             stderr,
             addr: "127.0.0.1:1".parse().unwrap(),
             file,
@@ -107,28 +99,16 @@ impl Monitor {
         m
     }
 
-    /// Waits for an event matching `pred`; panics with everything seen after `timeout`.
+    /// The first event matching `pred` (seen before or arriving within `timeout`); panics with
+    /// every event and stderr after `timeout`.
     fn wait_for(&mut self, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + timeout;
-        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
-            return v.clone();
-        }
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v.clone());
-                    if pred(&v) {
-                        return v;
-                    }
-                }
-                Err(_) => panic!(
-                    "no {what} within {timeout:?}; events: {:#?}\nstderr:\n{}",
-                    self.seen,
-                    self.stderr.lock().unwrap()
-                ),
-            }
-        }
+        self.lines.find(timeout, pred).unwrap_or_else(|| {
+            panic!(
+                "no {what} within {timeout:?}; events:\n{}\nstderr:\n{}",
+                self.lines.dump(),
+                self.stderr.lock().unwrap()
+            )
+        })
     }
 
     fn event_for(&mut self, event: &str, target: &str, timeout: Duration) -> Value {
@@ -245,12 +225,6 @@ fn tcp_target() -> (SocketAddr, Arc<AtomicUsize>) {
         }
     });
     (addr, n)
-}
-
-/// A port nothing listens on.
-fn closed_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 /// Sockets in TIME_WAIT whose local or remote port is `port` (either side of a connection),
@@ -383,6 +357,7 @@ fn r10_1_metrics_counters_match_requests_seen_by_the_servers() {
     let bad = HttpTarget::start();
     bad.healthy.store(false, Ordering::SeqCst);
     let (tcp, accepted) = tcp_target();
+    let gone = crate::alerts_support::TcpTarget::closed();
     let yaml = format!(
         "defaults: {{periodSeconds: 1}}
 targets:
@@ -398,7 +373,7 @@ targets:
         web.addr.port(),
         bad.addr.port(),
         tcp.port(),
-        closed_port()
+        gone.port
     );
     let mut m = Monitor::start(&yaml, &[]);
     m.event_for("Ready", "db", Duration::from_secs(3));
@@ -663,8 +638,8 @@ targets:
 /// gRPC (R7.20, with the file's `grpc.host`) and exec (R7.22) targets.
 #[test]
 fn r7_20_r7_22_grpc_and_exec_targets() {
-    let grpc_port = closed_port();
-    let http_port = closed_port();
+    let grpc_port = common::free_port();
+    let http_port = common::free_port();
     let mut app = Command::new(env!("CARGO_BIN_EXE_probelet"))
         .args([
             "demo-app",
@@ -780,15 +755,23 @@ fn fd_exhaustion_degrades_into_lateness_and_one_log_line() {
     .unwrap();
     let all = metric(&text, "probelet_monitor_probe_lateness_seconds_count").unwrap();
     assert!(within_100ms < all, "{within_100ms} of {all} within 100 ms");
-    while let Ok(v) = m.events.try_recv() {
-        m.seen.push(v);
-    }
-    let not_ready = m.seen.iter().filter(|v| v["event"] == "NotReady").count();
+    m.lines.take_arrived();
+    let not_ready = m
+        .lines
+        .seen
+        .iter()
+        .filter(|v| v["event"] == "NotReady")
+        .count();
     assert_eq!(
         not_ready, 0,
         "running out of descriptors is not the targets' fault"
     );
-    let ready = m.seen.iter().filter(|v| v["event"] == "Ready").count();
+    let ready = m
+        .lines
+        .seen
+        .iter()
+        .filter(|v| v["event"] == "Ready")
+        .count();
     assert!(ready > 100, "targets are still probed: {ready} ready");
     let stderr = m.stderr.lock().unwrap().clone();
     assert_eq!(

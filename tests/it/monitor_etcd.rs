@@ -5,13 +5,14 @@
 
 use crate::common;
 use common::free_port;
+use common::json_lines::JsonLines;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use probelet::monitor::cluster::etcd::Client;
@@ -302,8 +303,8 @@ impl Drop for Targets {
 struct Monitor {
     id: String,
     child: Child,
-    events: mpsc::Receiver<Value>,
-    seen: Vec<Value>,
+    /// Its JSON lines (`-o json`).
+    lines: JsonLines,
     addr: SocketAddr,
 }
 
@@ -340,22 +341,11 @@ impl Monitor {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
         let mut child = cmd.spawn().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<Value>(&line)
-                    && tx.send(v).is_err()
-                {
-                    return;
-                }
-            }
-        });
+        let lines = JsonLines::read(child.stdout.take().unwrap());
         let mut m = Monitor {
             id: id.to_string(),
             child,
-            events: rx,
-            seen: Vec::new(),
+            lines,
             addr: "127.0.0.1:1".parse().unwrap(),
         };
         let listening = m.wait_event("Listening", Duration::from_secs(40), |_| true);
@@ -372,26 +362,15 @@ impl Monitor {
         timeout: Duration,
         pred: impl Fn(&Value) -> bool,
     ) -> Value {
-        let ok = |v: &Value| v["event"] == event && pred(v);
-        if let Some(v) = self.seen.iter().find(|v| ok(v)) {
-            return v.clone();
-        }
-        let end = Instant::now() + timeout;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v.clone());
-                    if ok(&v) {
-                        return v;
-                    }
-                }
-                Err(_) => panic!(
-                    "{}: no {event} event within {timeout:?}; seen {:?}",
-                    self.id, self.seen
-                ),
-            }
-        }
+        self.lines
+            .find(timeout, |v| v["event"] == event && pred(v))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: no {event} event within {timeout:?}; seen:\n{}",
+                    self.id,
+                    self.lines.dump()
+                )
+            })
     }
 
     fn get(&self, path: &str) -> (u16, String) {
@@ -661,8 +640,8 @@ fn one_etcd_member_lost_then_quorum_lost_and_regained() {
     // events from here on count: losing the first member may have degraded a client for a
     // moment while it failed over.
     for x in &mut m {
-        while x.events.try_recv().is_ok() {}
-        x.seen.clear();
+        x.lines.take_arrived();
+        x.lines.seen.clear();
     }
     signal(&etcd.members[1], Signal::STOP);
     for x in &mut m {
@@ -775,34 +754,21 @@ fn targets_apply_feeds_members_and_watch_prints_a_target_going_down() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel::<Value>();
-    let stdout = watch.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str(&l) {
-                let _ = tx.send(v);
-            }
-        }
-    });
+    let mut lines = JsonLines::read(watch.stdout.take().unwrap());
     let mut ready = HashSet::new();
     while ready.len() < 6 {
-        let v = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("snapshot and Ready lines");
+        let v = lines.wait_for("snapshot and Ready lines", Duration::from_secs(10), |_| {
+            true
+        });
         if v["ready"] == true {
             ready.insert(v["name"].as_str().unwrap().to_string());
         }
     }
     let t0 = Instant::now();
     targets.set_down("t2");
-    let line = loop {
-        let v = rx
-            .recv_timeout(Duration::from_secs(8))
-            .expect("t2 NotReady line");
-        if v["name"] == "t2" && v["event"] == "NotReady" {
-            break v;
-        }
-    };
+    let line = lines.wait_for("t2 NotReady line", Duration::from_secs(8), |v| {
+        v["name"] == "t2" && v["event"] == "NotReady"
+    });
     let took = t0.elapsed();
     let bound = 3 * PERIOD + Duration::from_secs(1) + Duration::from_millis(500);
     assert!(
@@ -1529,11 +1495,9 @@ fn measure_thirty_thousand_on_three() {
         // The monitors' own account: cluster events (degraded, rebalanced...) and
         // transitions since they started.
         for mut x in m {
-            while let Ok(v) = x.events.try_recv() {
-                x.seen.push(v);
-            }
+            x.lines.take_arrived();
             let mut events: BTreeMap<String, usize> = BTreeMap::new();
-            for v in &x.seen {
+            for v in &x.lines.seen {
                 *events
                     .entry(v["event"].as_str().unwrap_or("?").to_string())
                     .or_default() += 1;
