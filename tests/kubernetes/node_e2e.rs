@@ -741,8 +741,10 @@ fn r29_3_unreachable_api_server_wrong_token_and_rbac_403_are_one_clear_error_eac
     let c = cluster();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = std::fs::read_to_string(&c.kubeconfig).unwrap();
-    // Unreachable: a port nothing listens on.
-    let port = common::free_port();
+    // Unreachable: a port held by a socket that does not listen (refused, and no other
+    // test's server can take it meanwhile).
+    let closed = crate::alerts_support::TcpTarget::closed();
+    let port = closed.port;
     let server_line = kubeconfig
         .lines()
         .find(|l| l.trim_start().starts_with("server:"))
