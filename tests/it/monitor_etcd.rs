@@ -1242,7 +1242,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 /// seconds (10) after every target is owned and its first record written,
 /// `PROBELET_BENCH_START` (`reload` or `file`, below), `PROBELET_BENCH_LEASE_TTL` seconds (5,
 /// the monitor's default).
-/// `cargo test --release --test monitor_etcd -- --ignored measure_thirty_thousand_on_three --nocapture`
+/// `cargo test --release --test it -- --ignored monitor_etcd::measure_thirty_thousand_on_three --nocapture`
 #[test]
 #[ignore = "a measurement (about 1 minute a run), not a check"]
 fn measure_thirty_thousand_on_three() {
