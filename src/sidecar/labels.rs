@@ -104,11 +104,13 @@ impl Retry {
     }
 
     /// How long to wait after `e` (said when it starts an outage).
-    fn fail(&mut self, e: &NodeError) -> Duration {
+    fn fail(&mut self, pod: &PodIdentity, e: &NodeError) -> Duration {
         if !self.failing {
             eprintln!(
-                "sidecar: {} (retrying)",
-                crate::display::terminal(&e.to_string())
+                "sidecar: watching pod {}/{}: {} (retrying)",
+                pod.namespace,
+                pod.name,
+                crate::display::terminal(&cause(e))
             );
             self.failing = true;
         }
@@ -120,6 +122,20 @@ impl Retry {
         let wait = self.backoff;
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
         wait
+    }
+}
+
+/// What failed, for the line `watching pod NS/NAME: ... (retrying)` (the line the watch has
+/// always printed; it names the request already). A refusal reads `(HTTP 403)` here, so that
+/// `403 Forbidden` in the log keeps meaning the gate's write, as it did.
+fn cause(e: &NodeError) -> String {
+    match e {
+        NodeError::Unreachable { message, .. } => {
+            format!("the API server is unreachable: {message}")
+        }
+        NodeError::Forbidden { message, .. } => format!("{message} (HTTP 403)"),
+        NodeError::Api { code, message, .. } => format!("{message} (HTTP {code})"),
+        other => other.to_string(),
     }
 }
 
@@ -149,7 +165,7 @@ pub async fn follow_labels(
                     list.resource_version
                 }
                 Err(e) => {
-                    tokio::time::sleep(retry.fail(&e)).await;
+                    tokio::time::sleep(retry.fail(&pod, &e)).await;
                     then = Then::List;
                     continue;
                 }
@@ -158,7 +174,7 @@ pub async fn follow_labels(
         then = match watch(&api, &pod, version, &config, &shared, &mut retry).await {
             Ok(next) => next,
             Err((e, next)) => {
-                tokio::time::sleep(retry.fail(&e)).await;
+                tokio::time::sleep(retry.fail(&pod, &e)).await;
                 next
             }
         };
