@@ -187,6 +187,8 @@ pub struct PodWatch {
     what: String,
     response: http_client::Response,
     buffer: Vec<u8>,
+    /// How much of `buffer` is known to hold no newline (a long line is scanned once).
+    scanned: usize,
     ended: bool,
 }
 
@@ -194,8 +196,9 @@ impl PodWatch {
     /// The next event; `None` when the server ended the watch (after `timeoutSeconds`).
     pub async fn next(&mut self) -> Result<Option<PodEvent>, NodeError> {
         loop {
-            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+            if let Some(at) = self.buffer[self.scanned..].iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=self.scanned + at).collect();
+                self.scanned = 0;
                 let line = line.trim_ascii();
                 if line.is_empty() {
                     continue;
@@ -211,6 +214,7 @@ impl PodWatch {
                     Err(self.unreachable("the watch ended inside an event".into()))
                 };
             }
+            self.scanned = self.buffer.len();
             if self.buffer.len() > MAX_LINE {
                 return Err(self.unreachable(format!("a watch event longer than {MAX_LINE} bytes")));
             }
@@ -381,6 +385,7 @@ impl ApiServer {
             what,
             response,
             buffer: Vec::new(),
+            scanned: 0,
             ended: false,
         })
     }

@@ -336,7 +336,13 @@ fn from_kubeconfig_str(path: &Path, dir: &Path, text: &str) -> Result<ApiServer,
     };
     let auth = match (&user.token, &user.token_file) {
         // A token in the file wins over tokenFile, as in client-go.
-        (Some(t), _) if !t.trim().is_empty() => Auth::Token(t.trim().to_string()),
+        (Some(t), _) if !t.trim().is_empty() => {
+            // Checked now, so that a bad token stops the start rather than every request.
+            if http::HeaderValue::from_str(t.trim()).is_err() {
+                return Err(in_user("token", "holds characters a header cannot carry"));
+            }
+            Auth::Token(t.trim().to_string())
+        }
         (_, Some(f)) => Auth::TokenFile(dir.join(f)),
         _ => Auth::None,
     };
@@ -420,7 +426,10 @@ pub fn in_cluster(sa_dir: &Path) -> Result<ApiServer, NodeError> {
         }
     }
     let ca_pem = read_file(&ca).map_err(|e| bad(format!("{}: {e}", ca.display())))?;
-    let tls = Tls::new(&host, &ca_pem, None).map_err(|e| bad(format!("{}: {e}", ca.display())))?;
+    let tls = Tls::new(&host, &ca_pem, None).map_err(|e| match e {
+        crate::http_client::TlsError::ServerName(_) => bad(format!("KUBERNETES_SERVICE_HOST: {e}")),
+        e => bad(format!("{}: {e}", ca.display())),
+    })?;
     let authority = if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
@@ -568,6 +577,10 @@ mod tests {
                 "    token: t\n"
             ))
             .starts_with("cluster \"c\": certificate-authority: ")
+        );
+        assert_eq!(
+            error(&config(server, "    token: \"bad\\x01token\"\n")),
+            "user \"u\": token: holds characters a header cannot carry"
         );
         assert_eq!(
             error(&config(server, "    client-certificate: ca.crt\n")),
