@@ -22,7 +22,7 @@
 //! * [`server`]: the one server edge (connection cap, timeouts, accept back-off) every
 //!   server probelet runs goes through.
 //! * [`http_client`]: the one HTTP client edge for probelet's own calls (Alertmanager, etcd,
-//!   the CLI's API client); probes keep their own handlers.
+//!   the CLI's API client, the sidecar's API server over TLS); probes keep their own handlers.
 //! * [`sidecar`]: `probelet sidecar`, the application-side health proxy (cached checks,
 //!   sd_notify watchdog, drain).
 //! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual

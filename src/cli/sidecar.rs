@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use probelet::node::client::NodeError;
+use probelet::node::error::NodeError;
 use probelet::probe::go_duration;
 use probelet::sidecar::config::{self, SidecarConfig};
+use probelet::sidecar::kubeconfig::ApiServer;
 use probelet::sidecar::runner::{self, Checks, Shared};
 use probelet::sidecar::{gate, labels, notify, server};
 use tokio::signal::unix::{SignalKind, signal};
@@ -82,7 +83,7 @@ pub fn run(args: Args) -> ExitCode {
     {
         Ok(rt) => rt.block_on(async {
             let kube = if cfg.needs_api() {
-                match kube_edge(&args).await {
+                match kube_edge(&args) {
                     Ok(k) => Some(k),
                     Err(e) => {
                         eprintln!("sidecar: {}", probelet::probe::error_chain(&e));
@@ -103,13 +104,13 @@ pub fn run(args: Args) -> ExitCode {
 
 /// The API client and the sidecar's own pod (only reading files here: an API server that is
 /// down costs retries later, not the start).
-async fn kube_edge(args: &Args) -> Result<(kube::Client, gate::PodIdentity), NodeError> {
+fn kube_edge(args: &Args) -> Result<(ApiServer, gate::PodIdentity), NodeError> {
     let pod = gate::PodIdentity::from_env()?;
     let sa_dir = args.service_account_dir.clone().unwrap_or_else(|| {
         std::env::var_os(probelet::node::service_account::DIR_ENV)
             .map_or_else(|| gate::SERVICE_ACCOUNT_DIR.into(), PathBuf::from)
     });
-    let client = gate::connect(args.kubeconfig.as_deref(), &sa_dir).await?;
+    let client = gate::connect(args.kubeconfig.as_deref(), &sa_dir)?;
     Ok((client, pod))
 }
 
@@ -118,7 +119,7 @@ async fn serve(
     path: PathBuf,
     cfg: SidecarConfig,
     pinned: bool,
-    kube: Option<(kube::Client, gate::PodIdentity)>,
+    kube: Option<(ApiServer, gate::PodIdentity)>,
 ) -> ExitCode {
     // Handlers first: the "listening" line below tells a supervisor it may signal us, and a
     // SIGHUP or SIGTERM before the handlers exist would kill the process (the default action)

@@ -1,106 +1,24 @@
-//! The node's one client edge to the API server (kube-rs): connecting from a kubeconfig, the
-//! errors a user can act on, and bounded retries with back-off.
+//! The node's one client edge to the API server (kube-rs): connecting from a kubeconfig,
+//! kube-rs's errors classified into the ones a user can act on ([`NodeError`], in
+//! [`super::error`]), and bounded retries with back-off.
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-/// What went wrong talking to the API server, said so a user can act on it.
-#[derive(Debug, thiserror::Error)]
-pub enum NodeError {
-    /// The kubeconfig could not be read or used.
-    #[error("kubeconfig {path}: {message}")]
-    Kubeconfig {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        message: String,
-    },
-    /// No answer from the API server (connection refused, DNS, TLS, timeout).
-    #[error("the API server is unreachable ({what}): {message}")]
-    Unreachable {
-        /// The request.
-        what: String,
-        /// The transport's error.
-        message: String,
-    },
-    /// 401: the credentials are not accepted.
-    #[error(
-        "the API server refused the node's credentials ({what}: 401 Unauthorized): check the kubeconfig's token or client certificate"
-    )]
-    Unauthorized {
-        /// The request.
-        what: String,
-    },
-    /// 403: RBAC (or the Node authorizer) forbids it.
-    #[error("the API server forbids {what} (403 Forbidden): {message}")]
-    Forbidden {
-        /// The request.
-        what: String,
-        /// The API server's message (which verb and resource).
-        message: String,
-    },
-    /// Any other answer of the API server.
-    #[error("{what}: {message} ({code})")]
-    Api {
-        /// The request.
-        what: String,
-        /// HTTP status code.
-        code: u16,
-        /// The API server's message.
-        message: String,
-    },
-    /// The kubelet server could not start.
-    #[error("kubelet server: {0}")]
-    Server(String),
-    /// The pod network could not be set up (not root, no pod CIDR, ...).
-    #[error("pod network: {0}")]
-    PodNetwork(String),
-}
+pub use super::error::NodeError;
 
 impl NodeError {
     /// Classifies a client error for the request `what`.
     pub fn from_kube(what: &str, e: kube::Error) -> Self {
-        let what = what.to_string();
         match e {
-            kube::Error::Api(status) => match status.code {
-                401 => NodeError::Unauthorized { what },
-                403 => NodeError::Forbidden {
-                    what,
-                    message: status.message,
-                },
-                code => NodeError::Api {
-                    what,
-                    code,
-                    message: status.message,
-                },
-            },
+            kube::Error::Api(status) => NodeError::from_status(what, status.code, status.message),
             other => NodeError::Unreachable {
-                what,
+                what: what.to_string(),
                 message: crate::display::error_chain(&other),
             },
         }
-    }
-
-    /// The HTTP status of an API answer (0 for no answer).
-    pub fn code(&self) -> u16 {
-        match self {
-            NodeError::Unauthorized { .. } => 401,
-            NodeError::Forbidden { .. } => 403,
-            NodeError::Api { code, .. } => *code,
-            _ => 0,
-        }
-    }
-
-    /// Whether trying again may help: no answer, a conflict, throttling or a server error.
-    /// 401/403 and bad requests do not get better by themselves.
-    pub fn retriable(&self) -> bool {
-        matches!(self.code(), 0 | 409 | 429 | 500..=599)
-            && !matches!(
-                self,
-                NodeError::Kubeconfig { .. } | NodeError::Server(_) | NodeError::PodNetwork(_)
-            )
     }
 }
 

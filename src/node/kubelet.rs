@@ -16,8 +16,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use rustls::pki_types::PrivateKeyDer;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -45,21 +45,13 @@ fn read(path: &std::path::Path) -> Result<Vec<u8>, NodeError> {
 pub fn tls_config(files: &KubeletTls) -> Result<rustls::ServerConfig, NodeError> {
     let bad =
         |path: &std::path::Path, e: String| NodeError::Server(format!("{}: {e}", path.display()));
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read(&files.cert)?)
-        .collect::<Result<_, _>>()
-        .map_err(|e| bad(&files.cert, e.to_string()))?;
-    if certs.is_empty() {
-        return Err(bad(&files.cert, "no certificate in it".into()));
-    }
+    // The PEM reading is the client edge's (one implementation of each).
+    let certs = crate::http_client::pem_certificates(&read(&files.cert)?)
+        .map_err(|e| bad(&files.cert, e))?;
     let key = PrivateKeyDer::from_pem_slice(&read(&files.key)?)
         .map_err(|e| bad(&files.key, e.to_string()))?;
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in CertificateDer::pem_slice_iter(&read(&files.client_ca)?) {
-        let ca = ca.map_err(|e| bad(&files.client_ca, e.to_string()))?;
-        roots
-            .add(ca)
-            .map_err(|e| bad(&files.client_ca, e.to_string()))?;
-    }
+    let roots = crate::http_client::pem_roots(&read(&files.client_ca)?)
+        .map_err(|e| bad(&files.client_ca, e))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
         Arc::new(roots),

@@ -5,7 +5,8 @@
 //! the pods the API server assigns ([`pods::sync_pods`]) and writes back what it decides
 //! (status, events, deletions) — one task per job, each at its own edge:
 //!
-//! * [`client`]: the kube-rs client, errors a user can act on, bounded retries;
+//! * [`client`]: the kube-rs client, bounded retries;
+//! * [`error`]: the errors a user can act on (no client library in it: the sidecar uses them too);
 //! * [`registration`]: the `Node` object and its Lease;
 //! * [`pods`]: the watch of the node's pods, and the supervisor's sink;
 //! * [`status`]: the status manager (strategic merge patches, only on change);
@@ -14,6 +15,7 @@
 //! * [`service_account`]: Downward API env, service variables and a token for each pod.
 
 pub mod client;
+pub mod error;
 pub mod events;
 pub mod kubelet;
 pub mod pods;

@@ -15,21 +15,20 @@
 //! The client comes from `--kubeconfig`, or in a pod from the in-cluster configuration the
 //! kubelet provides: `KUBERNETES_SERVICE_HOST`/`PORT`, the service-account token and CA in
 //! `/var/run/secrets/kubernetes.io/serviceaccount`, and `POD_NAME`/`POD_NAMESPACE` from the
-//! Downward API. The connection and error classification are the node's one client edge
-//! ([`crate::node::client`]).
+//! Downward API ([`super::kubeconfig`]). The request is the sidecar's own
+//! ([`super::kube_api`], on the one HTTP client edge); its errors are classified as the node's
+//! are ([`NodeError`]).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
-use kube::api::{Patch, PatchParams};
-
 pub use super::config::condition_type_error;
+pub use super::kube_api::PodIdentity;
+use super::kubeconfig::ApiServer;
 pub use super::runner::KubeState;
 use super::runner::Shared;
-use crate::node::client::NodeError;
+use crate::node::error::NodeError;
 use crate::spec::ProbeType;
 
 /// Where a pod's service-account credentials are mounted.
@@ -38,79 +37,13 @@ pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceacc
 /// Longest wait between two tries of a failed write.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
-/// The sidecar's own pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodIdentity {
-    /// `metadata.name` (`POD_NAME`).
-    pub name: String,
-    /// `metadata.namespace` (`POD_NAMESPACE`).
-    pub namespace: String,
-}
-
-impl PodIdentity {
-    /// From `POD_NAME` and `POD_NAMESPACE` (set through the Downward API).
-    pub fn from_env() -> Result<PodIdentity, NodeError> {
-        let var = |n: &str| {
-            std::env::var(n).ok().filter(|v| !v.is_empty()).ok_or_else(|| NodeError::Kubeconfig {
-                path: n.into(),
-                message: format!(
-                    "{n} is not set: give the sidecar container `env: [{{name: {n}, valueFrom: {{fieldRef: {{fieldPath: metadata.{}}}}}}}]`",
-                    if n == "POD_NAME" { "name" } else { "namespace" }
-                ),
-            })
-        };
-        Ok(PodIdentity {
-            name: var("POD_NAME")?,
-            namespace: var("POD_NAMESPACE")?,
-        })
-    }
-}
-
 /// A client: from `kubeconfig` when given, else the in-cluster configuration (the service
 /// account in `sa_dir`, the API server from `KUBERNETES_SERVICE_HOST`/`PORT`).
-pub async fn connect(kubeconfig: Option<&Path>, sa_dir: &Path) -> Result<kube::Client, NodeError> {
-    if let Some(path) = kubeconfig {
-        return crate::node::client::connect(path).await;
+pub fn connect(kubeconfig: Option<&Path>, sa_dir: &Path) -> Result<ApiServer, NodeError> {
+    match kubeconfig {
+        Some(path) => super::kubeconfig::from_kubeconfig(path),
+        None => super::kubeconfig::in_cluster(sa_dir),
     }
-    let bad = |message: String| NodeError::Kubeconfig {
-        path: sa_dir.to_path_buf(),
-        message,
-    };
-    let host = std::env::var("KUBERNETES_SERVICE_HOST").map_err(|_| {
-        bad("not in a pod: KUBERNETES_SERVICE_HOST is not set (give --kubeconfig)".into())
-    })?;
-    let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_else(|_| "443".into());
-    let host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host
-    };
-    let token = sa_dir.join("token");
-    let ca = sa_dir.join("ca.crt");
-    for f in [&token, &ca] {
-        if !f.is_file() {
-            return Err(bad(format!("{} is missing", f.display())));
-        }
-    }
-    // A kubeconfig in memory: kube-rs then re-reads the token file as it rotates (projected
-    // tokens expire), exactly as for a user's kubeconfig with `tokenFile`.
-    let kubeconfig = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "in-cluster", "cluster": {
-            "server": format!("https://{host}:{port}"),
-            "certificate-authority": ca,
-        }}],
-        "users": [{"name": "sa", "user": {"tokenFile": token}}],
-        "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": "sa"}}],
-        "current-context": "in-cluster",
-    });
-    let kubeconfig: kube::config::Kubeconfig =
-        serde_json::from_value(kubeconfig).map_err(|e| bad(e.to_string()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .map_err(|e| bad(crate::display::error_chain(&e)))?;
-    kube::Client::try_from(config).map_err(|e| bad(crate::display::error_chain(&e)))
 }
 
 /// The gate's condition as the sidecar wants it.
@@ -149,12 +82,11 @@ pub fn desired(shared: &Shared) -> Desired {
 
 /// Writes `want` as condition `gate` of `pod`.
 async fn write(
-    client: &kube::Client,
+    api: &ApiServer,
     pod: &PodIdentity,
     gate: &str,
     want: &Desired,
 ) -> Result<(), NodeError> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     // Only this condition: a strategic merge patch merges `conditions` by `type`.
     let patch = serde_json::json!({"status": {"conditions": [{
@@ -164,24 +96,17 @@ async fn write(
         "message": want.message,
         "lastTransitionTime": now,
     }]}});
-    api.patch_status(&pod.name, &PatchParams::default(), &Patch::Strategic(patch))
-        .await
-        .map(|_| ())
-        .map_err(|e| {
-            NodeError::from_kube(
-                &format!(
-                    "writing condition {gate} of pod {}/{}",
-                    pod.namespace, pod.name
-                ),
-                e,
-            )
-        })
+    let what = format!(
+        "writing condition {gate} of pod {}/{}",
+        pod.namespace, pod.name
+    );
+    api.patch_pod_status(pod, &patch, &what).await
 }
 
 /// Keeps condition `gate` of `pod` equal to the readiness answer, for ever: writes on each
 /// transition; a failed write is retried with back-off (200 ms doubling to 30 s, sooner when
 /// the answer changes), whatever the error (RBAC may be fixed while the sidecar runs).
-pub async fn keep_gate(client: kube::Client, pod: PodIdentity, gate: String, shared: Arc<Shared>) {
+pub async fn keep_gate(api: ApiServer, pod: PodIdentity, gate: String, shared: Arc<Shared>) {
     let mut changes = shared.statuses();
     shared.state().kube.gate = Some(gate.clone());
     let mut written: Option<Desired> = None;
@@ -190,7 +115,7 @@ pub async fn keep_gate(client: kube::Client, pod: PodIdentity, gate: String, sha
     loop {
         let want = desired(&shared);
         if written.as_ref().map(|w| w.status) != Some(want.status) {
-            match write(&client, &pod, &gate, &want).await {
+            match write(&api, &pod, &gate, &want).await {
                 Ok(()) => {
                     eprintln!(
                         "sidecar: gate {} is now {} ({})",
