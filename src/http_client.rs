@@ -25,6 +25,20 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+/// Percent-encodes a path segment or query value: everything but RFC 3986's unreserved
+/// characters (the API client's names and selectors, the sidecar's pod and watch queries).
+pub fn percent_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// The request type every caller builds (`http::Request::post(path).body(Full::new(..))`).
 pub type Request = http::Request<Full<Bytes>>;
 

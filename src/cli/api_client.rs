@@ -254,18 +254,7 @@ fn status_error(code: u16, mut body: Box<dyn BufRead>) -> ApiError {
     ApiError::Status { reason, message }
 }
 
-/// Percent-encodes a query value (everything but RFC 3986's unreserved characters).
-pub fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+pub use probelet::http_client::percent_encode as encode;
 
 /// Prints a client command's error the way kubectl does and returns its exit code (1).
 pub fn fail(e: &anyhow::Error) -> std::process::ExitCode {

@@ -17,7 +17,7 @@ use http_body_util::Full;
 use serde::Deserialize;
 
 use super::kubeconfig::ApiServer;
-use crate::http_client::{self, ClientError};
+use crate::http_client::{self, ClientError, percent_encode};
 use crate::node::error::NodeError;
 
 /// The longest a request (connecting, TLS, sending, reading the whole answer) may take.
@@ -66,29 +66,19 @@ impl PodIdentity {
 
     /// `/api/v1/namespaces/NS/pods`.
     fn pods_path(&self) -> String {
-        format!("/api/v1/namespaces/{}/pods", encode(&self.namespace))
+        format!(
+            "/api/v1/namespaces/{}/pods",
+            percent_encode(&self.namespace)
+        )
     }
 
     /// The list (or watch) query that selects this pod alone.
     fn selector(&self) -> String {
         format!(
             "fieldSelector={}",
-            encode(&format!("metadata.name={}", self.name))
+            percent_encode(&format!("metadata.name={}", self.name))
         )
     }
-}
-
-/// Percent-encodes everything but RFC 3986's unreserved characters.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The parts of an object the sidecar reads; every other field is skipped unread.
@@ -328,7 +318,7 @@ impl ApiServer {
         patch: &serde_json::Value,
         what: &str,
     ) -> Result<(), NodeError> {
-        let path = format!("{}/{}/status", pod.pods_path(), encode(&pod.name));
+        let path = format!("{}/{}/status", pod.pods_path(), percent_encode(&pod.name));
         let body = serde_json::to_vec(patch).map_err(|e| NodeError::Unreachable {
             what: what.to_string(),
             message: e.to_string(),
@@ -378,7 +368,7 @@ impl ApiServer {
             "{}?{}&watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}",
             pod.pods_path(),
             pod.selector(),
-            encode(resource_version),
+            percent_encode(resource_version),
         );
         let response = self.call(&what, http::Method::GET, &path, None).await?;
         Ok(PodWatch {
@@ -552,7 +542,7 @@ mod tests {
             namespace: "ns".into(),
         };
         assert_eq!(pod.selector(), "fieldSelector=metadata.name%3Dapp-0");
-        assert_eq!(encode("1 2&x=y/z"), "1%202%26x%3Dy%2Fz");
+        assert_eq!(percent_encode("1 2&x=y/z"), "1%202%26x%3Dy%2Fz");
     }
 
     fn api(addr: &str) -> ApiServer {

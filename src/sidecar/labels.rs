@@ -254,6 +254,27 @@ mod tests {
         )
     }
 
+    /// `follow_labels` of pod `ns/app` at the plain-HTTP API server `addr`, with the sidecar
+    /// config `yaml`, on a task; the task and the sidecar's state.
+    fn follow(addr: String, yaml: &str) -> (tokio::task::JoinHandle<()>, Arc<Shared>) {
+        let config = crate::sidecar::config::load_str("t.yaml", yaml)
+            .unwrap()
+            .config;
+        let shared = Shared::new(&config);
+        let api = ApiServer {
+            authority: addr,
+            base_path: String::new(),
+            tls: None,
+            auth: crate::sidecar::kubeconfig::Auth::None,
+        };
+        let pod = PodIdentity {
+            name: "app".into(),
+            namespace: "ns".into(),
+        };
+        let task = tokio::spawn(follow_labels(api, pod, config, shared.clone()));
+        (task, shared)
+    }
+
     #[tokio::test]
     async fn r30_2_the_watch_lists_again_on_410_and_follows_the_labels() {
         let gone = r#"{"kind":"Status","status":"Failure","message":"too old resource version: 10 (15)","reason":"Expired","code":410}"#;
@@ -272,24 +293,10 @@ mod tests {
             Reply::Stream(vec![]),
         ])
         .await;
-        let config = crate::sidecar::config::load_str(
-            "t.yaml",
+        let (task, shared) = follow(
+            addr,
             "checks:\n- name: db\n  probe: {exec: {command: [\"true\"]}}\ndegrade:\n  cache-only: [db]\n",
-        )
-        .unwrap()
-        .config;
-        let shared = Shared::new(&config);
-        let api = ApiServer {
-            authority: addr,
-            base_path: String::new(),
-            tls: None,
-            auth: crate::sidecar::kubeconfig::Auth::None,
-        };
-        let pod = PodIdentity {
-            name: "app".into(),
-            namespace: "ns".into(),
-        };
-        let task = tokio::spawn(follow_labels(api, pod, config, shared.clone()));
+        );
         // Each applied set of labels, as the sidecar shows it (polled: a mode is no change of
         // the endpoints' answers, so nothing is notified).
         let mut modes: Vec<String> = Vec::new();
@@ -358,21 +365,7 @@ mod tests {
     async fn r30_2_a_failing_api_server_is_retried_with_back_off() {
         // Every answer a 500: the list is tried again, later and later.
         let (addr, seen) = fake::serve(vec![]).await;
-        let config = crate::sidecar::config::load_str("t.yaml", "checks: []\n")
-            .unwrap()
-            .config;
-        let shared = Shared::new(&config);
-        let api = ApiServer {
-            authority: addr,
-            base_path: String::new(),
-            tls: None,
-            auth: crate::sidecar::kubeconfig::Auth::None,
-        };
-        let pod = PodIdentity {
-            name: "app".into(),
-            namespace: "ns".into(),
-        };
-        let task = tokio::spawn(follow_labels(api, pod, config, shared));
+        let (task, _shared) = follow(addr, "checks: []\n");
         // Tries at 0, 0.8 and 2.4 s (then 5.6 s): three within 3.5 s.
         tokio::time::sleep(Duration::from_millis(3500)).await;
         task.abort();
