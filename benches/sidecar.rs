@@ -184,11 +184,18 @@ fn sidecar(dir: &std::path::Path, config: &str) -> (Child, u16) {
     let path = dir.join(format!("sidecar-{}.yaml", config.len()));
     std::fs::write(&path, config).unwrap();
     // PROBELET_BIN picks another build of the sidecar (a release binary when this harness
-    // runs from a debug build).
+    // runs from a debug build): `probelet`, which takes the `sidecar` command, or
+    // `probelet-sidecar`, which is that command alone.
     let bin =
         std::env::var("PROBELET_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_probelet").into());
     let mut cmd = server_command(&bin);
-    cmd.args(["sidecar", path.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let alone = std::path::Path::new(&bin)
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("probelet-sidecar"));
+    if !alone {
+        cmd.arg("sidecar");
+    }
+    cmd.args([path.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
     listening(cmd)
 }
 
