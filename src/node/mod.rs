@@ -232,5 +232,6 @@ pub async fn run(
     // are gone, after every pod process.
     tasks.shutdown().await;
     drop(supervisor);
+    service_account::forget_all();
     Ok(())
 }

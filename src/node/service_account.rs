@@ -259,6 +259,15 @@ pub fn forget(uid: &str) {
     }
 }
 
+/// Removes every pod's directory and their root when the node stops: the directory is this
+/// process's own (named by its PID), so no later node would reuse it, and the tokens in it
+/// must not outlive the pods' processes.
+pub fn forget_all() {
+    if let Some(s) = SERVICE.get() {
+        let _ = std::fs::remove_dir_all(&s.root);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,9 +20,24 @@ fn script() -> PathBuf {
 }
 
 /// The control plane these tests share (not kubernetes_e2e's: tests/common/cluster.rs says
-/// why), started on first use.
+/// why), started on first use; or the one the running test chose with [`use_own_cluster`].
 fn cluster() -> &'static Cluster {
-    common::cluster::cluster("probelet-node-e2e")
+    OWN_CLUSTER
+        .with(std::cell::Cell::get)
+        .unwrap_or_else(|| common::cluster::cluster("probelet-node-e2e"))
+}
+
+thread_local! {
+    /// The control plane of the test running on this thread, when it has one of its own
+    /// (libtest runs each test on a thread of its own).
+    static OWN_CLUSTER: std::cell::Cell<Option<&'static Cluster>> = const { std::cell::Cell::new(None) };
+}
+
+/// From here on this test's helpers (kubectl, nodes, namespaces) use control plane `name`,
+/// which no other test shares: a test that counts the API server's requests then needs
+/// neither to run alone nor to wait for the others' pods to be cleaned up.
+fn use_own_cluster(name: &'static str) {
+    OWN_CLUSTER.with(|c| c.set(Some(common::cluster::cluster(name))));
 }
 
 fn text(out: &Output) -> String {
@@ -709,8 +724,19 @@ fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
     wait_until("the pod's process", Duration::from_secs(30), || {
         process_with(&marker)
     });
+    // The pod's service-account token, in the node's own directory (named by its PID).
+    let tokens = std::env::temp_dir().join(format!(
+        "probelet-node-sa-{}",
+        node.child.as_ref().unwrap().id()
+    ));
+    assert!(tokens.is_dir(), "{} missing", tokens.display());
     let status = node.terminate();
     assert!(status.success(), "{status:?}\n{}", node.output());
+    assert!(
+        !tokens.exists(),
+        "tokens left behind in {}",
+        tokens.display()
+    );
     assert!(
         process_with(&marker).is_none(),
         "a pod process survived SIGTERM"
@@ -931,9 +957,12 @@ fn r29_3_the_pod_watch_resumes_after_an_api_server_restart() {
 
 #[test]
 fn r29_2_steady_state_costs_no_status_write() {
-    let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
+    // A control plane of its own: its status-write counter then counts this node's writes
+    // only. Host networking: a second control plane hands out the same pod CIDR as the
+    // shared one, whose nodes have pod networks.
+    use_own_cluster("probelet-node-steady");
     let ns = namespace("steady");
-    let node = Node::start("n-steady");
+    let node = Node::start_at("n-steady", "127.0.0.1", &["--pod-network", "host"]);
     let mut yaml = String::new();
     for i in 0..5 {
         let port = common::free_port();
@@ -951,18 +980,8 @@ fn r29_2_steady_state_costs_no_status_write() {
                 .all(|p| condition(p, "Ready").is_some_and(|c| c["status"] == "True")))
         .then_some(())
     });
-    // The counter is the whole API server's: the controllers' clean-up of earlier tests'
-    // pods (eviction, pod GC marking them before deleting them) patches statuses too. Measure
-    // once only this test's pods are left and the counter has been still for 5 s (this test
-    // runs alone: no other node writes meanwhile).
-    wait_until(
-        "only this test's pods left",
-        Duration::from_secs(180),
-        || {
-            let all = kubectl_ok(&["get", "pods", "-A", "--no-headers"]);
-            (all.lines().count() == 5).then_some(())
-        },
-    );
+    // The counter is the whole API server's, and this one serves only this test: measure
+    // once it has been still for 5 s (the pods' first writes done).
     let before = wait_until("the API server quiet", Duration::from_secs(90), || {
         let before = status_patches();
         std::thread::sleep(Duration::from_secs(5));
