@@ -110,8 +110,8 @@ pub fn get_json(addr: &str, path: &str) -> Option<serde_json::Value> {
 pub struct TcpTarget {
     /// Its port.
     pub port: u16,
-    stop: Option<Arc<AtomicBool>>,
-    stopped: Option<std::sync::mpsc::Receiver<()>>,
+    /// The accept loop's stop flag and thread, while listening.
+    accepting: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
     reserved: Option<socket2::Socket>,
 }
 
@@ -133,8 +133,7 @@ impl TcpTarget {
         let port = reserved.local_addr().unwrap().as_socket().unwrap().port();
         TcpTarget {
             port,
-            stop: None,
-            stopped: None,
+            accepting: None,
             reserved: Some(reserved),
         }
     }
@@ -157,19 +156,15 @@ impl TcpTarget {
         listener.set_nonblocking(true).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let (held, give_back) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
+        let thread = std::thread::spawn(move || {
             while !flag.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((c, _)) => drop(c),
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
             }
-            drop(listener);
-            let _ = held.send(());
         });
-        self.stop = Some(stop);
-        self.stopped = Some(give_back);
+        self.accepting = Some((stop, thread));
     }
 
     /// Stops listening (probes are refused from now on).
@@ -180,17 +175,15 @@ impl TcpTarget {
         }
     }
 
-    /// Ends the accept loop and waits (bounded) until it has dropped the listener; whether
-    /// one was listening.
+    /// Ends the accept loop and waits until its thread (and with it the listener) is gone;
+    /// whether one was listening.
     fn stop_listening(&mut self) -> bool {
-        let Some(stop) = self.stop.take() else {
+        let Some((stop, thread)) = self.accepting.take() else {
             return false;
         };
         stop.store(true, Ordering::Relaxed);
         // The accept loop notices within one 5 ms nap.
-        if let Some(stopped) = self.stopped.take() {
-            let _ = stopped.recv_timeout(Duration::from_secs(5));
-        }
+        let _ = thread.join();
         true
     }
 }

@@ -45,30 +45,27 @@ impl JsonLines {
         timeout: Duration,
         pred: impl Fn(&Value) -> bool,
     ) -> Value {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.next_timed(left) {
-                Some((_, v)) if pred(&v) => return v,
-                Some(_) => {}
-                None => panic!("timed out waiting for {what}; saw:\n{}", self.dump()),
-            }
-        }
+        self.next_matching(timeout, pred)
+            .unwrap_or_else(|| panic!("timed out waiting for {what}; saw:\n{}", self.dump()))
     }
 
     /// The first line matching `pred`, among those seen already or arriving within
     /// `timeout`; `None` after it (the caller says what it waited for, with its own context).
     pub fn find(&mut self, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
-        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
-            return Some(v.clone());
+        match self.seen.iter().find(|v| pred(v)) {
+            Some(v) => Some(v.clone()),
+            None => self.next_matching(timeout, pred),
         }
+    }
+
+    /// The next line to arrive within `timeout` that matches `pred`.
+    fn next_matching(&mut self, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.next_timed(left) {
-                Some((_, v)) if pred(&v) => return Some(v),
-                Some(_) => {}
-                None => return None,
+            let (_, v) = self.next_timed(left)?;
+            if pred(&v) {
+                return Some(v);
             }
         }
     }

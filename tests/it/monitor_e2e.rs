@@ -756,22 +756,12 @@ fn fd_exhaustion_degrades_into_lateness_and_one_log_line() {
     let all = metric(&text, "probelet_monitor_probe_lateness_seconds_count").unwrap();
     assert!(within_100ms < all, "{within_100ms} of {all} within 100 ms");
     m.lines.take_arrived();
-    let not_ready = m
-        .lines
-        .seen
-        .iter()
-        .filter(|v| v["event"] == "NotReady")
-        .count();
+    let not_ready = m.lines.count(|v| v["event"] == "NotReady");
     assert_eq!(
         not_ready, 0,
         "running out of descriptors is not the targets' fault"
     );
-    let ready = m
-        .lines
-        .seen
-        .iter()
-        .filter(|v| v["event"] == "Ready")
-        .count();
+    let ready = m.lines.count(|v| v["event"] == "Ready");
     assert!(ready > 100, "targets are still probed: {ready} ready");
     let stderr = m.stderr.lock().unwrap().clone();
     assert_eq!(
