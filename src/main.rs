@@ -27,7 +27,17 @@ enum Command {
     DemoApp(cli::demo_app::Args),
     /// Run one probe once (HTTP, TCP, gRPC or exec) and exit 0 if healthy, 1 if not, 2 on a
     /// usage error: a Docker HEALTHCHECK without curl.
-    Check(cli::check::Args),
+    ///
+    /// Parsed by `cli::check::parse`, the parser `probelet-check` shares; clap only lists it.
+    #[command(disable_help_flag = true)]
+    Check {
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Find the probe mistakes that cause outages (timing, dependencies, ports), before
     /// deploying. `probelet lint --explain ID` documents a rule.
     Lint(cli::lint::Args),
@@ -69,12 +79,19 @@ fn main() -> ExitCode {
     if let Some(code) = probelet::runtime::containment::watcher_main() {
         return code;
     }
+    // `check` has its own parser, shared with the small `probelet-check` binary.
+    let mut argv = std::env::args_os();
+    if argv.nth(1).is_some_and(|a| a == "check") {
+        return cli::check::main("probelet check", argv, Some(cli::check::load_container));
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => cli::run::run(args),
         Command::Validate(args) => cli::validate::run(args),
         Command::DemoApp(args) => cli::demo_app::run(args),
-        Command::Check(args) => cli::check::run(args, Some(cli::check::load_container)),
+        Command::Check { args } => {
+            cli::check::main("probelet check", args, Some(cli::check::load_container))
+        }
         Command::Lint(args) => cli::lint::run(args),
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Get(args) => cli::get::run(args),

@@ -25,86 +25,222 @@ use probelet::spec::ProbeType;
 /// Exit code for a usage error (bad arguments, unreadable manifest).
 const EXIT_USAGE: u8 = 2;
 
-/// Run one probe once and report its result.
+/// The parsed command line of `probelet check` / `probelet-check`.
 ///
-/// TARGET is one of `http://HOST[:PORT]/PATH`, `https://HOST[:PORT]/PATH`, `tcp://HOST:PORT`,
-/// `grpc://HOST:PORT[/SERVICE]` or `exec -- CMD [ARGS...]`. Exit status: 0 success or warning,
-/// 1 failure, unknown or error, 2 usage error.
-#[derive(Debug, clap::Args)]
+/// Parsed by hand ([`parse`]) rather than by clap: the small binary carries no argument-parsing
+/// library (clap is a tenth of it), and both binaries use this one parser, so they cannot
+/// disagree on a flag.
+#[derive(Debug, Default)]
 pub struct Args {
     /// What to probe: http://HOST[:PORT]/PATH, https://..., tcp://HOST:PORT,
     /// grpc://HOST:PORT[/SERVICE], or `exec` followed by `-- CMD [ARGS...]`.
-    #[arg(
-        value_name = "TARGET",
-        required_unless_present = "from",
-        conflicts_with = "from"
-    )]
     pub target: Option<String>,
-
     /// The command of an `exec` target, after `--`; run without a shell.
-    #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
-
-    /// Add an HTTP request header, `Name: value` (repeatable). An empty value removes a default
-    /// header (`User-Agent`, `Accept`); `Host` sets the virtual host.
-    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    /// HTTP request headers, `Name: value`, in order.
     pub headers: Vec<String>,
-
-    /// The probe's timeout (`1s`, `500ms`, `2m`, or plain seconds), covering connect, request
-    /// and response. Default: 1s like the kubelet, or the manifest's timeoutSeconds with --from.
-    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    /// The probe's timeout; `None`: 1 s, or the manifest's timeoutSeconds with --from.
     pub timeout: Option<Duration>,
-
-    /// Output format: `text` prints one line `<result>: <output>`, `json` prints
-    /// `{"result": ..., "output": ..., "durationSeconds": ...}`.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
+    /// How the result is printed.
     pub output: Format,
-
-    /// Run a probe from a manifest (a Pod, or a workload with a pod template such as a
-    /// Deployment) instead of TARGET. Needs --probe, and --container when the manifest has
-    /// more than one container.
-    // `--probe` (and the `--from` they need) are checked in `plan`, with one message.
-    #[arg(long, value_name = "FILE")]
+    /// Run a probe from this manifest instead of TARGET.
     pub from: Option<PathBuf>,
-
     /// With --from: the container whose probe runs.
-    #[arg(long, value_name = "NAME", requires = "from")]
     pub container: Option<String>,
-
     /// With --from: which of the container's probes runs.
-    #[arg(long, value_enum, value_name = "TYPE", requires = "from")]
     pub probe: Option<Kind>,
-
-    /// With --from: the pod IP the probe targets when it names no host (gRPC always uses it).
-    #[arg(
-        long,
-        value_name = "HOST",
-        default_value = "127.0.0.1",
-        requires = "from"
-    )]
-    pub host: String,
-
-    /// Allow probing link-local and cloud-metadata addresses (169.254.0.0/16, fe80::/10).
-    /// Refused by default, as by `probelet run`: a check must not read a metadata service.
-    #[arg(long)]
+    /// With --from: the pod IP (`127.0.0.1` when `None`).
+    pub host: Option<String>,
+    /// Allow probing link-local and cloud-metadata addresses.
     pub allow_link_local: bool,
+    /// The emulated kubelet's `<major>.<minor>` version (`None`: the default).
+    pub kubelet_version: Option<String>,
+}
 
-    /// The emulated kubelet's `<major>.<minor>` version, sent as `User-Agent: kube-probe/<version>`.
-    #[arg(long, value_name = "VERSION", default_value = probe::DEFAULT_KUBELET_VERSION)]
-    pub kubelet_version: String,
+/// The help of `check`, after the one-line summary; `{bin}` is the command's name.
+const HELP: &str = "\
+Usage: {bin} [OPTIONS] <TARGET> [-- <CMD>...]
+       {bin} [OPTIONS] --from <FILE> --probe <TYPE> [--container <NAME>]
+
+Arguments:
+  <TARGET>  What to probe: http://HOST[:PORT]/PATH, https://..., tcp://HOST:PORT,
+            grpc://HOST:PORT[/SERVICE], or `exec` followed by `-- CMD [ARGS...]`
+  [CMD]...  The command of an `exec` target, after `--`; run without a shell
+
+Options:
+  -H, --header <NAME: VALUE>   Add an HTTP request header (repeatable). An empty value removes
+                               a default header (User-Agent, Accept); Host sets the virtual host
+      --timeout <DURATION>     The probe's timeout (1s, 500ms, 2m, or plain seconds), covering
+                               connect, request and response. Default: 1s like the kubelet, or
+                               the manifest's timeoutSeconds with --from
+  -o, --output <FORMAT>        text: one line `<result>: <output>`; json: {\"result\": ...,
+                               \"output\": ..., \"durationSeconds\": ...} [default: text]
+      --from <FILE>            Run a probe from a manifest (a Pod, or a workload with a pod
+                               template) instead of TARGET
+      --container <NAME>       With --from: the container whose probe runs (needed when several
+                               containers have the probe)
+      --probe <TYPE>           With --from: liveness, readiness or startup
+      --host <HOST>            With --from: the pod IP the probe targets when it names no host
+                               (gRPC always uses it) [default: 127.0.0.1]
+      --allow-link-local       Allow probing link-local and cloud-metadata addresses
+                               (169.254.0.0/16, fe80::/10), refused by default
+      --kubelet-version <VERSION>
+                               The emulated kubelet's <major>.<minor>, sent as
+                               User-Agent: kube-probe/<version> [default: {kubelet}]
+  -h, --help                   Print help
+  -V, --version                Print version
+
+Exit status: 0 success or warning, 1 failure, unknown or error, 2 usage error.
+";
+
+/// The one-line summary of `check`.
+pub const ABOUT: &str = "Run one probe once (HTTP, TCP, gRPC or exec) and exit 0 if healthy, 1 if not, 2 on a usage error: a Docker HEALTHCHECK without curl.";
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Run the check.
+    Check(Args),
+    /// `-h` / `--help`.
+    Help,
+    /// `-V` / `--version`.
+    Version,
+}
+
+/// Parses the arguments after the command's name, with clap's conventions: `--flag value`,
+/// `--flag=value`, `-Hvalue`, and `--` before an exec command. Errors say which argument.
+pub fn parse<I: IntoIterator<Item = std::ffi::OsString>>(argv: I) -> anyhow::Result<Parsed> {
+    let mut args = Args::default();
+    let mut argv = argv.into_iter();
+    while let Some(arg) = argv.next() {
+        let arg = arg
+            .into_string()
+            .map_err(|a| anyhow!("invalid UTF-8 in argument {a:?}"))?;
+        if arg == "--" {
+            for rest in argv.by_ref() {
+                let rest = rest
+                    .into_string()
+                    .map_err(|a| anyhow!("invalid UTF-8 in argument {a:?}"))?;
+                args.command.push(rest);
+            }
+            break;
+        }
+        // `--name=value`, `-Xvalue` or `--name value`.
+        let (flag, inline) = if let Some(long) = arg.strip_prefix("--") {
+            match long.split_once('=') {
+                Some((name, value)) => (format!("--{name}"), Some(value.to_string())),
+                None => (arg.clone(), None),
+            }
+        } else if arg.len() > 2 && arg.starts_with('-') && arg.is_char_boundary(2) {
+            (arg[..2].to_string(), Some(arg[2..].to_string()))
+        } else {
+            (arg.clone(), None)
+        };
+        let mut value = |name: &str| -> anyhow::Result<String> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => argv
+                    .next()
+                    .and_then(|v| v.into_string().ok())
+                    .ok_or_else(|| {
+                        anyhow!("a value is required for '{name}' but none was supplied")
+                    }),
+            }
+        };
+        match flag.as_str() {
+            "-h" | "--help" if inline.is_none() => return Ok(Parsed::Help),
+            "-V" | "--version" if inline.is_none() => return Ok(Parsed::Version),
+            "-H" | "--header" => args.headers.push(value("--header <NAME: VALUE>")?),
+            "--timeout" => {
+                let text = value("--timeout <DURATION>")?;
+                let t = parse_timeout(&text).map_err(|e| {
+                    anyhow!("invalid value '{text}' for '--timeout <DURATION>': {e}")
+                })?;
+                args.timeout = Some(t);
+            }
+            "-o" | "--output" => {
+                args.output = match value("--output <FORMAT>")?.as_str() {
+                    "text" => Format::Text,
+                    "json" => Format::Json,
+                    other => bail!(
+                        "invalid value '{other}' for '--output <FORMAT>' (possible values: text, json)"
+                    ),
+                }
+            }
+            "--from" => args.from = Some(PathBuf::from(value("--from <FILE>")?)),
+            "--container" => args.container = Some(value("--container <NAME>")?),
+            "--probe" => {
+                args.probe = Some(match value("--probe <TYPE>")?.as_str() {
+                    "liveness" => Kind::Liveness,
+                    "readiness" => Kind::Readiness,
+                    "startup" => Kind::Startup,
+                    other => bail!(
+                        "invalid value '{other}' for '--probe <TYPE>' (possible values: liveness, readiness, startup)"
+                    ),
+                })
+            }
+            "--host" => args.host = Some(value("--host <HOST>")?),
+            "--allow-link-local" if inline.is_none() => args.allow_link_local = true,
+            "--kubelet-version" => {
+                args.kubelet_version = Some(value("--kubelet-version <VERSION>")?)
+            }
+            _ if arg.starts_with('-') && arg != "-" => {
+                bail!("unexpected argument '{arg}' found")
+            }
+            _ if args.target.is_none() => args.target = Some(arg),
+            _ => bail!("unexpected argument '{arg}' found (one TARGET only)"),
+        }
+    }
+    if args.target.is_some() && args.from.is_some() {
+        bail!("the argument '--from <FILE>' cannot be used with '<TARGET>'");
+    }
+    if args.from.is_none() && args.host.is_some() {
+        bail!("--host needs --from");
+    }
+    Ok(Parsed::Check(args))
+}
+
+/// The whole command: parses `argv` (the arguments after `bin`), prints help, version or a
+/// usage error (exit 2), or runs the check.
+pub fn main<I: IntoIterator<Item = std::ffi::OsString>>(
+    bin: &str,
+    argv: I,
+    manifests: Option<ManifestLoader>,
+) -> ExitCode {
+    match parse(argv) {
+        Ok(Parsed::Check(args)) => run(args, manifests),
+        Ok(Parsed::Help) => {
+            let help = HELP
+                .replace("{bin}", bin)
+                .replace("{kubelet}", probe::DEFAULT_KUBELET_VERSION);
+            println!("{ABOUT}\n\n{help}");
+            ExitCode::SUCCESS
+        }
+        Ok(Parsed::Version) => {
+            println!("{} {}", bin.replace(' ', "-"), env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!(
+                "error: {e:#}\n\nUsage: {bin} [OPTIONS] <TARGET> [-- <CMD>...]\n\nFor more information, try '--help'."
+            );
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
 }
 
 /// How the result is printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Format {
     /// One line: `<result>: <output>`.
+    #[default]
     Text,
     /// One JSON object: `{"result": ..., "output": ..., "durationSeconds": ...}`.
     Json,
 }
 
 /// Which probe of the container `--from` runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// `livenessProbe`.
     Liveness,
@@ -155,7 +291,10 @@ pub type ManifestLoader = fn(&Path, Option<&str>, ProbeType) -> anyhow::Result<C
 /// Runs `probelet check`, with manifests (`--from`) read by `manifests`.
 pub fn run(args: Args, manifests: Option<ManifestLoader>) -> ExitCode {
     let cfg = ProbeConfig {
-        kubelet_version: args.kubelet_version.clone(),
+        kubelet_version: args
+            .kubelet_version
+            .clone()
+            .unwrap_or_else(|| probe::DEFAULT_KUBELET_VERSION.to_string()),
         ..ProbeConfig::default()
     };
     let plan = match plan(&args, manifests) {
@@ -256,7 +395,7 @@ fn plan(args: &Args, manifests: Option<ManifestLoader>) -> anyhow::Result<Plan> 
             p.timeout_seconds = Some(i32::try_from(secs).unwrap_or(i32::MAX));
         }
         let target = ProbeTarget {
-            host: args.host.clone(),
+            host: args.host.clone().unwrap_or_else(|| "127.0.0.1".to_string()),
             ports: container.ports.unwrap_or_default(),
             env: container.env.unwrap_or_default(),
         };

@@ -1,26 +1,30 @@
 //! The gRPC handler (R7.18–R7.20; pkg/probe/grpc/grpc.go): `grpc.health.v1.Health/Check`,
 //! plaintext, with the kubelet's user agent and texts.
 //!
+//! One unary call needs little of a gRPC library: an HTTP/2 POST (hyper's connection-level
+//! client, the one the HTTPS handler uses), a 5-byte length prefix around a protobuf message of
+//! one string field, and one varint field to read back, with the status in the trailers. Written
+//! out here it costs the small check binary a fraction of what a general client does, and every
+//! rule grpc-go applies on the way (HTTP status mapping, content type, message size) is visible.
+//!
 //! Connections are dialed by the probes' own dialer, like the kubelet's (which passes
 //! `probe.ProbeDialer` to grpc-go): 1 s `SO_LINGER` (R7.4), closed in the background.
 
-use std::future::Future;
 use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
-
+use bytes::{Buf, Bytes};
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue, TE, USER_AGENT};
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::time::Instant;
-use tonic::Code;
-use tonic::transport::{Channel, Endpoint};
-use tonic_health::pb::HealthCheckRequest;
-use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_client::HealthClient;
 
+use super::http::{AbortOnDrop, hyper_kind};
+use super::tcp::ProbeIo;
 use super::url::join_host_port;
 use super::{CloseStyle, ProbeConfig, ProbeStats, error_chain, go_duration};
 use crate::outcome::{FailureKind, ProbeOutcome, RawResult};
@@ -28,6 +32,16 @@ use crate::outcome::{FailureKind, ProbeOutcome, RawResult};
 /// How long to wait between connection attempts: the kubelet's dial is blocking and keeps
 /// retrying until the deadline (R7.18), so a refused port costs the full timeout.
 const RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// The method every call names.
+const CHECK_PATH: &str = "/grpc.health.v1.Health/Check";
+
+/// The largest response message read: grpc-go's default receive limit. A health answer is a
+/// few bytes; this bounds what a hostile server can make the prober buffer.
+const MAX_MESSAGE: usize = 4 * 1024 * 1024;
+
+/// The token after the kubelet's `kube-probe/<version>`, as grpc-go appends `grpc-go/<version>`.
+const LIBRARY_TOKEN: &str = concat!("probelet/", env!("CARGO_PKG_VERSION"));
 
 /// Calls `Health/Check` for `service` ("" for the whole server) on `host:port` within
 /// `timeout`. Every outcome but SERVING is a failure, never an error (R7.20).
@@ -57,42 +71,24 @@ pub async fn probe_with_stats(
             ProbeStats::failed(kind),
         )
     };
-    let endpoint = match Endpoint::from_shared(format!("http://{addr}"))
-        .and_then(|e| e.user_agent(cfg.user_agent()))
-    {
-        Ok(e) => e,
+    let request = match check_request(&addr, service, &cfg.user_agent(), deadline) {
+        Ok(r) => r,
         Err(e) => {
             return failure(
                 FailureKind::Other,
-                format!(
-                    "error: failed to connect service at {addr:?}: {}",
-                    error_chain(&e)
-                ),
+                format!("error: failed to connect service at {addr:?}: {e}"),
             );
         }
     };
-    let dialer = Dialer {
-        host: Arc::from(host),
-        port,
-        deadline,
-        close: cfg.close,
-    };
-    let channel = match connect(&endpoint, &dialer, deadline).await {
-        Some(c) => c,
-        None => {
-            // grpc-go's blocking dial retries refusals until the deadline: a timeout.
-            return failure(
-                FailureKind::Timeout,
-                format!(
-                    "timeout: failed to connect service {addr:?} within {}: context deadline exceeded",
-                    go_duration(timeout)
-                ),
-            );
-        }
-    };
-    let mut client = HealthClient::new(channel);
-    let request = HealthCheckRequest {
-        service: service.to_string(),
+    let Some((mut sender, _connection)) = connect(host, port, deadline, cfg.close).await else {
+        // grpc-go's blocking dial retries refusals until the deadline: a timeout.
+        return failure(
+            FailureKind::Timeout,
+            format!(
+                "timeout: failed to connect service {addr:?} within {}: context deadline exceeded",
+                go_duration(timeout)
+            ),
+        );
     };
     let rpc_timeout = || {
         failure(
@@ -103,69 +99,101 @@ pub async fn probe_with_stats(
             ),
         )
     };
-    let response = match tokio::time::timeout_at(deadline, client.check(request)).await {
+    let status = match tokio::time::timeout_at(deadline, call(&mut sender, request)).await {
         Err(_) => return rpc_timeout(),
-        Ok(Ok(r)) => r.into_inner(),
-        Ok(Err(status)) => {
-            return match status.code() {
-                Code::Unimplemented => failure(
+        Ok(Ok(status)) => status,
+        Ok(Err(e)) => {
+            return match e.code {
+                Code::UNIMPLEMENTED => failure(
                     FailureKind::Other,
                     format!(
                         "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): {}",
-                        status.message()
+                        e.message
                     ),
                 ),
-                Code::DeadlineExceeded => rpc_timeout(),
-                code => {
-                    let mut desc = status.message().to_string();
-                    if let Some(source) = std::error::Error::source(&status) {
-                        let chain = error_chain(source);
-                        desc = if chain.starts_with(&desc) {
-                            chain
-                        } else {
-                            format!("{desc}: {chain}")
-                        };
-                    }
-                    // Unavailable: the connection broke under the call.
-                    let kind = match code {
-                        Code::Unavailable => FailureKind::Reset,
-                        _ => FailureKind::Other,
-                    };
-                    failure(
-                        kind,
-                        format!(
-                            "error: health rpc probe failed: rpc error: code = {code:?} desc = {desc}"
-                        ),
-                    )
-                }
+                Code::DEADLINE_EXCEEDED => rpc_timeout(),
+                code => failure(
+                    e.kind,
+                    format!(
+                        "error: health rpc probe failed: rpc error: code = {code} desc = {}",
+                        e.message
+                    ),
+                ),
             };
         }
     };
-    match response.status() {
-        ServingStatus::Serving => (
+    if status == SERVING {
+        return (
             ProbeOutcome::completed(RawResult::Success, "service healthy"),
             ProbeStats::default(),
-        ),
-        other => failure(
-            FailureKind::Status,
-            format!(
-                "service unhealthy (responded with {:?})",
-                other.as_str_name()
-            ),
-        ),
+        );
     }
+    failure(
+        FailureKind::Status,
+        format!(
+            "service unhealthy (responded with {:?})",
+            serving_status_name(status)
+        ),
+    )
 }
 
-/// Connects, retrying until `deadline` like grpc-go's blocking dial; `None` on timeout.
-async fn connect(endpoint: &Endpoint, dialer: &Dialer, deadline: Instant) -> Option<Channel> {
+/// The `Health/Check` request for `service`: `HealthCheckRequest { service }` framed, with the
+/// headers grpc-go sends (the deadline as `grpc-timeout`, the user agent with its token).
+fn check_request(
+    addr: &str,
+    service: &str,
+    user_agent: &str,
+    deadline: Instant,
+) -> Result<Request<Full<Bytes>>, http::Error> {
+    let mut message = Vec::with_capacity(service.len() + 8);
+    if !service.is_empty() {
+        // Field 1, length-delimited (proto3 leaves an empty string out).
+        message.push(0x0a);
+        put_varint(&mut message, service.len() as u64);
+        message.extend_from_slice(service.as_bytes());
+    }
+    let mut framed = Vec::with_capacity(5 + message.len());
+    framed.push(0); // not compressed
+    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&message);
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    Request::builder()
+        .method(Method::POST)
+        .uri(format!("http://{addr}{CHECK_PATH}"))
+        .header(CONTENT_TYPE, "application/grpc")
+        .header(TE, "trailers")
+        .header("grpc-timeout", grpc_timeout(remaining))
+        .header(USER_AGENT, format!("{user_agent} {LIBRARY_TOKEN}"))
+        .body(Full::new(Bytes::from(framed)))
+}
+
+/// The open connection: its sender, and the task driving it, aborted (closing the socket)
+/// when the probe is done.
+type Connection = (SendRequest<Full<Bytes>>, AbortOnDrop);
+
+/// Dials and starts HTTP/2, retrying until `deadline` like grpc-go's blocking dial; `None` on
+/// timeout.
+async fn connect(
+    host: &str,
+    port: u16,
+    deadline: Instant,
+    close: CloseStyle,
+) -> Option<Connection> {
     loop {
-        let attempt =
-            tokio::time::timeout_at(deadline, endpoint.connect_with_connector(dialer.clone()))
-                .await;
-        match attempt {
+        let attempt = async {
+            let io = dial(host, port, deadline, close).await.ok()?;
+            let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .ok()?;
+            let task = AbortOnDrop(tokio::spawn(async move {
+                let _ = conn.await;
+            }));
+            Some((sender, task))
+        };
+        match tokio::time::timeout_at(deadline, attempt).await {
             Err(_) => return None,
-            Ok(Ok(channel)) => return Some(channel),
-            Ok(Err(_)) => {
+            Ok(Some(connection)) => return Some(connection),
+            Ok(None) => {
                 if Instant::now() + RETRY_DELAY >= deadline {
                     tokio::time::sleep_until(deadline).await;
                     return None;
@@ -176,61 +204,430 @@ async fn connect(endpoint: &Endpoint, dialer: &Dialer, deadline: Instant) -> Opt
     }
 }
 
-/// tonic's connector: the probes' TCP dialer (`tcp::dial`: 1 s linger, R7.4) and a socket that
-/// closes without blocking the thread when the channel drops it (`tcp::close_in_background`).
-#[derive(Clone)]
-struct Dialer {
-    host: Arc<str>,
+/// The probes' TCP dialer (`tcp::dial`: 1 s linger, R7.4), with a socket that closes without
+/// blocking the thread when the connection drops it (`tcp::close_in_background`).
+async fn dial(
+    host: &str,
     port: u16,
     deadline: Instant,
     close: CloseStyle,
+) -> io::Result<TokioIo<ProbeIo>> {
+    let stream = super::tcp::dial(host, port, deadline, close)
+        .await
+        .map_err(io::Error::other)?;
+    // As grpc-go does: HTTP/2 frames are small and latency-bound.
+    stream.set_nodelay(true)?;
+    let io = ProbeIo::new(stream, Arc::new(AtomicU64::new(0)), close);
+    Ok(TokioIo::new(io))
 }
 
-impl tower_service::Service<http::Uri> for Dialer {
-    type Response = TokioIo<super::tcp::ProbeIo>;
-    type Error = io::Error;
-    type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
+/// A failed call: its gRPC status code and message, and the class of the failure.
+#[derive(Debug)]
+struct RpcError {
+    code: Code,
+    message: String,
+    kind: FailureKind,
+}
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+impl RpcError {
+    fn new(code: Code, message: impl Into<String>) -> RpcError {
+        // Unavailable: the connection broke under the call.
+        let kind = if code == Code::UNAVAILABLE {
+            FailureKind::Reset
+        } else {
+            FailureKind::Other
+        };
+        RpcError {
+            code,
+            message: message.into(),
+            kind,
+        }
     }
 
-    fn call(&mut self, _uri: http::Uri) -> Self::Future {
-        // The endpoint's URI names the same host and port; dialing them directly keeps the
-        // kubelet's resolver-free path for IP literals.
-        let dialer = self.clone();
-        Box::pin(async move {
-            let stream = super::tcp::dial(&dialer.host, dialer.port, dialer.deadline, dialer.close)
-                .await
-                .map_err(io::Error::other)?;
-            // As tonic's own connector does: HTTP/2 frames are small and latency-bound.
-            stream.set_nodelay(true)?;
-            let io = super::tcp::ProbeIo::new(stream, Arc::new(AtomicU64::new(0)), dialer.close);
-            Ok(TokioIo::new(io))
-        })
+    fn transport(e: &hyper::Error) -> RpcError {
+        RpcError {
+            code: Code::UNAVAILABLE,
+            message: error_chain(e),
+            kind: match hyper_kind(e) {
+                FailureKind::Other => FailureKind::Reset,
+                kind => kind,
+            },
+        }
+    }
+}
+
+/// Sends `request` and reads the answer: the `status` field of the `HealthCheckResponse`.
+async fn call(
+    sender: &mut SendRequest<Full<Bytes>>,
+    request: Request<Full<Bytes>>,
+) -> Result<u64, RpcError> {
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| RpcError::transport(&e))?;
+    let (head, mut body) = response.into_parts();
+    check_head(head.status, &head.headers)?;
+    if let Some(status) = trailer_status(&head.headers) {
+        // Trailers-only: an error (or a malformed OK without a message).
+        status?;
+        return Err(RpcError::new(
+            Code::INTERNAL,
+            "server closed the stream without sending a response message",
+        ));
+    }
+    let mut data: Vec<u8> = Vec::new();
+    let mut trailers = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| RpcError::transport(&e))?;
+        match frame.into_data() {
+            Ok(chunk) => {
+                if data.len() + chunk.len() > 5 + MAX_MESSAGE {
+                    let declared = frame_length(&data).unwrap_or(data.len() + chunk.len());
+                    return Err(RpcError::new(
+                        Code::RESOURCE_EXHAUSTED,
+                        format!(
+                            "grpc: received message larger than max ({declared} vs. {MAX_MESSAGE})"
+                        ),
+                    ));
+                }
+                data.extend_from_slice(chunk.chunk());
+            }
+            Err(frame) => {
+                if let Ok(t) = frame.into_trailers() {
+                    trailers = Some(t);
+                }
+            }
+        }
+    }
+    match trailers.as_ref().and_then(trailer_status) {
+        None => Err(RpcError::new(
+            Code::INTERNAL,
+            "server closed the stream without sending trailers",
+        )),
+        Some(Err(e)) => Err(e),
+        Some(Ok(())) => decode_response(&data),
+    }
+}
+
+/// grpc-go's checks of the response head: HTTP 200 and a gRPC content type, else a status
+/// derived from the HTTP status (`HTTPStatusConvTab`).
+fn check_head(status: StatusCode, headers: &HeaderMap) -> Result<(), RpcError> {
+    let content_type = headers
+        .get(CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let is_grpc = content_type.as_deref().is_some_and(|ct| {
+        ct == "application/grpc"
+            || ct.starts_with("application/grpc+")
+            || ct.starts_with("application/grpc;")
+    });
+    if status == StatusCode::OK && is_grpc {
+        return Ok(());
+    }
+    let code = match status.as_u16() {
+        400 => Code::INTERNAL,
+        401 => Code::UNAUTHENTICATED,
+        403 => Code::PERMISSION_DENIED,
+        404 => Code::UNIMPLEMENTED,
+        429 | 502 | 503 | 504 => Code::UNAVAILABLE,
+        _ => Code::UNKNOWN,
+    };
+    let mut message = format!(
+        "unexpected HTTP status code received from server: {} ({})",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    if !is_grpc {
+        message.push_str(&format!(
+            "; transport: received unexpected content-type {:?}",
+            content_type.unwrap_or_default()
+        ));
+    }
+    Err(RpcError::new(code, message))
+}
+
+/// `grpc-status` and `grpc-message` of `headers` (trailers, or the head of a trailers-only
+/// answer): `None` without a status, `Ok` for OK.
+fn trailer_status(headers: &HeaderMap) -> Option<Result<(), RpcError>> {
+    let value = headers.get("grpc-status")?;
+    let Some(code) = value.to_str().ok().and_then(|s| s.parse::<u32>().ok()) else {
+        return Some(Err(RpcError::new(
+            Code::INTERNAL,
+            format!(
+                "transport: malformed grpc-status: {:?}",
+                String::from_utf8_lossy(value.as_bytes())
+            ),
+        )));
+    };
+    if code == 0 {
+        return Some(Ok(()));
+    }
+    let message = headers
+        .get("grpc-message")
+        .map(percent_decode)
+        .unwrap_or_default();
+    Some(Err(RpcError::new(Code(code), message)))
+}
+
+/// The declared length of the message whose prefix starts `data`, once 5 bytes are in.
+fn frame_length(data: &[u8]) -> Option<usize> {
+    let prefix: [u8; 4] = data.get(1..5)?.try_into().ok()?;
+    Some(u32::from_be_bytes(prefix) as usize)
+}
+
+/// The `status` (field 1) of the one length-prefixed `HealthCheckResponse` in `data`.
+fn decode_response(data: &[u8]) -> Result<u64, RpcError> {
+    let internal = |text: &str| Err(RpcError::new(Code::INTERNAL, text));
+    if data.is_empty() {
+        return internal("grpc: server closed the stream without sending a response message");
+    }
+    let (Some(&flag), Some(len)) = (data.first(), frame_length(data)) else {
+        return internal("grpc: truncated message prefix");
+    };
+    if flag != 0 {
+        return internal("grpc: compressed flag set with identity or empty encoding");
+    }
+    let Some(message) = data.get(5..5 + len) else {
+        return internal("grpc: message shorter than its length prefix");
+    };
+    if data.len() > 5 + len {
+        return internal("grpc: more than one response message for a unary call");
+    }
+    let mut status = 0;
+    let mut rest = message;
+    while !rest.is_empty() {
+        let Some(key) = take_varint(&mut rest) else {
+            return internal("grpc: failed to unmarshal the response: truncated field key");
+        };
+        let skipped = match key & 7 {
+            0 => take_varint(&mut rest).map(|v| {
+                if key >> 3 == 1 {
+                    status = v;
+                }
+            }),
+            1 => take(&mut rest, 8),
+            2 => take_varint(&mut rest)
+                .and_then(|n| usize::try_from(n).ok())
+                .and_then(|n| take(&mut rest, n)),
+            5 => take(&mut rest, 4),
+            _ => None,
+        };
+        if skipped.is_none() {
+            return internal("grpc: failed to unmarshal the response: malformed field");
+        }
+    }
+    Ok(status)
+}
+
+/// Advances `rest` past `n` bytes.
+fn take(rest: &mut &[u8], n: usize) -> Option<()> {
+    *rest = rest.get(n..)?;
+    Some(())
+}
+
+/// Reads a protobuf base-128 varint from the front of `rest`.
+fn take_varint(rest: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for (i, &byte) in rest.iter().enumerate().take(10) {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            *rest = &rest[i + 1..];
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// Appends `value` as a protobuf varint.
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// `grpc-timeout` as grpc-go encodes it: the finest unit whose count fits in 8 digits,
+/// rounded up.
+fn grpc_timeout(t: Duration) -> String {
+    const MAX: u128 = 99_999_999;
+    let nanos = t.as_nanos();
+    if nanos == 0 {
+        return "0n".to_string();
+    }
+    for (unit, per) in [
+        ('n', 1u128),
+        ('u', 1_000),
+        ('m', 1_000_000),
+        ('S', 1_000_000_000),
+        ('M', 60_000_000_000),
+    ] {
+        let count = nanos.div_ceil(per);
+        if count <= MAX {
+            return format!("{count}{unit}");
+        }
+    }
+    format!("{}H", nanos.div_ceil(3_600_000_000_000))
+}
+
+/// `grpc-message` is percent-encoded (gRPC over HTTP/2 spec); invalid escapes stay as sent.
+fn percent_decode(value: &HeaderValue) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `HealthCheckResponse.ServingStatus.SERVING`.
+const SERVING: u64 = 1;
+
+/// The name protobuf-go's `String()` gives a `ServingStatus` (the kubelet quotes it).
+fn serving_status_name(status: u64) -> String {
+    match status {
+        0 => "UNKNOWN".to_string(),
+        1 => "SERVING".to_string(),
+        2 => "NOT_SERVING".to_string(),
+        3 => "SERVICE_UNKNOWN".to_string(),
+        n => n.to_string(),
+    }
+}
+
+/// A gRPC status code, printed as grpc-go's `codes.Code` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Code(u32);
+
+impl Code {
+    const UNKNOWN: Code = Code(2);
+    const DEADLINE_EXCEEDED: Code = Code(4);
+    const PERMISSION_DENIED: Code = Code(7);
+    const RESOURCE_EXHAUSTED: Code = Code(8);
+    const UNIMPLEMENTED: Code = Code(12);
+    const INTERNAL: Code = Code(13);
+    const UNAVAILABLE: Code = Code(14);
+    const UNAUTHENTICATED: Code = Code(16);
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const NAMES: [&str; 17] = [
+            "OK",
+            "Canceled",
+            "Unknown",
+            "InvalidArgument",
+            "DeadlineExceeded",
+            "NotFound",
+            "AlreadyExists",
+            "PermissionDenied",
+            "ResourceExhausted",
+            "FailedPrecondition",
+            "Aborted",
+            "OutOfRange",
+            "Unimplemented",
+            "Internal",
+            "Unavailable",
+            "DataLoss",
+            "Unauthenticated",
+        ];
+        match NAMES.get(self.0 as usize) {
+            Some(name) => f.write_str(name),
+            None => write!(f, "Code({})", self.0),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tower_service::Service;
 
     #[tokio::test]
     async fn r7_4_grpc_connections_use_the_lingering_probe_dialer() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mut dialer = Dialer {
-            host: Arc::from("127.0.0.1"),
-            port,
-            deadline: Instant::now() + Duration::from_secs(1),
-            close: CloseStyle::Linger,
-        };
-        let uri: http::Uri = format!("http://127.0.0.1:{port}").parse().unwrap();
-        let io = dialer.call(uri).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let io = dial("127.0.0.1", port, deadline, CloseStyle::Linger)
+            .await
+            .unwrap();
         let stream = io.inner().get_ref().unwrap();
         let sock = socket2::SockRef::from(stream);
         assert_eq!(sock.linger().unwrap(), Some(Duration::from_secs(1)));
         assert!(sock.tcp_nodelay().unwrap());
+    }
+
+    #[tokio::test]
+    async fn r7_19_the_request_message_is_health_check_request() {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let req = check_request("127.0.0.1:9", "db", "kube-probe/1.33", deadline).unwrap();
+        assert_eq!(req.uri(), "http://127.0.0.1:9/grpc.health.v1.Health/Check");
+        assert_eq!(req.headers()[USER_AGENT], "kube-probe/1.33 probelet/0.1.0");
+        let timeout = req.headers()["grpc-timeout"].to_str().unwrap();
+        assert!(timeout.ends_with('u'), "{timeout}");
+        // Empty service: an empty message (proto3 omits defaults).
+        let empty = check_request("h:1", "", "ua", deadline).unwrap();
+        let body = |r: Request<Full<Bytes>>| async {
+            let bytes = r.into_body().collect().await.unwrap().to_bytes();
+            bytes.to_vec()
+        };
+        assert_eq!(body(req).await, [0, 0, 0, 0, 4, 0x0a, 2, b'd', b'b']);
+        assert_eq!(body(empty).await, [0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn r7_20_response_decoding_skips_unknown_fields_and_rejects_malformed_frames() {
+        assert_eq!(decode_response(&[0, 0, 0, 0, 2, 0x08, 1]).unwrap(), 1);
+        // An unknown string field before the status, an empty message (status UNKNOWN).
+        assert_eq!(
+            decode_response(&[0, 0, 0, 0, 5, 0x12, 1, b'x', 0x08, 2]).unwrap(),
+            2
+        );
+        assert_eq!(decode_response(&[0, 0, 0, 0, 0]).unwrap(), 0);
+        for bad in [
+            &[][..],
+            &[0, 0, 0][..],
+            &[1, 0, 0, 0, 2, 0x08, 1][..],
+            &[0, 0, 0, 0, 9, 0x08][..],
+            &[0, 0, 0, 0, 1, 0x08][..],
+            &[0, 0, 0, 0, 2, 0x08, 1, 0][..],
+        ] {
+            let e = decode_response(bad).unwrap_err();
+            assert_eq!(e.code, Code::INTERNAL, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn grpc_timeout_matches_grpc_go_encoding() {
+        assert_eq!(grpc_timeout(Duration::ZERO), "0n");
+        assert_eq!(grpc_timeout(Duration::from_millis(50)), "50000000n");
+        assert_eq!(grpc_timeout(Duration::from_secs(1)), "1000000u");
+        assert_eq!(grpc_timeout(Duration::from_secs(1000)), "1000000m");
+        assert_eq!(
+            grpc_timeout(Duration::from_nanos(1_000_000_001)),
+            "1000001u"
+        );
+    }
+
+    #[test]
+    fn status_texts_are_grpc_go_s() {
+        assert_eq!(Code(1).to_string(), "Canceled");
+        assert_eq!(Code(5).to_string(), "NotFound");
+        assert_eq!(Code(17).to_string(), "Code(17)");
+        assert_eq!(serving_status_name(2), "NOT_SERVING");
+        assert_eq!(serving_status_name(7), "7");
+        let v = HeaderValue::from_static("unknown%20service %zz%");
+        assert_eq!(percent_decode(&v), "unknown service %zz%");
     }
 }

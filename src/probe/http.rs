@@ -426,7 +426,7 @@ fn status_failure(status: u16) -> Option<FailureKind> {
 }
 
 /// The class of a hyper error: its timeout or closed state, else the OS error under it.
-fn hyper_kind(e: &hyper::Error) -> FailureKind {
+pub(super) fn hyper_kind(e: &hyper::Error) -> FailureKind {
     if e.is_timeout() {
         return FailureKind::Timeout;
     }
@@ -636,7 +636,7 @@ impl Conn {
 
 /// Aborts the connection task, and so closes its socket, when the probe is done with it: a
 /// hung server must not keep a task and a socket alive after the probe returned.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(super) struct AbortOnDrop(pub(super) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -542,3 +542,46 @@ fn r26_10_https_against_plain_http_says_the_server_answered_http() {
         );
     }
 }
+
+/// One argument parser for both binaries (`check::parse`, no clap in the small one): help and
+/// version, `--flag=value` and `-Xvalue` forms, and the same usage errors.
+#[test]
+fn both_binaries_share_one_argument_parser() {
+    let port = http_server();
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    for bin in BINARIES {
+        let (code, out, _) = stdout_of(check(bin).arg("--help"));
+        assert_eq!(code, 0, "{bin}");
+        assert!(out.starts_with("Run one probe once"), "{bin}: {out}");
+        assert!(out.contains("--kubelet-version <VERSION>"), "{bin}: {out}");
+        let name = if bin == "probelet" {
+            "probelet check"
+        } else {
+            bin
+        };
+        assert!(
+            out.contains(&format!("Usage: {name} [OPTIONS] <TARGET>")),
+            "{out}"
+        );
+
+        let (code, out, _) = stdout_of(check(bin).arg("-V"));
+        assert_eq!(
+            (code, out.trim()),
+            (0, format!("{} 0.1.0", name.replace(' ', "-")).as_str())
+        );
+
+        let (code, out, _) = stdout_of(check(bin).args(["--timeout=2s", "-ojson", &url]));
+        assert_eq!(code, 0, "{bin}: {out}");
+        assert!(out.starts_with("{\"result\": \"success\""), "{bin}: {out}");
+
+        let (code, out, err) = stdout_of(check(bin).args(["--frobnicate", &url]));
+        assert_eq!(code, 2, "{bin}: {out}");
+        assert!(err.contains("unexpected argument '--frobnicate'"), "{err}");
+        let (code, _, err) = stdout_of(check(bin).args([&url, &url]));
+        assert_eq!(code, 2);
+        assert!(err.contains("one TARGET only"), "{err}");
+        let (code, _, err) = stdout_of(check(bin).args(["--timeout"]));
+        assert_eq!(code, 2);
+        assert!(err.contains("a value is required for '--timeout"), "{err}");
+    }
+}
