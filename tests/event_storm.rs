@@ -5,6 +5,8 @@
 //! A test binary of its own, not a module of tests/it: its tests bound latencies and answer times,
 //! and beside the other integration tests (servers, floods, builds of pods) they fail on 2 cores.
 
+mod common;
+
 use probelet::driver::{Line, Supervisor, SupervisorConfig};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,6 +47,7 @@ async fn run(config: SupervisorConfig, window: Duration) -> (Vec<Line>, Supervis
 /// of failing siblings; now it is at most one per container per 10 s resync.
 #[tokio::test(start_paused = true)]
 async fn backoff_is_per_container_attempt_not_per_failed_sibling() {
+    let _slot = common::two_at_a_time();
     let config = SupervisorConfig {
         // No spam filter: this measures what the engine emits.
         event_refill: Duration::ZERO,
@@ -78,6 +81,7 @@ async fn backoff_is_per_container_attempt_not_per_failed_sibling() {
 /// at every pod sync while the same back-off lasts is filtered there too.
 #[tokio::test(start_paused = true)]
 async fn spam_filter_bounds_store_and_terminal_shows_each_attempt_once() {
+    let _slot = common::two_at_a_time();
     let window = Duration::from_secs(600);
     let (lines, sup) = run(SupervisorConfig::default(), window).await;
     let refills = (window.as_secs() / 300) as usize;
@@ -123,6 +127,7 @@ async fn spam_filter_bounds_store_and_terminal_shows_each_attempt_once() {
 /// thread of their own, never behind the output).
 #[test]
 fn sigint_stops_a_storm_and_output_is_bounded() {
+    let _slot = common::two_at_a_time();
     use std::io::Read;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("storm.yaml");
@@ -182,6 +187,7 @@ fn sigint_stops_a_storm_and_output_is_bounded() {
 /// starts none of them and stops at once, even though the `stop` future never resolves.
 #[tokio::test(start_paused = true)]
 async fn a_stop_flag_set_mid_step_leaves_queued_starts_unstarted() {
+    let _slot = common::two_at_a_time();
     let lines = Arc::new(Mutex::new(Vec::new()));
     let sink = lines.clone();
     let mut sup = Supervisor::new(SupervisorConfig::default(), move |l: Line| {

@@ -65,6 +65,7 @@ fn one_attack_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 
 #[test]
 fn r28_8_connection_floods_leave_the_monitor_answering_and_probing() {
+    let _slot = common::two_at_a_time();
     let _attack = one_attack_at_a_time();
     raise_own_nofile();
     let dir = tempfile::tempdir().unwrap();
@@ -108,6 +109,7 @@ fn r28_8_connection_floods_leave_the_monitor_answering_and_probing() {
 /// the same rule as `run`): no raw control, line-separator or bidi character on stdout.
 #[test]
 fn r28_9_a_probed_programs_output_cannot_drive_the_terminal() {
+    let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("targets.yaml");
     std::fs::write(
@@ -149,6 +151,7 @@ fn r28_9_a_probed_programs_output_cannot_drive_the_terminal() {
 /// the refusal `run` and `check` give, unless `--allow-link-local`.
 #[test]
 fn r28_10_link_local_targets_are_refused_like_run_and_check() {
+    let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("targets.yaml");
     std::fs::write(
@@ -182,6 +185,7 @@ fn r28_10_link_local_targets_are_refused_like_run_and_check() {
 /// stay; an explicit `targets: []` still empties.
 #[test]
 fn r28_11_a_truncated_targets_file_is_refused_on_reload() {
+    let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("targets.yaml");
     std::fs::write(
@@ -254,6 +258,7 @@ fn fetch(port: u16, path: &str) -> usize {
 /// after the clients leave the memory returns (within 25 MB of where it was).
 #[test]
 fn r28_8_slow_readers_of_the_big_endpoints_cost_one_shared_body() {
+    let _slot = common::two_at_a_time();
     let _attack = one_attack_at_a_time();
     raise_own_nofile();
     let dir = tempfile::tempdir().unwrap();
@@ -351,6 +356,7 @@ fn late_probes(port: u16) -> (f64, f64) {
 /// for seconds). Rendering and reloading happen off the probing thread, a slice at a time.
 #[test]
 fn r28_13_status_storms_and_reloads_leave_the_probes_on_time() {
+    let _slot = common::two_at_a_time();
     let _attack = one_attack_at_a_time();
     raise_own_nofile();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -43,6 +43,7 @@ const SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower ca
 
 #[test]
 fn hostile_pod_names_are_refused_with_the_api_servers_errors() {
+    let _slot = common::two_at_a_time();
     for (name, quoted) in [
         ("../../etc", r#""../../etc""#),
         ("a/b", r#""a/b""#),
@@ -79,6 +80,7 @@ fn hostile_pod_names_are_refused_with_the_api_servers_errors() {
 
 #[test]
 fn hostile_namespaces_are_refused_as_dns_labels() {
+    let _slot = common::two_at_a_time();
     let (code, stderr) = run_refused(&pod("web", "Bad_NS"));
     assert_eq!(code, 2, "{stderr}");
     assert!(
@@ -102,6 +104,7 @@ fn hostile_namespaces_are_refused_as_dns_labels() {
 /// title sequence and a right-to-left override: every line `run` prints shows them escaped.
 #[test]
 fn target_output_reaches_the_terminal_escaped() {
+    let _slot = common::two_at_a_time();
     let manifest = r#"apiVersion: v1
 kind: Pod
 metadata: {name: noisy}
@@ -153,6 +156,7 @@ spec:
 /// API server's status (`errors.NewInvalid(PodLogOptions, ...)`: 422, reason Invalid).
 #[test]
 fn logs_since_seconds_must_be_positive() {
+    let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    command: [sh, -c, 'echo hello; exec sleep 60']\n";
     let mut api = common::start_run_with_api(dir.path(), manifest);

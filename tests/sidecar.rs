@@ -170,6 +170,7 @@ fn kill(pid: i32, sig: rustix::process::Signal) {
 /// still comes at once from the cache; SIGCONT, and readiness returns.
 #[test]
 fn a_paused_postgres_fails_readiness_and_never_liveness() {
+    let _slot = common::two_at_a_time();
     let pg = Postgres::start();
     let config = format!(
         "checks:
@@ -231,6 +232,7 @@ fn a_paused_postgres_fails_readiness_and_never_liveness() {
 /// All three password methods over a real server, and a wrong password's reason.
 #[test]
 fn postgres_logs_in_with_scram_md5_and_trust() {
+    let _slot = common::two_at_a_time();
     let pg = Postgres::start();
     let dir = tempfile::tempdir().unwrap();
     let pw = dir.path().join("legacy-pw");
@@ -292,6 +294,7 @@ fn postgres_logs_in_with_scram_md5_and_trust() {
 /// (its timeout as the reason) but never fails readiness; the password shows nowhere.
 #[test]
 fn redis_ping_with_auth_and_a_paused_redis_as_a_weak_dependency() {
+    let _slot = common::two_at_a_time();
     let redis = Redis::start("redis-pw");
     let config = format!(
         "checks:
@@ -347,6 +350,7 @@ fn redis_ping_with_auth_and_a_paused_redis_as_a_weak_dependency() {
 /// oversize datagram is counted and ignored, STOPPING=1 drains and exits 0 after drain.delay.
 #[test]
 fn sd_notify_ready_watchdog_overload_and_stopping() {
+    let _slot = common::two_at_a_time();
     let config = "notifySocket: DIR/notify.sock
 watchdog: {timeout: 1s}
 drain: {delay: 2s}
@@ -440,6 +444,7 @@ overload: {recover: 1s}
 /// `probelet sidecar` and from the small `probelet-sidecar` built from the same source.
 #[test]
 fn sigterm_drains_then_exits_zero() {
+    let _slot = common::two_at_a_time();
     for program in [PROBELET_SIDECAR, SMALL_SIDECAR] {
         sigterm_drains_then_exits_zero_with(&program);
     }
@@ -472,6 +477,7 @@ fn sigterm_drains_then_exits_zero_with(program: &(&str, &[&str])) {
 /// /livez; an unknown service is NOT_FOUND; Watch streams the change when draining starts.
 #[test]
 fn grpc_health_check_and_watch() {
+    let _slot = common::two_at_a_time();
     let mut s = Sidecar::start("drain: {delay: 3s}\n", &[]);
     let addr = format!("http://{}", s.addr);
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -529,6 +535,7 @@ fn grpc_health_check_and_watch() {
 /// invalid file is refused with its position while the running checks stay.
 #[test]
 fn sighup_reload_keeps_unchanged_checks() {
+    let _slot = common::two_at_a_time();
     let port = free_port();
     let _l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
     let config = format!(
@@ -597,6 +604,7 @@ fn sighup_reload_keeps_unchanged_checks() {
 /// the app's `NOTIFY_SOCKET` cannot follow it.
 #[test]
 fn sighup_moves_the_listener_and_keeps_the_notify_socket() {
+    let _slot = common::two_at_a_time();
     let (a, b) = (free_port(), free_port());
     let mut s = Sidecar::start_with(
         &format!("listen: 127.0.0.1:{a}\nnotifySocket: DIR/n.sock\n"),
@@ -655,6 +663,7 @@ fn sighup_moves_the_listener_and_keeps_the_notify_socket() {
 /// unknown fields as warnings, an unreachable notify socket path (exit 2).
 #[test]
 fn bad_config_and_unreachable_notify_socket() {
+    let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
     std::fs::write(
@@ -700,6 +709,7 @@ fn bad_config_and_unreachable_notify_socket() {
 /// The example's files are valid: the Pod for `probelet validate`, the config for the sidecar.
 #[test]
 fn the_example_files_load() {
+    let _slot = common::two_at_a_time();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sidecar");
     let loaded = probelet::sidecar::config::load_file(&root.join("sidecar.yaml")).unwrap();
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
@@ -723,6 +733,7 @@ fn the_example_files_load() {
 /// sends, and the impostor cannot stop the sidecar.
 #[test]
 fn r28_1_notify_datagrams_from_another_process_are_refused() {
+    let _slot = common::two_at_a_time();
     let config = "notifySocket: DIR/notify.sock\nwatchdog: {timeout: 1s}\ndrain: {delay: 1s}\n";
     let mut s = Sidecar::start(config, &[]);
     let sock = s.dir().join("notify.sock");
@@ -779,6 +790,7 @@ fn r28_1_notify_datagrams_from_another_process_are_refused() {
 /// refused reload (the running config stays) at SIGHUP; no panic either way.
 #[test]
 fn r28_5_a_huge_duration_is_a_positioned_error_at_start_and_a_refused_reload() {
+    let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("s.yaml");
     for delay in ["1e20", "1.8e19", "\"1e20s\"", "90000"] {
@@ -819,6 +831,7 @@ fn r28_5_a_huge_duration_is_a_positioned_error_at_start_and_a_refused_reload() {
 /// unlinked; a stale one is replaced; at exit only the sidecar's own socket file is removed.
 #[test]
 fn r28_6_a_served_notify_socket_is_never_taken_over() {
+    let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("notify.sock");
     let owner = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
@@ -871,6 +884,7 @@ fn r28_6_a_served_notify_socket_is_never_taken_over() {
 /// the log and `?verbose` escaped (one rule, `display::terminal`).
 #[test]
 fn r28_7_dependency_text_with_line_separators_and_bidi_is_escaped() {
+    let _slot = common::two_at_a_time();
     let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = fake.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -947,6 +961,7 @@ fn fake_scram_postgres(iterations: u64) -> u16 {
 /// meanwhile.
 #[test]
 fn r28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
+    let _slot = common::two_at_a_time();
     let port = fake_scram_postgres(200_000_000);
     let config = format!(
         "checks:\n- name: db\n  postgres: {{dsn: \"postgres://app@127.0.0.1:{port}/postgres\", passwordFrom: {{env: PGPW}}, periodSeconds: 1, timeoutSeconds: 1}}\n"
@@ -982,6 +997,7 @@ fn r28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
 /// requests announcing a body they never send: `/livez` answers within 100 ms all along.
 #[test]
 fn r28_2_connection_floods_on_every_path_leave_liveness_answering() {
+    let _slot = common::two_at_a_time();
     use common::hostile::{Limited, assert_answers_within, flood};
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
@@ -1021,6 +1037,7 @@ fn r28_2_connection_floods_on_every_path_leave_liveness_answering() {
 /// within 100 ms.
 #[test]
 fn r28_3_watch_fan_out_is_capped_and_cheap() {
+    let _slot = common::two_at_a_time();
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
     let s = Sidecar::start("notifySocket: DIR/notify.sock\n", &[]);
     let sock = s.dir().join("notify.sock");
@@ -1104,6 +1121,7 @@ fn r28_3_watch_fan_out_is_capped_and_cheap() {
 /// with `run`'s refusal, unless `--allow-link-local`.
 #[test]
 fn r28_10_sidecar_checks_at_link_local_addresses_are_refused() {
+    let _slot = common::two_at_a_time();
     let config = "checks:\n- name: metadata\n  redis: {address: \"169.254.169.254:6379\", periodSeconds: 1}\n";
     let mut s = Sidecar::start(config, &[]);
     let line = s.wait_line("the refusal", |l| {

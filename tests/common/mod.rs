@@ -343,3 +343,31 @@ pub async fn keep_alive_get(c: &mut tokio::net::TcpStream, path: &str) -> u16 {
         }
     }
 }
+
+/// Holds one of the two places [`two_at_a_time`] hands out; frees it when dropped.
+pub struct Slot;
+
+static SLOTS: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+static FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// Waits until fewer than two tests of this binary hold a [`Slot`].
+///
+/// The test binaries whose tests bound latencies and answer times (sidecar, kubernetes,
+/// monitor_hostile, run_hostile, event_storm) were written for two at a time on 2 cores; the
+/// harness runs more (`.cargo/config.toml` sets RUST_TEST_THREADS for the waiting-bound
+/// `tests/it`), so each of their tests takes a slot first.
+pub fn two_at_a_time() -> Slot {
+    let mut held = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+    while *held >= 2 {
+        held = FREED.wait(held).unwrap_or_else(|e| e.into_inner());
+    }
+    *held += 1;
+    Slot
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        *SLOTS.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        FREED.notify_one();
+    }
+}

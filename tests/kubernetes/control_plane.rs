@@ -96,6 +96,7 @@ fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) ->
 
 #[test]
 fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
+    let _slot = crate::common::two_at_a_time();
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cp");
@@ -240,6 +241,7 @@ fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
 
 #[test]
 fn r29_1_a_component_that_fails_shows_its_log_and_up_stops_what_it_started() {
+    let _slot = crate::common::two_at_a_time();
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let fake_etcd = |name: &str, body: &str| -> PathBuf {
@@ -325,6 +327,7 @@ fn r29_1_a_component_that_fails_shows_its_log_and_up_stops_what_it_started() {
 /// since been replaced by another one (a different start time) is left alone.
 #[test]
 fn r29_1_down_stops_exactly_the_recorded_processes() {
+    let _slot = crate::common::two_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let spawn = || -> Child { Command::new("sleep").arg("300").spawn().unwrap() };
@@ -368,6 +371,7 @@ fn r29_1_down_stops_exactly_the_recorded_processes() {
 
 #[test]
 fn r29_1_wrong_usage_and_bad_settings_are_refused() {
+    let _slot = crate::common::two_at_a_time();
     for args in [
         &[][..],
         &["up"][..],
