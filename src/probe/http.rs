@@ -5,18 +5,16 @@
 //! hand-written redirect loop that knows local from non-local redirects (R7.12–R7.16), a
 //! 10 KiB body cap (R7.10) and one deadline over the whole exchange (R7.7).
 //!
-//! Plain `http://` requests use the small HTTP/1.1 exchange in [`super::http1`], which costs
-//! far less CPU per probe than a general client; `https://` uses hyper's connection-level
-//! client over rustls, which also speaks HTTP/2 when ALPN picks it (R7.6).
+//! HTTP/1.1, plain or over rustls, is the small exchange in [`super::http1`], which costs far
+//! less CPU per probe than a general client; HTTP/2, when ALPN picks it for `https://` (R7.6),
+//! is hyper's connection-level client.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{Request, Response};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
@@ -24,6 +22,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::HTTPGetAction;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
+use tokio_rustls::client::TlsStream;
 
 use super::http1::is_followed;
 use super::tcp::ProbeIo;
@@ -155,8 +154,8 @@ pub struct RequestHeaders {
     /// The user's `Host` header, which becomes the virtual host (R7.2, R7.16).
     host_override: Option<String>,
     /// Everything else, in send order (`Host` is added per request). A plain list rather than
-    /// a `HeaderMap`: the plain-HTTP path only writes it out, and building a map per probe
-    /// showed up in the handler's CPU profile.
+    /// a `HeaderMap`: HTTP/1.1 only writes it out, and building a map per probe showed up in
+    /// the handler's CPU profile.
     list: Vec<(HeaderName, HeaderValue)>,
 }
 
@@ -228,15 +227,6 @@ impl RequestHeaders {
         }
         names
     }
-
-    /// The headers as a map, for hyper (HTTPS).
-    fn to_map(&self) -> HeaderMap {
-        let mut map = HeaderMap::with_capacity(self.list.len());
-        for (k, v) in &self.list {
-            map.append(k.clone(), v.clone());
-        }
-        map
-    }
 }
 
 async fn run(
@@ -246,9 +236,7 @@ async fn run(
     http_status: &mut Option<u16>,
     failure: &mut Option<FailureKind>,
 ) -> ProbeOutcome {
-    let PerProbe {
-        deadline, counter, ..
-    } = *per_probe;
+    let PerProbe { deadline, .. } = *per_probe;
     let original = &target.url;
     // The URL of the current hop: the original until a redirect is followed (no clone of it
     // per probe: most probes never redirect).
@@ -296,8 +284,9 @@ async fn run(
         }
         let status = response.status();
         let (outcome, kind) = match response {
-            Head::Plain(r) => read_final_plain(r, url, deadline, counter).await,
-            Head::Hyper(r, conn) => Box::pin(read_final(r, conn, url, deadline)).await,
+            Head::Plain(r) => read_final_h1(r, url, deadline).await,
+            Head::Tls(r) => Box::pin(read_final_h1(*r, url, deadline)).await,
+            Head::H2(r, conn) => Box::pin(read_final_h2(r, conn, url, deadline)).await,
         };
         // A body read to its end leaves the status to say why the probe failed.
         *failure = kind.or_else(|| status_failure(status));
@@ -308,16 +297,20 @@ async fn run(
 /// A response head and the connection its body is still to be read from.
 enum Head {
     /// Plain HTTP, from the hand-written exchange.
-    Plain(super::http1::Response),
-    /// HTTPS (HTTP/1.1 or HTTP/2), from hyper.
-    Hyper(Response<Incoming>, Conn),
+    Plain(super::http1::Response<ProbeIo>),
+    /// HTTPS over HTTP/1.1, from the same exchange (boxed: rustls's connection state is over
+    /// a KiB, which would size every plain probe's head too).
+    Tls(Box<super::http1::Response<TlsStream<ProbeIo>>>),
+    /// HTTPS over HTTP/2, from hyper, with the task that drives its connection.
+    H2(Response<Incoming>, AbortOnDrop),
 }
 
 impl Head {
     fn status(&self) -> u16 {
         match self {
             Head::Plain(r) => r.status,
-            Head::Hyper(r, _) => r.status().as_u16(),
+            Head::Tls(r) => r.status,
+            Head::H2(r, _) => r.status().as_u16(),
         }
     }
 
@@ -325,7 +318,8 @@ impl Head {
     fn take_location(&mut self) -> Option<String> {
         match self {
             Head::Plain(r) => r.location.take(),
-            Head::Hyper(r, _) => is_followed(r.status().as_u16())
+            Head::Tls(r) => r.location.take(),
+            Head::H2(r, _) => is_followed(r.status().as_u16())
                 .then(|| r.headers().get(header::LOCATION))
                 .flatten()
                 .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned()),
@@ -340,15 +334,15 @@ fn body_timeout_text(url: &ProbeUrl) -> String {
     )
 }
 
-/// [`read_final`] for plain HTTP.
-async fn read_final_plain(
-    response: super::http1::Response,
+/// Reads at most 10 KiB of the final HTTP/1.1 response's body and maps its status
+/// (R7.9–R7.11).
+async fn read_final_h1<S: AsyncRead + Unpin>(
+    response: super::http1::Response<S>,
     url: &ProbeUrl,
     deadline: Instant,
-    counter: &AtomicU64,
 ) -> (ProbeOutcome, Option<FailureKind>) {
     let status = response.status;
-    match tokio::time::timeout_at(deadline, response.read_body(counter)).await {
+    match tokio::time::timeout_at(deadline, response.read_body()).await {
         // R7.11: a stall after the headers is an error, discarded by the worker.
         Err(_) => (
             ProbeOutcome::Errored {
@@ -378,10 +372,10 @@ fn is_absolute(reference: &str) -> bool {
     super::url::split_scheme(reference).is_some()
 }
 
-/// Reads at most 10 KiB of the final response's body and maps its status (R7.9–R7.11).
-async fn read_final(
+/// [`read_final_h1`] for HTTP/2.
+async fn read_final_h2(
     response: Response<Incoming>,
-    mut conn: Conn,
+    conn: AbortOnDrop,
     url: &ProbeUrl,
     deadline: Instant,
 ) -> (ProbeOutcome, Option<FailureKind>) {
@@ -389,7 +383,7 @@ async fn read_final(
     let mut body = response.into_body();
     let mut data: Vec<u8> = Vec::new();
     while data.len() < MAX_OUTPUT {
-        match tokio::time::timeout_at(deadline, conn.drive(body.frame())).await {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
             Err(_) => {
                 // R7.11: a stall after the headers is an error, discarded by the worker.
                 let error = ProbeOutcome::Errored {
@@ -491,28 +485,24 @@ async fn send(
         )
     };
     let on_url = |f: Failed| f.map_text(|t| format!("Get \"{url}\": {t}"));
-    if !https {
-        // The request is built before dialing, as Go does: a request that cannot be sent
-        // costs no connection.
-        let mut request = Vec::with_capacity(super::http1::INITIAL_BUF);
-        super::http1::encode_request(&mut request, url, host, &headers.list)
-            .map_err(|e| on_url(Failed::new(e.kind(), e.to_string())))?;
-        let stream = super::tcp::dial(&url.hostname, port, deadline, close)
-            .await
-            .map_err(on_url)?;
-        let exchange = super::http1::exchange(stream, close, request, counter);
-        return match tokio::time::timeout_at(deadline, exchange).await {
-            Ok(Ok(response)) => Ok(Head::Plain(response)),
-            Ok(Err(e)) => Err(on_url(Failed::new(e.kind(), e.to_string()))),
-            Err(_) => Err(timeout_text()),
-        };
-    }
+    // The request is built before dialing, as Go does: a request that cannot be sent costs no
+    // connection. HTTP/2 (hyper) builds its own from the same headers.
+    let mut request = Vec::with_capacity(super::http1::INITIAL_BUF);
+    super::http1::encode_request(&mut request, url, host, &headers.list)
+        .map_err(|e| on_url(Failed::new(e.kind(), e.to_string())))?;
+    let h1_failed = |e: super::http1::Http1Error| on_url(Failed::new(e.kind(), e.to_string()));
     let stream = super::tcp::dial(&url.hostname, port, deadline, close)
         .await
         .map_err(on_url)?;
     let io = ProbeIo::new(stream, Arc::clone(counter), close);
-    let headers = headers.to_map();
-    let headers = &headers;
+    if !https {
+        let exchange = super::http1::exchange(io, request);
+        return match tokio::time::timeout_at(deadline, exchange).await {
+            Ok(Ok(response)) => Ok(Head::Plain(response)),
+            Ok(Err(e)) => Err(h1_failed(e)),
+            Err(_) => Err(timeout_text()),
+        };
+    }
     let exchange = async {
         let tls_failed = |text: String| on_url(Failed::new(FailureKind::Tls, text));
         let config = tls_config().map_err(tls_failed)?;
@@ -523,24 +513,28 @@ async fn send(
             .connect(name, io)
             .await
             .map_err(|e| on_url(tls_handshake_error(&e)))?;
-        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-        exchange(tls, h2, url, host, headers).await
+        if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+            let (response, conn) = exchange_h2(tls, url, host, headers).await?;
+            return Ok(Head::H2(response, conn));
+        }
+        let response = super::http1::exchange(tls, request).await;
+        Ok(Head::Tls(Box::new(response.map_err(h1_failed)?)))
     };
     // Boxed: the TLS handshake and hyper's connection make this future several KiB, and
     // it would otherwise size (and be copied with) every plain-HTTP probe's future too.
     match tokio::time::timeout_at(deadline, Box::pin(exchange)).await {
-        Ok(r) => r.map(|(response, conn)| Head::Hyper(response, conn)),
+        Ok(r) => r,
         Err(_) => Err(timeout_text()),
     }
 }
 
-async fn exchange<I>(
+/// Sends the GET over HTTP/2 (hyper) on a TLS connection whose ALPN chose h2.
+async fn exchange_h2<I>(
     io: I,
-    h2: bool,
     url: &ProbeUrl,
     host: &str,
-    headers: &HeaderMap,
-) -> Result<(Response<Incoming>, Conn), Failed>
+    headers: &RequestHeaders,
+) -> Result<(Response<Incoming>, AbortOnDrop), Failed>
 where
     I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
@@ -551,87 +545,28 @@ where
         )
     };
     let other = |text: &str| Failed::from(format!("Get \"{url}\": {text}"));
-    let mut builder = if h2 {
-        // HTTP/2 carries the virtual host as :authority and forbids Connection.
-        Request::get(format!("https://{host}{}", url.path_and_query()))
-    } else {
-        Request::get(url.path_and_query())
-    };
+    // HTTP/2 carries the virtual host as :authority and forbids Connection.
+    let mut builder = Request::get(format!("https://{host}{}", url.path_and_query()));
     let req_headers = builder
         .headers_mut()
         .ok_or_else(|| other("invalid request target"))?;
-    if !h2 {
-        let host_value = HeaderValue::from_str(host).map_err(|_| other("invalid Host header"))?;
-        req_headers.insert(header::HOST, host_value);
-    }
-    req_headers.extend(headers.clone());
-    if !h2 {
-        // Keep-alive disabled (R7.3): the server closes after answering.
-        req_headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    for (name, value) in &headers.list {
+        req_headers.append(name.clone(), value.clone());
     }
     let request = builder
         .body(Empty::<Bytes>::new())
         .map_err(|e| other(&e.to_string()))?;
-    if h2 {
-        let (mut sender, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
-                .await
-                .map_err(fail)?;
-        let guard = AbortOnDrop(tokio::spawn(async move {
-            let _ = conn.await;
-        }));
-        let response = sender.send_request(request).await.map_err(fail)?;
-        Ok((response, Conn::H2(guard)))
-    } else {
-        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
-            // Go sends canonical header names (`User-Agent`, `X-Foo`).
-            .title_case_headers(true)
-            .handshake(TokioIo::new(io))
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
             .await
             .map_err(fail)?;
-        let mut conn = Conn::H1(
-            Box::pin(async move {
-                // No shutdown(2) from hyper: dropping the socket closes it (in the background).
-                let _ = conn.without_shutdown().await;
-            }),
-            false,
-        );
-        let response = conn
-            .drive(sender.send_request(request))
-            .await
-            .map_err(fail)?;
-        Ok((response, conn))
-    }
-}
-
-/// The connection behind a response, dropped (closing its socket) when the probe is done.
-///
-/// HTTP/1 is driven inside the probe's own future, which saves a task per probe and means a
-/// hung server cannot outlive the probe; HTTP/2 multiplexes and needs its own task.
-enum Conn {
-    /// The connection future and whether it has finished.
-    H1(Pin<Box<dyn Future<Output = ()> + Send>>, bool),
-    /// The spawned connection task, held only to abort it on drop.
-    H2(#[allow(dead_code)] AbortOnDrop),
-}
-
-impl Conn {
-    /// Awaits `fut` (a response or a body frame) while keeping the connection polled.
-    async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
-        match self {
-            Conn::H2(_) => fut.await,
-            Conn::H1(conn, done) => {
-                tokio::pin!(fut);
-                loop {
-                    tokio::select! {
-                        biased;
-                        out = &mut fut => return out,
-                        _ = conn.as_mut(), if !*done => *done = true,
-                    }
-                }
-            }
-        }
-    }
+    // HTTP/2 multiplexes: its connection needs a task of its own, aborted (closing the
+    // socket) with the response.
+    let guard = AbortOnDrop(tokio::spawn(async move {
+        let _ = conn.await;
+    }));
+    let response = sender.send_request(request).await.map_err(fail)?;
+    Ok((response, guard))
 }
 
 /// Aborts the connection task, and so closes its socket, when the probe is done with it: a

@@ -1,26 +1,26 @@
-//! A small HTTP/1.1 client exchange for plain `http://` probes (R7.2, R7.3, R7.7–R7.11).
+//! A small HTTP/1.1 client exchange for the probes (R7.2, R7.3, R7.7–R7.11), over plain TCP
+//! for `http://` and over TLS for `https://` when ALPN did not pick HTTP/2.
 //!
 //! A probe needs very little of HTTP/1.1: one GET without a body on a fresh connection with
 //! `Connection: close` (R7.3), the status line, two or three headers, and at most 10 KiB of
 //! body (R7.10). hyper's general client costs about 1.7× the CPU of a raw socket exchange for
 //! that (per-connection 8 KiB buffers, dispatch channels, the h1 dispatcher; BENCHMARKS.md
-//! "Handler cost"), so plain HTTP uses this module instead: the request goes out in one write,
-//! and the response is read into one buffer that also ends up holding the decoded body.
-//! HTTPS (TLS, ALPN h2) stays on hyper.
+//! "Handler cost"), so the probes use this module instead: the request goes out in one write,
+//! and the response is read into one buffer that also ends up holding the decoded body. Its
+//! error texts are Go's (`EOF`, `unexpected EOF`) whatever carries the bytes; only HTTP/2
+//! (ALPN h2) goes through hyper. Leaving hyper's HTTP/1 client out also keeps it out of
+//! `probelet-check`.
 //!
 //! Every read is bounded: the response head by [`HEAD_LIMIT`], the body by
 //! [`MAX_OUTPUT`](super::MAX_OUTPUT), chunk-size lines by [`LINE_LIMIT`]. The caller bounds
 //! the time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use http::header::{HeaderName, HeaderValue};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::MAX_OUTPUT;
 use super::os_error_text;
 use super::url::ProbeUrl;
-use super::{CloseStyle, MAX_OUTPUT};
 use crate::outcome::{Failed, FailureKind};
 
 /// The most bytes one response head (status line and headers) may take. Far above what any
@@ -113,31 +113,11 @@ enum Framing {
     Eof,
 }
 
-/// The probe's socket, closed without blocking the thread when dropped (R7.4, see
-/// `tcp::close_in_background`).
-struct Socket(Option<TcpStream>, CloseStyle);
-
-impl Socket {
-    /// The stream; it is taken only by `drop`, so this never fails in practice.
-    fn stream(&mut self) -> Result<&mut TcpStream, Http1Error> {
-        self.0.as_mut().ok_or_else(|| {
-            let text = "use of closed network connection";
-            Http1Error::Read(Failed::new(FailureKind::Reset, text))
-        })
-    }
-}
-
-impl Drop for Socket {
-    fn drop(&mut self) {
-        if let Some(stream) = self.0.take() {
-            super::tcp::close_in_background(stream, self.1);
-        }
-    }
-}
-
-/// A response whose head has been read; its body is still (partly) on the wire.
-pub(super) struct Response {
-    socket: Socket,
+/// A response whose head has been read; its body is still (partly) on the wire of `stream`
+/// (a [`ProbeIo`](super::tcp::ProbeIo), alone or under TLS), which closes when the response is
+/// dropped.
+pub(super) struct Response<S> {
+    stream: S,
     /// The status code of the final (non-1xx) response.
     pub status: u16,
     /// The first `Location` header, read only for the statuses that can be followed.
@@ -198,14 +178,10 @@ fn write_title_case(buf: &mut Vec<u8>, name: &[u8]) {
 
 /// Sends the request in `buf` (from [`encode_request`]) on `stream` and reads the response
 /// head, skipping informational responses. The same buffer receives the response.
-pub(super) async fn exchange(
-    stream: TcpStream,
-    close: CloseStyle,
+pub(super) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
     mut buf: Vec<u8>,
-    counter: &AtomicU64,
-) -> Result<Response, Http1Error> {
-    let mut socket = Socket(Some(stream), close);
-    let stream = socket.stream()?;
+) -> Result<Response<S>, Http1Error> {
     stream
         .write_all(&buf)
         .await
@@ -217,7 +193,7 @@ pub(super) async fn exchange(
     let mut len = 0;
     let mut informational = 0;
     loop {
-        let (head_len, head) = read_head(socket.stream()?, &mut buf, &mut len, counter).await?;
+        let (head_len, head) = read_head(&mut stream, &mut buf, &mut len).await?;
         // Drop the head: what follows it is body (or the next response head).
         buf.copy_within(head_len..len, 0);
         len -= head_len;
@@ -229,7 +205,7 @@ pub(super) async fn exchange(
             continue;
         }
         return Ok(Response {
-            socket,
+            stream,
             status: head.status,
             location: head.location,
             framing: head.framing,
@@ -250,11 +226,10 @@ struct Head {
 
 /// Reads until `buf[..len]` starts with a complete response head; returns its length and
 /// the parsed head.
-async fn read_head(
-    stream: &mut TcpStream,
+async fn read_head<S: AsyncRead + Unpin>(
+    stream: &mut S,
     buf: &mut Vec<u8>,
     len: &mut usize,
-    counter: &AtomicU64,
 ) -> Result<(usize, Head), Http1Error> {
     // Where to resume looking for the blank line: parsing only once it is there keeps a target
     // that sends one byte at a time from costing a full parse per byte.
@@ -272,7 +247,7 @@ async fn read_head(
         if *len >= HEAD_LIMIT {
             return Err(Http1Error::HeadTooLarge);
         }
-        match fill(stream, buf, len, HEAD_LIMIT, counter).await? {
+        match fill(stream, buf, len, HEAD_LIMIT).await? {
             0 if *len == 0 => return Err(Http1Error::Eof),
             0 => return Err(Http1Error::UnexpectedEof),
             _ => {}
@@ -385,23 +360,25 @@ fn parse_content_length(value: &[u8]) -> Result<u64, Http1Error> {
 
 /// Reads once into `buf[*len..limit]`, growing the buffer (up to `limit`) when it is full.
 /// Returns the bytes read; 0 is EOF.
-async fn fill(
-    stream: &mut TcpStream,
+async fn fill<S: AsyncRead + Unpin>(
+    stream: &mut S,
     buf: &mut Vec<u8>,
     len: &mut usize,
     limit: usize,
-    counter: &AtomicU64,
 ) -> Result<usize, Http1Error> {
     if *len == buf.len() {
         let grown = (buf.len() * 2).clamp(INITIAL_BUF, limit.max(*len + 1));
         buf.resize(grown, 0);
     }
     let end = buf.len().min(limit.max(*len + 1));
-    let n = stream
-        .read(&mut buf[*len..end])
-        .await
-        .map_err(|e| Http1Error::Read(io_failed(&e)))?;
-    counter.fetch_add(n as u64, Ordering::Relaxed);
+    let n = match stream.read(&mut buf[*len..end]).await {
+        Ok(n) => n,
+        // rustls reports a close without TLS close_notify as UnexpectedEof; Go's client takes
+        // it as the end of the stream (a body read to EOF is complete), so the framing decides
+        // whether the end came too soon. A TCP socket never reports this kind.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
+        Err(e) => return Err(Http1Error::Read(io_failed(&e))),
+    };
     *len += n;
     Ok(n)
 }
@@ -417,11 +394,11 @@ enum Chunk {
     DataEnd,
 }
 
-impl Response {
+impl<S: AsyncRead + Unpin> Response<S> {
     /// Reads the body, keeping at most [`MAX_OUTPUT`] bytes (R7.10): the rest is never read,
     /// the connection is closed instead. Returns the (decoded) body.
-    pub(super) async fn read_body(mut self, counter: &AtomicU64) -> Result<Vec<u8>, Http1Error> {
-        let stream = self.socket.stream()?;
+    pub(super) async fn read_body(mut self) -> Result<Vec<u8>, Http1Error> {
+        let stream = &mut self.stream;
         // The body is decoded in place: `buf[..out]` is body, `buf[pos..len]` bytes not yet
         // decoded; decoding never produces more than it consumes, so `out <= pos`.
         let (buf, len) = (&mut self.buf, &mut self.len);
@@ -465,7 +442,7 @@ impl Response {
                 *len -= pos - out;
                 pos = out;
             }
-            if fill(stream, buf, len, BUF_LIMIT, counter).await? == 0 {
+            if fill(stream, buf, len, BUF_LIMIT).await? == 0 {
                 if self.framing == Framing::Eof {
                     break;
                 }

@@ -246,6 +246,59 @@ async fn r7_6_https_without_certificate_verification() {
     assert_eq!(completed(&out), (RawResult::Success, "secure"));
 }
 
+/// HTTPS over HTTP/1.1 is the same exchange as plain HTTP: Go's request head (canonical names,
+/// `Connection: close`), chunked bodies, and a body that ends when the server closes, even
+/// without TLS's close_notify (Go's client reads that as the end too).
+#[tokio::test]
+async fn r7_6_https_http1_speaks_the_plain_exchange_and_a_close_without_close_notify_ends_the_body()
+{
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&heads);
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls_server_config(&[b"http/1.1"]));
+    let addr = serve(move |s| {
+        let acceptor = acceptor.clone();
+        let seen = Arc::clone(&seen);
+        async move {
+            let Ok(mut tls) = acceptor.accept(s).await else {
+                return;
+            };
+            let mut buf = vec![0u8; 4096];
+            let n = tls.read(&mut buf).await.unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let answer = if head.starts_with("GET /chunked ") {
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nchu\r\n4\r\nnked\r\n0\r\n\r\n"
+            } else {
+                // No length, no chunks: the body is everything until the close.
+                "HTTP/1.1 200 OK\r\n\r\nuntil close"
+            };
+            seen.lock().unwrap().push(head);
+            let _ = tls.write_all(answer.as_bytes()).await;
+            let _ = tls.flush().await;
+            // Close the TCP connection under TLS without sending close_notify.
+            let (tcp, _) = tls.into_inner();
+            drop(tcp);
+        }
+    })
+    .await;
+    let t = with_headers(
+        target("https", "127.0.0.1", addr.port(), "/chunked"),
+        &[("x-custom", "1")],
+    );
+    assert_eq!(completed(&run(&t).await), (RawResult::Success, "chunked"));
+    let t = target("https", "127.0.0.1", addr.port(), "/eof");
+    assert_eq!(
+        completed(&run(&t).await),
+        (RawResult::Success, "until close")
+    );
+    let head = heads.lock().unwrap()[0].clone();
+    assert!(
+        head.starts_with("GET /chunked HTTP/1.1\r\nHost: 127.0.0.1:"),
+        "{head}"
+    );
+    assert!(head.contains("\r\nX-Custom: 1\r\n"), "{head}");
+    assert!(head.ends_with("\r\nConnection: close\r\n\r\n"), "{head}");
+}
+
 /// Serves HTTPS and records the SNI name each client sent.
 async fn sni_recording_server() -> (SocketAddr, Arc<Mutex<Vec<Option<String>>>>) {
     let names = Arc::new(Mutex::new(Vec::new()));
