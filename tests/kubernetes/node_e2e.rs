@@ -669,7 +669,7 @@ fn r29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
 
 #[test]
 fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_evicts() {
-    let slot = crate::common::two_at_a_time();
+    let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let ns = namespace("kill9");
     // The node lifecycle controller evicts nothing when every node of a zone is NotReady
@@ -696,10 +696,10 @@ fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_ev
         process_with(&marker).is_none().then_some(())
     });
     // The node lifecycle controller: NotReady (Unknown) once the lease is not renewed within
-    // its grace period (50 s), then the pods are evicted (tolerationSeconds 1). The test only
-    // waits from here: it gives its slot to the next test and asks once a second (a kubectl
-    // every 200 ms for a minute would cost a quarter of a core).
-    drop(slot);
+    // its grace period (50 s), then the pods are evicted (tolerationSeconds 1). Asked once a
+    // second: a kubectl every 200 ms for a minute would cost the tests beside it a quarter of a
+    // core. (Giving the slot up for the wait made the binary no faster: its tests are bound by
+    // the CPU, BENCHMARKS.md "The loop".)
     fn wait_slowly<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
         common::poll_until(what, timeout, Duration::from_secs(1), f)
     }
