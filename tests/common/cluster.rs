@@ -29,8 +29,26 @@ pub fn script() -> PathBuf {
 
 extern "C" fn down_at_exit() {
     let clusters = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
-    for c in clusters.values() {
-        let _ = Command::new(script()).arg("down").arg(&c.dir).output();
+    // All at once: an API server with a watch still open ignores SIGTERM until `down` kills it
+    // after 15 s (`down` with a `kubectl get -w` open: 14.6 s, without: 1.6 s). node_e2e's two
+    // control planes end that way (which client holds the watch is not known yet), and one
+    // after the other they made the binary's exit take 24-30 s (BENCHMARKS.md, "The loop").
+    let downs: Vec<_> = clusters
+        .values()
+        .map(|c| {
+            let down = Command::new(script())
+                .arg("down")
+                .arg(&c.dir)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+            (c, down)
+        })
+        .collect();
+    for (c, down) in downs {
+        if let Ok(mut child) = down {
+            let _ = child.wait();
+        }
         let _ = std::fs::remove_dir_all(&c.dir);
     }
 }
