@@ -487,10 +487,9 @@ async fn send(
     let on_url = |f: Failed| f.map_text(|t| format!("Get \"{url}\": {t}"));
     // The request is built before dialing, as Go does: a request that cannot be sent costs no
     // connection. HTTP/2 (hyper) builds its own from the same headers.
-    let mut request = Vec::with_capacity(super::http1::INITIAL_BUF);
-    super::http1::encode_request(&mut request, url, host, &headers.list)
-        .map_err(|e| on_url(Failed::new(e.kind(), e.to_string())))?;
     let h1_failed = |e: super::http1::Http1Error| on_url(Failed::new(e.kind(), e.to_string()));
+    let mut request = Vec::with_capacity(super::http1::INITIAL_BUF);
+    super::http1::encode_request(&mut request, url, host, &headers.list).map_err(h1_failed)?;
     let stream = super::tcp::dial(&url.hostname, port, deadline, close)
         .await
         .map_err(on_url)?;

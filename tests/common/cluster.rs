@@ -31,8 +31,9 @@ extern "C" fn down_at_exit() {
     let clusters = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
     // All at once: an API server with a watch still open ignores SIGTERM until `down` kills it
     // after 15 s (`down` with a `kubectl get -w` open: 14.6 s, without: 1.6 s). node_e2e's two
-    // control planes end that way (which client holds the watch is not known yet), and one
-    // after the other they made the binary's exit take 24-30 s (BENCHMARKS.md, "The loop").
+    // control planes end that way although no node or kubectl is left by then (why is not
+    // known yet), and one after the other they made the binary's exit take 24-30 s
+    // (BENCHMARKS.md, "The loop").
     let downs: Vec<_> = clusters
         .values()
         .map(|c| {
