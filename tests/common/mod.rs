@@ -281,12 +281,36 @@ pub fn output_text(out: &std::process::Output) -> String {
 }
 
 /// A port that was free a moment ago on 127.0.0.1 (for a server the test starts next).
+///
+/// It is taken below the kernel's ephemeral range: a port from `bind(0)` is in that range, and
+/// between this check and the server's own bind any outgoing connection of a test running
+/// beside it may take it as its local port (etcd failed to start that way in CI). Each call
+/// of a test process gives another port, so two servers of one process never share one.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 10_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .filter(|low| *low > FIRST + 1_000)
+        .unwrap_or(32_768);
+    let span = ephemeral_low - FIRST;
+    // Test binaries and a rerun start elsewhere in the span: a server of the last run may
+    // still hold its port for a moment.
+    let _ = NEXT.compare_exchange(
+        0,
+        std::process::id().wrapping_mul(7_919) % span + 1,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..span {
+        let port = (FIRST + NEXT.fetch_add(1, Ordering::Relaxed) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 below the ephemeral range")
 }
 
 /// Calls `f` every `every` until it returns `Some`, and returns that; fails the test naming

@@ -165,11 +165,7 @@ fn tcp_success_and_refused() {
 #[test]
 fn grpc_refused_is_a_failure_within_the_timeout() {
     for bin in BINARIES {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::common::free_port();
         let start = std::time::Instant::now();
         let (code, out, _) = stdout_of(check(bin).args([
             "--timeout",
@@ -422,11 +418,7 @@ fn from_bad_manifest_exits_2() {
 #[test]
 fn demo_app_prints_go_durations() {
     use std::io::BufRead;
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::common::free_port();
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("probelet"))
         .args(["demo-app", "--listen", &format!("127.0.0.1:{port}")])
         .args(["--startup-delay", "1500ms"])

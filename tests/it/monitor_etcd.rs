@@ -64,7 +64,7 @@ fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
 struct Etcd {
     members: Vec<Child>,
     client_urls: Vec<String>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Etcd {
@@ -118,21 +118,37 @@ impl Etcd {
                     .expect("etcd is installed (.ci/run installs etcd-server)")
             })
             .collect();
-        let e = Etcd {
+        let mut e = Etcd {
             members,
             client_urls: clients
                 .iter()
                 .map(|p| format!("http://127.0.0.1:{p}"))
                 .collect(),
-            _dir: dir,
+            dir,
         };
-        for p in &clients {
+        let end = Instant::now() + Duration::from_secs(30);
+        for (i, p) in clients.iter().enumerate() {
             let addr: SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
-            wait_until("etcd health", Duration::from_secs(30), || {
-                http_get(addr, "/health").filter(|(c, b)| *c == 200 && b.contains("true"))
-            });
+            while !http_get(addr, "/health").is_some_and(|(c, b)| c == 200 && b.contains("true")) {
+                let exited = e.members[i].try_wait().ok().flatten();
+                if exited.is_some() || Instant::now() > end {
+                    panic!(
+                        "etcd member e{i} is not healthy after 30 s (exit: {exited:?}); its log:\n{}",
+                        e.log_tail(i)
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
         e
+    }
+
+    /// The end of member `i`'s log, for a failure's message.
+    fn log_tail(&self, i: usize) -> String {
+        let log =
+            std::fs::read_to_string(self.dir.path().join(format!("e{i}.log"))).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
     fn urls(&self) -> String {

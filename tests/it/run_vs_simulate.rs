@@ -24,11 +24,7 @@ fn normalise(mut d: Vec<(String, f64)>) -> Vec<(String, f64)> {
 
 #[test]
 fn run_and_simulate_make_the_same_decisions() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::common::free_port();
     let dir = tempfile::tempdir().unwrap();
     let pod = dir.path().join("pod.yaml");
     std::fs::write(
