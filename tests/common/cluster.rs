@@ -1,5 +1,6 @@
 //! Real control planes (`scripts/control-plane up`), one per name, started on first use and
-//! stopped (`down`) when the test binary exits: the fixture of the Kubernetes-mode tests.
+//! killed (`scripts/control-plane kill`) when the test binary exits: the fixture of the
+//! Kubernetes-mode tests.
 //!
 //! Each module that needs one asks for its own by name (node_e2e and kubernetes_e2e share the
 //! `kubernetes` test binary, never a control plane): node_e2e restarts its API server and
@@ -27,18 +28,18 @@ pub fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/control-plane")
 }
 
-extern "C" fn down_at_exit() {
+extern "C" fn kill_at_exit() {
     let clusters = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
-    // All at once: an API server with a watch still open ignores SIGTERM until `down` kills it
-    // after 15 s (`down` with a `kubectl get -w` open: 14.6 s, without: 1.6 s). node_e2e's two
-    // control planes end that way although no node or kubectl is left by then (why is not
-    // known yet), and one after the other they made the binary's exit take 24-30 s
-    // (BENCHMARKS.md, "The loop").
+    // SIGKILL, all at once: the data goes with the directory, and an API server with a watch
+    // still open ignores SIGTERM until `down` kills it after 15 s (`down` with a `kubectl get
+    // -w` open: 14.6 s, without: 1.6 s). node_e2e's control planes ended that way although no
+    // node or kubectl was left by then, and one after the other made the binary's exit take
+    // 24-30 s (BENCHMARKS.md, "The loop").
     let downs: Vec<_> = clusters
         .values()
         .map(|c| {
             let down = Command::new(script())
-                .arg("down")
+                .arg("kill")
                 .arg(&c.dir)
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
@@ -55,7 +56,7 @@ extern "C" fn down_at_exit() {
 }
 
 /// The control plane named `name`, started on first use in a directory named `name` plus the
-/// process ID; `down` runs when the test binary exits. One start at a time (the lock is held
+/// process ID; `kill` runs when the test binary exits. One start at a time (the lock is held
 /// while it starts): four servers starting are a lot for 2 cores.
 pub fn cluster(name: &'static str) -> &'static Cluster {
     static AT_EXIT: Once = Once::new();
@@ -73,7 +74,7 @@ pub fn cluster(name: &'static str) -> &'static Cluster {
     );
     // SAFETY: registering a plain function with no captured state.
     AT_EXIT.call_once(|| unsafe {
-        libc::atexit(down_at_exit);
+        libc::atexit(kill_at_exit);
     });
     let c: &'static Cluster = Box::leak(Box::new(Cluster {
         kubeconfig: dir.join("kubeconfig"),

@@ -327,6 +327,18 @@ fn r29_1_a_component_that_fails_shows_its_log_and_up_stops_what_it_started() {
 /// since been replaced by another one (a different start time) is left alone.
 #[test]
 fn r29_1_down_stops_exactly_the_recorded_processes() {
+    stops_exactly_the_recorded_processes("down", 15);
+}
+
+/// `kill` (the tests' at exit) SIGKILLs the same processes, and the same reused PID is spared.
+#[test]
+fn r29_1_kill_sigkills_exactly_the_recorded_processes() {
+    stops_exactly_the_recorded_processes("kill", 9);
+}
+
+/// Runs `control-plane COMMAND DIR` on a DIR/pids naming one of ours and one reused PID, and
+/// checks that ours ended by `signal` and that the others run on.
+fn stops_exactly_the_recorded_processes(command: &str, signal: i32) {
     let _slot = crate::common::two_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -345,13 +357,13 @@ fn r29_1_down_stops_exactly_the_recorded_processes() {
         ),
     )
     .unwrap();
-    let out = control_plane(&["down"], dir, &[]);
+    let out = control_plane(&[command], dir, &[]);
     assert!(out.status.success(), "{}", text(&out));
-    // SIGTERM ended the recorded process; reap it to see its signal.
+    // The signal ended the recorded process; reap it to see which.
     let status = ours.wait().unwrap();
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(15)
+        Some(signal)
     );
     assert!(
         alive(stranger.id(), &stranger_start),
