@@ -18,6 +18,53 @@ pub struct Cluster {
     pub dir: PathBuf,
     /// Its admin kubeconfig.
     pub kubeconfig: PathBuf,
+    /// An admin client, made on first use by [`Cluster::get`].
+    client: std::sync::OnceLock<kube::Client>,
+}
+
+/// The runtime of the clients of [`Cluster::get`] (one worker thread for all test threads).
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime for the API clients")
+    })
+}
+
+impl Cluster {
+    /// GET `path` from the API server as the admin, in this process: the JSON object, or
+    /// `None` when the server answers 404. For the tests' polls: a `kubectl get -o json`
+    /// costs about 65 ms of CPU (BENCHMARKS.md, "The loop"), a request on an open
+    /// connection a fraction of a millisecond. What users type stays `kubectl`.
+    pub fn get(&self, path: &str) -> Option<serde_json::Value> {
+        runtime().block_on(async {
+            let client = match self.client.get() {
+                Some(c) => c.clone(),
+                None => {
+                    let c = probelet::node::client::connect(&self.kubeconfig)
+                        .await
+                        .expect("the admin kubeconfig makes a client");
+                    self.client.get_or_init(|| c).clone()
+                }
+            };
+            // A connection the pool kept may have been closed by an API server restart since:
+            // a failure that is not the server's answer gets two more tries.
+            for attempt in 1.. {
+                let request = http::Request::get(path).body(Vec::new()).unwrap();
+                match client.request::<serde_json::Value>(request).await {
+                    Ok(v) => return Some(v),
+                    Err(kube::Error::Api(s)) if s.code == 404 => return None,
+                    Err(e @ kube::Error::Api(_)) => panic!("GET {path}: {e}"),
+                    Err(e) if attempt == 3 => panic!("GET {path}: {e}"),
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+                }
+            }
+            unreachable!()
+        })
+    }
 }
 
 /// The control planes this process started, by name; each lives until the process exits.
@@ -79,6 +126,7 @@ pub fn cluster(name: &'static str) -> &'static Cluster {
     let c: &'static Cluster = Box::leak(Box::new(Cluster {
         kubeconfig: dir.join("kubeconfig"),
         dir,
+        client: std::sync::OnceLock::new(),
     }));
     clusters.insert(name, c);
     c

@@ -56,8 +56,12 @@ fn apply(ns: &str, yaml: &str) {
     assert!(out.status.success(), "kubectl apply: {}", text(&out));
 }
 
+/// Pod `name` as the API server has it (as `kubectl get pod -o json` prints it, without the
+/// kubectl process: the tests poll this).
 fn pod_json(ns: &str, name: &str) -> Value {
-    serde_json::from_str(&kubectl_ok(&["get", "pod", "-n", ns, name, "-o", "json"])).unwrap()
+    cluster()
+        .get(&format!("/api/v1/namespaces/{ns}/pods/{name}"))
+        .unwrap_or_else(|| panic!("pod {ns}/{name} not found"))
 }
 
 fn condition(pod: &Value, type_: &str) -> Option<Value> {
@@ -76,10 +80,9 @@ fn namespace(name: &str) -> String {
         Duration::from_secs(30),
         "the default service account",
         || {
-            kubectl_in(&["get", "serviceaccount", "-n", &ns, "default"], None)
-                .status
-                .success()
-                .then_some(())
+            cluster()
+                .get(&format!("/api/v1/namespaces/{ns}/serviceaccounts/default"))
+                .map(|_| ())
         },
     );
     ns
@@ -625,17 +628,7 @@ fn r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load() {
     assert_eq!(pdb["spec"]["minAvailable"], 2);
     // The controllers made its 3 pods (Pending: no node here).
     let pod = wait_for(Duration::from_secs(30), "the Deployment's pods", || {
-        let v: Value = serde_json::from_str(&kubectl_ok(&[
-            "get",
-            "pods",
-            "-n",
-            &ns,
-            "-l",
-            "app=orders",
-            "-o",
-            "json",
-        ]))
-        .unwrap();
+        let v = orders_pods(&ns);
         let items = v["items"].as_array()?.clone();
         (items.len() == 3).then(|| items[0]["metadata"]["name"].as_str().unwrap().to_string())
     });
@@ -712,10 +705,7 @@ impl Node {
             .unwrap();
         let node = Node { child, out };
         wait_for(Duration::from_secs(30), "node registered", || {
-            kubectl_in(&["get", "node", name], None)
-                .status
-                .success()
-                .then_some(())
+            cluster().get(&format!("/api/v1/nodes/{name}")).map(|_| ())
         });
         node
     }
@@ -840,18 +830,18 @@ fn host_ip() -> String {
     s.local_addr().unwrap().ip().to_string()
 }
 
+/// The pods of the `orders` Deployment (`kubectl get pods -l app=orders -o json`, in process:
+/// the tests poll it).
+fn orders_pods(ns: &str) -> Value {
+    cluster()
+        .get(&format!(
+            "/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dorders"
+        ))
+        .unwrap()
+}
+
 fn ready_pods(ns: &str) -> Vec<(String, bool)> {
-    let v: Value = serde_json::from_str(&kubectl_ok(&[
-        "get",
-        "pods",
-        "-n",
-        ns,
-        "-l",
-        "app=orders",
-        "-o",
-        "json",
-    ]))
-    .unwrap();
+    let v = orders_pods(ns);
     v["items"]
         .as_array()
         .unwrap()
@@ -878,10 +868,11 @@ fn rollout_status(ns: &str, timeout: &str) -> Output {
 }
 
 fn pdb(ns: &str) -> Value {
-    serde_json::from_str(&kubectl_ok(&[
-        "get", "pdb", "-n", ns, "orders", "-o", "json",
-    ]))
-    .unwrap()
+    cluster()
+        .get(&format!(
+            "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/orders"
+        ))
+        .unwrap()
 }
 
 fn evict(ns: &str, pod: &str) -> Output {
@@ -902,17 +893,11 @@ fn evict(ns: &str, pod: &str) -> Output {
 
 /// The ready endpoints of the `orders` Service (EndpointSlices), by pod.
 fn ready_endpoints(ns: &str) -> Vec<String> {
-    let v: Value = serde_json::from_str(&kubectl_ok(&[
-        "get",
-        "endpointslices",
-        "-n",
-        ns,
-        "-l",
-        "kubernetes.io/service-name=orders",
-        "-o",
-        "json",
-    ]))
-    .unwrap();
+    let v = cluster()
+        .get(&format!(
+            "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dorders"
+        ))
+        .unwrap();
     let mut pods: Vec<String> = v["items"]
         .as_array()
         .unwrap()

@@ -84,8 +84,21 @@ fn json(args: &[&str]) -> Value {
     serde_json::from_str(&kubectl_ok(args)).expect("kubectl printed JSON")
 }
 
+/// Pod `name` as the API server has it (as `kubectl get pod -o json` prints it, without the
+/// kubectl process: the tests poll this).
 fn pod_json(ns: &str, name: &str) -> Value {
-    json(&["get", "pod", "-n", ns, name, "-o", "json"])
+    api_get(&format!("/api/v1/namespaces/{ns}/pods/{name}"))
+        .unwrap_or_else(|| panic!("pod {ns}/{name} not found"))
+}
+
+/// Node `name` as the API server has it.
+fn node_json(name: &str) -> Value {
+    api_get(&format!("/api/v1/nodes/{name}")).unwrap_or_else(|| panic!("node {name} not found"))
+}
+
+/// GET an API path (`None`: 404) as the admin.
+fn api_get(path: &str) -> Option<Value> {
+    cluster().get(path)
 }
 
 fn condition<'a>(pod: &'a Value, type_: &str) -> Option<&'a Value> {
@@ -128,12 +141,7 @@ fn namespace(name: &str) -> String {
     wait_until(
         "the default service account",
         Duration::from_secs(30),
-        || {
-            kubectl(&["get", "serviceaccount", "-n", &ns, "default"])
-                .status
-                .success()
-                .then_some(())
-        },
+        || api_get(&format!("/api/v1/namespaces/{ns}/serviceaccounts/default")).map(|_| ()),
     );
     ns
 }
@@ -190,8 +198,7 @@ impl Node {
             &format!("node {name} Ready"),
             Duration::from_secs(30),
             || {
-                let n = kubectl(&["get", "node", name, "-o", "json"]);
-                let v: Value = serde_json::from_slice(&n.stdout).ok()?;
+                let v = api_get(&format!("/api/v1/nodes/{name}"))?;
                 let ready = v["status"]["conditions"]
                     .as_array()?
                     .iter()
@@ -315,16 +322,11 @@ fn demo_pod(node: &str, marker: &str, spec: &str) -> String {
 }
 
 fn endpoint_ready(ns: &str, service: &str) -> Vec<(String, bool)> {
-    let v = json(&[
-        "get",
-        "endpointslices",
-        "-n",
-        ns,
-        "-l",
-        &format!("kubernetes.io/service-name={service}"),
-        "-o",
-        "json",
-    ]);
+    // `kubectl get endpointslices -l kubernetes.io/service-name=SERVICE -o json`, in process.
+    let v = api_get(&format!(
+        "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D{service}"
+    ))
+    .unwrap();
     let mut out = Vec::new();
     for slice in v["items"].as_array().into_iter().flatten() {
         for e in slice["endpoints"].as_array().into_iter().flatten() {
@@ -704,7 +706,7 @@ fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_ev
         common::poll_until(what, timeout, Duration::from_secs(1), f)
     }
     wait_slowly("node NotReady", Duration::from_secs(120), || {
-        let v = json(&["get", "node", "n-kill9", "-o", "json"]);
+        let v = node_json("n-kill9");
         let ready = v["status"]["conditions"]
             .as_array()?
             .iter()
@@ -713,11 +715,9 @@ fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_ev
         (ready["status"] == "Unknown").then_some(())
     });
     wait_slowly("pod evicted", Duration::from_secs(60), || {
-        let out = kubectl(&["get", "pod", "-n", &ns, "web", "-o", "json"]);
-        if !out.status.success() {
+        let Some(v) = api_get(&format!("/api/v1/namespaces/{ns}/pods/web")) else {
             return Some(());
-        }
-        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        };
         v["metadata"]["deletionTimestamp"].is_string().then_some(())
     });
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
@@ -904,7 +904,7 @@ fn r29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_peri
         patch,
     ]);
     let ready = || {
-        let v = json(&["get", "node", "n-refresh", "-o", "json"]);
+        let v = node_json("n-refresh");
         v["status"]["conditions"]
             .as_array()?
             .iter()
@@ -991,7 +991,7 @@ fn r29_2_steady_state_costs_no_status_write() {
     }
     kubectl_apply(&ns, &yaml);
     wait_until("every pod Ready", Duration::from_secs(60), || {
-        let v = json(&["get", "pods", "-n", &ns, "-o", "json"]);
+        let v = api_get(&format!("/api/v1/namespaces/{ns}/pods")).unwrap();
         let items = v["items"].as_array()?;
         (items.len() == 5
             && items
@@ -1008,7 +1008,7 @@ fn r29_2_steady_state_costs_no_status_write() {
     });
     assert!(before >= 5, "the pods' statuses were written: {before}");
     let versions = || {
-        let v = json(&["get", "pods", "-n", &ns, "-o", "json"]);
+        let v = api_get(&format!("/api/v1/namespaces/{ns}/pods")).unwrap();
         v["items"]
             .as_array()
             .unwrap()
