@@ -304,17 +304,6 @@ pub fn run(args: Args, manifests: Option<ManifestLoader>) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    // One thread is all a single probe needs, and a multi-thread runtime costs start-up time.
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: starting the runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
     let exec_command = match &plan {
         Plan::Exec(argv, _) => Some(argv.clone()),
         Plan::Manifest(p, _) => p
@@ -322,6 +311,22 @@ pub fn run(args: Args, manifests: Option<ManifestLoader>) -> ExitCode {
             .as_ref()
             .map(|e| e.command.clone().unwrap_or_default()),
         _ => None,
+    };
+    // One thread is all a single probe needs, and a multi-thread runtime costs start-up time.
+    // The signal driver (a socket pair and its registration) only for an exec probe, whose
+    // child tokio may reap on SIGCHLD.
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    if exec_command.is_some() {
+        builder.enable_all();
+    } else {
+        builder.enable_io().enable_time();
+    }
+    let runtime = match builder.build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: starting the runtime: {e}");
+            return ExitCode::from(1);
+        }
     };
     let started = Instant::now();
     let (outcome, stats) = runtime.block_on(async {

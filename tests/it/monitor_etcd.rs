@@ -426,16 +426,32 @@ fn wait_for_assignment(
     members: &[&str],
     timeout: Duration,
 ) -> HashMap<String, TargetRecord> {
-    wait_until("records by the expected owners", timeout, || {
+    let end = Instant::now() + timeout;
+    loop {
         let r = etcd.records(prefix);
-        targets
+        let wrong: Vec<String> = targets
             .iter()
-            .all(|t| {
-                r.get(t)
+            .filter(|t| {
+                !r.get(*t)
                     .is_some_and(|rec| Some(rec.prober.as_str()) == hrw::owner(t, members))
             })
-            .then_some(r)
-    })
+            .map(|t| {
+                format!(
+                    "{t}: owner {:?}, record {:?}",
+                    hrw::owner(t, members),
+                    r.get(t).map(|rec| (&rec.prober, rec.ready))
+                )
+            })
+            .collect();
+        if wrong.is_empty() {
+            return r;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out after {timeout:?} waiting for records by the expected owners; not yet: {wrong:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// In a steady window each target is requested once per period by one member: a duplicate
@@ -699,7 +715,9 @@ fn one_etcd_member_lost_then_quorum_lost_and_regained() {
         },
     );
     assert_eq!(r.prober, m[owner6].id);
-    wait_for_assignment(&etcd, prefix, &list, &["a", "b"], Duration::from_secs(15));
+    // 30 s: this waited 15 s in vain once in CI with six tests beside it (12-06); the failure
+    // now lists the targets not yet right, to tell slow from stuck.
+    wait_for_assignment(&etcd, prefix, &list, &["a", "b"], Duration::from_secs(30));
 }
 
 /// `probelet targets apply` feeds monitors started without a file; an invalid file is
