@@ -163,8 +163,21 @@ pub fn bind(path: &Path) -> Result<Listener, NotifyError> {
         }
         std::fs::remove_file(path).map_err(bind_err)?;
     }
-    let socket = UnixDatagram::bind(path).map_err(bind_err)?;
-    rustix::net::sockopt::set_socket_passcred(&socket, true).map_err(|e| bind_err(e.into()))?;
+    // SO_PASSCRED before the bind: a datagram queued between a bind and the option would
+    // carry no credentials, which the kernel reports as PID 0 (an app that sent READY=1 at
+    // once was then taken for PID 0 and refused ever after).
+    let os = |e: rustix::io::Errno| bind_err(e.into());
+    let fd = rustix::net::socket_with(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::DGRAM,
+        rustix::net::SocketFlags::CLOEXEC | rustix::net::SocketFlags::NONBLOCK,
+        None,
+    )
+    .map_err(os)?;
+    rustix::net::sockopt::set_socket_passcred(&fd, true).map_err(os)?;
+    rustix::net::bind(&fd, &rustix::net::SocketAddrUnix::new(path).map_err(os)?).map_err(os)?;
+    let socket =
+        UnixDatagram::from_std(std::os::unix::net::UnixDatagram::from(fd)).map_err(bind_err)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(bind_err)?;
     let meta = std::fs::symlink_metadata(path).map_err(bind_err)?;
     Ok(Listener {
