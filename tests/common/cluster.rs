@@ -106,6 +106,12 @@ extern "C" fn kill_at_exit() {
 /// process ID; `kill` runs when the test binary exits. One start at a time (the lock is held
 /// while it starts): four servers starting are a lot for 2 cores.
 pub fn cluster(name: &'static str) -> &'static Cluster {
+    cluster_with(name, &[])
+}
+
+/// [`cluster`], started with `settings` (`scripts/control-plane` environment variables) when
+/// this call starts it.
+pub fn cluster_with(name: &'static str, settings: &[(&str, &str)]) -> &'static Cluster {
     static AT_EXIT: Once = Once::new();
     let mut clusters = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = clusters.get(name) {
@@ -113,7 +119,12 @@ pub fn cluster(name: &'static str) -> &'static Cluster {
     }
     let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let out = Command::new(script()).arg("up").arg(&dir).output().unwrap();
+    let out = Command::new(script())
+        .arg("up")
+        .arg(&dir)
+        .envs(settings.iter().copied())
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "control-plane up: {}",

@@ -96,7 +96,7 @@ fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) ->
 
 #[test]
 fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
-    let _slot = crate::common::two_at_a_time();
+    let _slot = crate::slot();
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cp");
@@ -241,7 +241,7 @@ fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
 
 #[test]
 fn r29_1_a_component_that_fails_shows_its_log_and_up_stops_what_it_started() {
-    let _slot = crate::common::two_at_a_time();
+    let _slot = crate::slot();
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let fake_etcd = |name: &str, body: &str| -> PathBuf {
@@ -339,7 +339,7 @@ fn r29_1_kill_sigkills_exactly_the_recorded_processes() {
 /// Runs `control-plane COMMAND DIR` on a DIR/pids naming one of ours and one reused PID, and
 /// checks that ours ended by `signal` and that the others run on.
 fn stops_exactly_the_recorded_processes(command: &str, signal: i32) {
-    let _slot = crate::common::two_at_a_time();
+    let _slot = crate::slot();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let spawn = || -> Child { Command::new("sleep").arg("300").spawn().unwrap() };
@@ -383,7 +383,7 @@ fn stops_exactly_the_recorded_processes(command: &str, signal: i32) {
 
 #[test]
 fn r29_1_wrong_usage_and_bad_settings_are_refused() {
-    let _slot = crate::common::two_at_a_time();
+    let _slot = crate::slot();
     for args in [
         &[][..],
         &["up"][..],
@@ -404,13 +404,18 @@ fn r29_1_wrong_usage_and_bad_settings_are_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
     // A bad setting is refused before anything is built or started.
     let tmp = tempfile::tempdir().unwrap();
-    let out = control_plane(&["up"], tmp.path(), &[("PROBELET_CP_TIMEOUT", "soon")]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("PROBELET_CP_TIMEOUT must be a number"),
-        "{}",
-        text(&out)
-    );
+    for (setting, value) in [
+        ("PROBELET_CP_TIMEOUT", "soon"),
+        ("PROBELET_CP_NODE_MONITOR_GRACE", "20s"),
+    ] {
+        let out = control_plane(&["up"], tmp.path(), &[(setting, value)]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!("{setting} must be a number")),
+            "{}",
+            text(&out)
+        );
+    }
     assert!(!tmp.path().join("pids").exists());
     // node-cert: a name the API server would refuse, or a DIR with no CA.
     for (name, says) in [("Bad_Name", "not a valid node name"), ("n1", "has no CA")] {
