@@ -368,7 +368,7 @@ pub async fn keep_alive_get(c: &mut tokio::net::TcpStream, path: &str) -> u16 {
     }
 }
 
-/// Holds one of the places [`at_a_time`] hands out; frees it when dropped.
+/// Holds one of the two places [`two_at_a_time`] hands out; frees it when dropped.
 pub struct Slot;
 
 static SLOTS: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
@@ -376,18 +376,13 @@ static FREED: std::sync::Condvar = std::sync::Condvar::new();
 
 /// Waits until fewer than two tests of this binary hold a [`Slot`].
 ///
-/// The test binaries whose tests bound latencies and answer times (sidecar, monitor_hostile,
-/// run_hostile, event_storm) were written for two at a time on 2 cores; the harness runs more
-/// (`.cargo/config.toml` sets RUST_TEST_THREADS for the waiting-bound `tests/it`), so each of
-/// their tests takes a slot first.
+/// The test binaries whose tests bound latencies and answer times (sidecar, kubernetes,
+/// monitor_hostile, run_hostile, event_storm) were written for two at a time on 2 cores; the
+/// harness runs more (`.cargo/config.toml` sets RUST_TEST_THREADS for the waiting-bound
+/// `tests/it`), so each of their tests takes a slot first.
 pub fn two_at_a_time() -> Slot {
-    at_a_time(2)
-}
-
-/// Waits until fewer than `n` tests of this binary hold a [`Slot`] (one `n` per binary).
-pub fn at_a_time(n: usize) -> Slot {
     let mut held = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
-    while *held >= n {
+    while *held >= 2 {
         held = FREED.wait(held).unwrap_or_else(|e| e.into_inner());
     }
     *held += 1;
@@ -397,6 +392,6 @@ pub fn at_a_time(n: usize) -> Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         *SLOTS.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-        FREED.notify_all();
+        FREED.notify_one();
     }
 }

@@ -96,7 +96,7 @@ fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) ->
 
 #[test]
 fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
-    let _slot = crate::slot();
+    let _slot = crate::common::two_at_a_time();
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cp");
@@ -241,7 +241,7 @@ fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
 
 #[test]
 fn r29_1_a_component_that_fails_shows_its_log_and_up_stops_what_it_started() {
-    let _slot = crate::slot();
+    let _slot = crate::common::two_at_a_time();
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let fake_etcd = |name: &str, body: &str| -> PathBuf {
@@ -339,7 +339,7 @@ fn r29_1_kill_sigkills_exactly_the_recorded_processes() {
 /// Runs `control-plane COMMAND DIR` on a DIR/pids naming one of ours and one reused PID, and
 /// checks that ours ended by `signal` and that the others run on.
 fn stops_exactly_the_recorded_processes(command: &str, signal: i32) {
-    let _slot = crate::slot();
+    let _slot = crate::common::two_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let spawn = || -> Child { Command::new("sleep").arg("300").spawn().unwrap() };
@@ -383,7 +383,7 @@ fn stops_exactly_the_recorded_processes(command: &str, signal: i32) {
 
 #[test]
 fn r29_1_wrong_usage_and_bad_settings_are_refused() {
-    let _slot = crate::slot();
+    let _slot = crate::common::two_at_a_time();
     for args in [
         &[][..],
         &["up"][..],

@@ -18,11 +18,3 @@ mod deps_support;
 mod control_plane;
 mod kubernetes_e2e;
 mod node_e2e;
-
-/// A place for one of this binary's tests: four at a time. Most of their time is spent
-/// waiting on the control plane's controllers and on probe periods (the machine was 80%
-/// idle with two at a time once the polls stopped running kubectl, BENCHMARKS.md); the
-/// harness runs six.
-fn slot() -> common::Slot {
-    common::at_a_time(4)
-}
