@@ -1,8 +1,8 @@
 //! The gRPC handler (R7.18–R7.20; pkg/probe/grpc/grpc.go): `grpc.health.v1.Health/Check`,
 //! plaintext, with the kubelet's user agent and texts.
 //!
-//! One unary call needs little of a gRPC library: an HTTP/2 POST (hyper's connection-level
-//! client, the one the HTTPS handler uses), a 5-byte length prefix around a protobuf message of
+//! One unary call needs little of a gRPC library: an HTTP/2 POST ([`super::http2`], the client
+//! the HTTPS handler uses for `h2`), a 5-byte length prefix around a protobuf message of
 //! one string field, and one varint field to read back, with the status in the trailers. Written
 //! out here it costs the small check binary a fraction of what a general client does, and every
 //! rule grpc-go applies on the way (HTTP status mapping, content type, message size) is visible.
@@ -15,15 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use http::StatusCode;
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue, TE, USER_AGENT};
-use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http2::SendRequest;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::time::Instant;
 
-use super::http::{AbortOnDrop, hyper_kind};
+use super::http2::{self, H2Error};
 use super::tcp::ProbeIo;
 use super::url::join_host_port;
 use super::{CloseStyle, ProbeConfig, ProbeStats, error_chain, go_duration};
@@ -80,7 +76,7 @@ pub async fn probe_with_stats(
             );
         }
     };
-    let Some((mut sender, _connection)) = connect(host, port, deadline, cfg.close).await else {
+    let Some(io) = connect(host, port, deadline, cfg.close).await else {
         // grpc-go's blocking dial retries refusals until the deadline: a timeout.
         return failure(
             FailureKind::Timeout,
@@ -99,7 +95,7 @@ pub async fn probe_with_stats(
             ),
         )
     };
-    let status = match tokio::time::timeout_at(deadline, call(&mut sender, request)).await {
+    let status = match tokio::time::timeout_at(deadline, call(io, &request)).await {
         Err(_) => return rpc_timeout(),
         Ok(Ok(status)) => status,
         Ok(Err(e)) => {
@@ -137,6 +133,14 @@ pub async fn probe_with_stats(
     )
 }
 
+/// The `Health/Check` call for one service: its authority, headers and framed message.
+#[derive(Debug)]
+struct CheckRequest {
+    authority: String,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
 /// The `Health/Check` request for `service`: `HealthCheckRequest { service }` framed, with the
 /// headers grpc-go sends (the deadline as `grpc-timeout`, the user agent with its token).
 fn check_request(
@@ -144,7 +148,7 @@ fn check_request(
     service: &str,
     user_agent: &str,
     deadline: Instant,
-) -> Result<Request<Full<Bytes>>, http::Error> {
+) -> Result<CheckRequest, http::header::InvalidHeaderValue> {
     let mut message = Vec::with_capacity(service.len() + 8);
     if !service.is_empty() {
         // Field 1, length-delimited (proto3 leaves an empty string out).
@@ -157,43 +161,31 @@ fn check_request(
     framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
     framed.extend_from_slice(&message);
     let remaining = deadline.saturating_duration_since(Instant::now());
-    Request::builder()
-        .method(Method::POST)
-        .uri(format!("http://{addr}{CHECK_PATH}"))
-        .header(CONTENT_TYPE, "application/grpc")
-        .header(TE, "trailers")
-        .header("grpc-timeout", grpc_timeout(remaining))
-        .header(USER_AGENT, format!("{user_agent} {LIBRARY_TOKEN}"))
-        .body(Full::new(Bytes::from(framed)))
+    let mut headers = HeaderMap::with_capacity(4);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(TE, HeaderValue::from_static("trailers"));
+    headers.insert(
+        "grpc-timeout",
+        HeaderValue::try_from(grpc_timeout(remaining))?,
+    );
+    headers.insert(
+        USER_AGENT,
+        HeaderValue::try_from(format!("{user_agent} {LIBRARY_TOKEN}"))?,
+    );
+    Ok(CheckRequest {
+        authority: addr.to_string(),
+        headers,
+        body: framed,
+    })
 }
 
-/// The open connection: its sender, and the task driving it, aborted (closing the socket)
-/// when the probe is done.
-type Connection = (SendRequest<Full<Bytes>>, AbortOnDrop);
-
-/// Dials and starts HTTP/2, retrying until `deadline` like grpc-go's blocking dial; `None` on
-/// timeout.
-async fn connect(
-    host: &str,
-    port: u16,
-    deadline: Instant,
-    close: CloseStyle,
-) -> Option<Connection> {
+/// Dials, retrying until `deadline` like grpc-go's blocking dial; `None` on timeout.
+async fn connect(host: &str, port: u16, deadline: Instant, close: CloseStyle) -> Option<ProbeIo> {
     loop {
-        let attempt = async {
-            let io = dial(host, port, deadline, close).await.ok()?;
-            let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-                .await
-                .ok()?;
-            let task = AbortOnDrop(tokio::spawn(async move {
-                let _ = conn.await;
-            }));
-            Some((sender, task))
-        };
-        match tokio::time::timeout_at(deadline, attempt).await {
+        match tokio::time::timeout_at(deadline, dial(host, port, deadline, close)).await {
             Err(_) => return None,
-            Ok(Some(connection)) => return Some(connection),
-            Ok(None) => {
+            Ok(Ok(io)) => return Some(io),
+            Ok(Err(_)) => {
                 if Instant::now() + RETRY_DELAY >= deadline {
                     tokio::time::sleep_until(deadline).await;
                     return None;
@@ -206,19 +198,13 @@ async fn connect(
 
 /// The probes' TCP dialer (`tcp::dial`: 1 s linger, R7.4), with a socket that closes without
 /// blocking the thread when the connection drops it (`tcp::close_in_background`).
-async fn dial(
-    host: &str,
-    port: u16,
-    deadline: Instant,
-    close: CloseStyle,
-) -> io::Result<TokioIo<ProbeIo>> {
+async fn dial(host: &str, port: u16, deadline: Instant, close: CloseStyle) -> io::Result<ProbeIo> {
     let stream = super::tcp::dial(host, port, deadline, close)
         .await
         .map_err(io::Error::other)?;
     // As grpc-go does: HTTP/2 frames are small and latency-bound.
     stream.set_nodelay(true)?;
-    let io = ProbeIo::new(stream, Arc::new(AtomicU64::new(0)), close);
-    Ok(TokioIo::new(io))
+    Ok(ProbeIo::new(stream, Arc::new(AtomicU64::new(0)), close))
 }
 
 /// A failed call: its gRPC status code and message, and the class of the failure.
@@ -244,11 +230,11 @@ impl RpcError {
         }
     }
 
-    fn transport(e: &hyper::Error) -> RpcError {
+    fn transport(e: &H2Error) -> RpcError {
         RpcError {
             code: Code::UNAVAILABLE,
             message: error_chain(e),
-            kind: match hyper_kind(e) {
+            kind: match e.kind() {
                 FailureKind::Other => FailureKind::Reset,
                 kind => kind,
             },
@@ -256,17 +242,24 @@ impl RpcError {
     }
 }
 
-/// Sends `request` and reads the answer: the `status` field of the `HealthCheckResponse`.
-async fn call(
-    sender: &mut SendRequest<Full<Bytes>>,
-    request: Request<Full<Bytes>>,
-) -> Result<u64, RpcError> {
-    let response = sender
-        .send_request(request)
+/// Sends `request` on `io` and reads the answer: the `status` field of the
+/// `HealthCheckResponse`. The connection closes when this returns.
+async fn call(io: ProbeIo, request: &CheckRequest) -> Result<u64, RpcError> {
+    let transport = |e: H2Error| RpcError::transport(&e);
+    let h2_request = http2::Request {
+        method: "POST",
+        scheme: "http",
+        authority: &request.authority,
+        path: CHECK_PATH,
+        headers: &request.headers,
+        body: &request.body,
+    };
+    let mut connection = http2::Connection::send(io, &h2_request)
         .await
-        .map_err(|e| RpcError::transport(&e))?;
-    let (head, mut body) = response.into_parts();
-    check_head(head.status, &head.headers)?;
+        .map_err(transport)?;
+    let head = connection.head().await.map_err(transport)?;
+    let status = StatusCode::from_u16(head.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    check_head(status, &head.headers)?;
     if let Some(status) = trailer_status(&head.headers) {
         // Trailers-only: an error (or a malformed OK without a message).
         status?;
@@ -276,30 +269,18 @@ async fn call(
         ));
     }
     let mut data: Vec<u8> = Vec::new();
-    let mut trailers = None;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| RpcError::transport(&e))?;
-        match frame.into_data() {
-            Ok(chunk) => {
-                if data.len() + chunk.len() > 5 + MAX_MESSAGE {
-                    let declared = frame_length(&data).unwrap_or(data.len() + chunk.len());
-                    return Err(RpcError::new(
-                        Code::RESOURCE_EXHAUSTED,
-                        format!(
-                            "grpc: received message larger than max ({declared} vs. {MAX_MESSAGE})"
-                        ),
-                    ));
-                }
-                data.extend_from_slice(chunk.chunk());
-            }
-            Err(frame) => {
-                if let Ok(t) = frame.into_trailers() {
-                    trailers = Some(t);
-                }
-            }
+    while let Some(chunk) = connection.data().await.map_err(transport)? {
+        if data.len() + chunk.len() > 5 + MAX_MESSAGE {
+            let declared = frame_length(&data).unwrap_or(data.len() + chunk.len());
+            return Err(RpcError::new(
+                Code::RESOURCE_EXHAUSTED,
+                format!("grpc: received message larger than max ({declared} vs. {MAX_MESSAGE})"),
+            ));
         }
+        data.extend_from_slice(&chunk);
     }
-    match trailers.as_ref().and_then(trailer_status) {
+    let trailers = connection.trailers();
+    match trailers.and_then(trailer_status) {
         None => Err(RpcError::new(
             Code::INTERNAL,
             "server closed the stream without sending trailers",
@@ -562,7 +543,7 @@ mod tests {
         let io = dial("127.0.0.1", port, deadline, CloseStyle::Linger)
             .await
             .unwrap();
-        let stream = io.inner().get_ref().unwrap();
+        let stream = io.get_ref().unwrap();
         let sock = socket2::SockRef::from(stream);
         assert_eq!(sock.linger().unwrap(), Some(Duration::from_secs(1)));
         assert!(sock.tcp_nodelay().unwrap());
@@ -572,18 +553,16 @@ mod tests {
     async fn r7_19_the_request_message_is_health_check_request() {
         let deadline = Instant::now() + Duration::from_secs(1);
         let req = check_request("127.0.0.1:9", "db", "kube-probe/1.33", deadline).unwrap();
-        assert_eq!(req.uri(), "http://127.0.0.1:9/grpc.health.v1.Health/Check");
-        assert_eq!(req.headers()[USER_AGENT], "kube-probe/1.33 probelet/0.1.0");
-        let timeout = req.headers()["grpc-timeout"].to_str().unwrap();
+        assert_eq!(req.authority, "127.0.0.1:9");
+        assert_eq!(req.headers[USER_AGENT], "kube-probe/1.33 probelet/0.1.0");
+        assert_eq!(req.headers[CONTENT_TYPE], "application/grpc");
+        assert_eq!(req.headers[TE], "trailers");
+        let timeout = req.headers["grpc-timeout"].to_str().unwrap();
         assert!(timeout.ends_with('u'), "{timeout}");
         // Empty service: an empty message (proto3 omits defaults).
         let empty = check_request("h:1", "", "ua", deadline).unwrap();
-        let body = |r: Request<Full<Bytes>>| async {
-            let bytes = r.into_body().collect().await.unwrap().to_bytes();
-            bytes.to_vec()
-        };
-        assert_eq!(body(req).await, [0, 0, 0, 0, 4, 0x0a, 2, b'd', b'b']);
-        assert_eq!(body(empty).await, [0, 0, 0, 0, 0]);
+        assert_eq!(req.body, [0, 0, 0, 0, 4, 0x0a, 2, b'd', b'b']);
+        assert_eq!(empty.body, [0, 0, 0, 0, 0]);
     }
 
     #[test]

@@ -7,20 +7,15 @@
 //!
 //! HTTP/1.1, plain or over rustls, is the small exchange in [`super::http1`], which costs far
 //! less CPU per probe than a general client; HTTP/2, when ALPN picks it for `https://` (R7.6),
-//! is hyper's connection-level client.
+//! is the one-request client in [`super::http2`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
-use http::{Request, Response};
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::HTTPGetAction;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::AsyncRead;
 use tokio::time::Instant;
 use tokio_rustls::client::TlsStream;
 
@@ -286,7 +281,7 @@ async fn run(
         let (outcome, kind) = match response {
             Head::Plain(r) => read_final_h1(r, url, deadline).await,
             Head::Tls(r) => Box::pin(read_final_h1(*r, url, deadline)).await,
-            Head::H2(r, conn) => Box::pin(read_final_h2(r, conn, url, deadline)).await,
+            Head::H2(h2) => Box::pin(read_final_h2(h2.1, h2.0.status, url, deadline)).await,
         };
         // A body read to its end leaves the status to say why the probe failed.
         *failure = kind.or_else(|| status_failure(status));
@@ -301,8 +296,13 @@ enum Head {
     /// HTTPS over HTTP/1.1, from the same exchange (boxed: rustls's connection state is over
     /// a KiB, which would size every plain probe's head too).
     Tls(Box<super::http1::Response<TlsStream<ProbeIo>>>),
-    /// HTTPS over HTTP/2, from hyper, with the task that drives its connection.
-    H2(Response<Incoming>, AbortOnDrop),
+    /// HTTPS over HTTP/2: the head, and the connection its body comes on.
+    H2(
+        Box<(
+            super::http2::Head,
+            super::http2::Connection<TlsStream<ProbeIo>>,
+        )>,
+    ),
 }
 
 impl Head {
@@ -310,7 +310,7 @@ impl Head {
         match self {
             Head::Plain(r) => r.status,
             Head::Tls(r) => r.status,
-            Head::H2(r, _) => r.status().as_u16(),
+            Head::H2(h2) => h2.0.status,
         }
     }
 
@@ -319,8 +319,8 @@ impl Head {
         match self {
             Head::Plain(r) => r.location.take(),
             Head::Tls(r) => r.location.take(),
-            Head::H2(r, _) => is_followed(r.status().as_u16())
-                .then(|| r.headers().get(header::LOCATION))
+            Head::H2(h2) => is_followed(h2.0.status)
+                .then(|| h2.0.headers.get(header::LOCATION))
                 .flatten()
                 .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned()),
         }
@@ -374,16 +374,14 @@ fn is_absolute(reference: &str) -> bool {
 
 /// [`read_final_h1`] for HTTP/2.
 async fn read_final_h2(
-    response: Response<Incoming>,
-    conn: AbortOnDrop,
+    mut connection: super::http2::Connection<TlsStream<ProbeIo>>,
+    status: u16,
     url: &ProbeUrl,
     deadline: Instant,
 ) -> (ProbeOutcome, Option<FailureKind>) {
-    let status = response.status().as_u16();
-    let mut body = response.into_body();
     let mut data: Vec<u8> = Vec::new();
     while data.len() < MAX_OUTPUT {
-        match tokio::time::timeout_at(deadline, body.frame()).await {
+        match tokio::time::timeout_at(deadline, connection.data()).await {
             Err(_) => {
                 // R7.11: a stall after the headers is an error, discarded by the worker.
                 let error = ProbeOutcome::Errored {
@@ -392,24 +390,22 @@ async fn read_final_h2(
                 };
                 return (error, Some(FailureKind::Timeout));
             }
-            Ok(None) => break,
-            Ok(Some(Err(e))) => {
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) => {
                 let error = ProbeOutcome::Errored {
                     result: RawResult::Failure,
                     error: error_chain(&e),
                 };
-                return (error, Some(hyper_kind(&e)));
+                return (error, Some(e.kind()));
             }
-            Ok(Some(Ok(frame))) => {
-                if let Ok(chunk) = frame.into_data() {
-                    let room = MAX_OUTPUT - data.len();
-                    data.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                }
+            Ok(Ok(Some(chunk))) => {
+                let room = MAX_OUTPUT - data.len();
+                data.extend_from_slice(&chunk[..chunk.len().min(room)]);
             }
         }
     }
     // Closing the connection now: the rest of a long body is never read (R7.10).
-    drop((body, conn));
+    drop(connection);
     let outcome = status_outcome(status, String::from_utf8_lossy(&data).into_owned());
     (outcome, None)
 }
@@ -417,25 +413,6 @@ async fn read_final_h2(
 /// The class of a final status: `status` for one that fails the probe (R7.9).
 fn status_failure(status: u16) -> Option<FailureKind> {
     (!(200..=399).contains(&status)).then_some(FailureKind::Status)
-}
-
-/// The class of a hyper error: its timeout or closed state, else the OS error under it.
-pub(super) fn hyper_kind(e: &hyper::Error) -> FailureKind {
-    if e.is_timeout() {
-        return FailureKind::Timeout;
-    }
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return FailureKind::of_io(io);
-        }
-        source = s.source();
-    }
-    if e.is_incomplete_message() || e.is_closed() || e.is_canceled() {
-        FailureKind::Reset
-    } else {
-        FailureKind::Other
-    }
 }
 
 /// R7.9: the outcome of a final response: 2xx success with the body, 3xx warning
@@ -486,7 +463,7 @@ async fn send(
     };
     let on_url = |f: Failed| f.map_text(|t| format!("Get \"{url}\": {t}"));
     // The request is built before dialing, as Go does: a request that cannot be sent costs no
-    // connection. HTTP/2 (hyper) builds its own from the same headers.
+    // connection. HTTP/2 builds its own from the same headers.
     let h1_failed = |e: super::http1::Http1Error| on_url(Failed::new(e.kind(), e.to_string()));
     let mut request = Vec::with_capacity(super::http1::INITIAL_BUF);
     super::http1::encode_request(&mut request, url, host, &headers.list).map_err(h1_failed)?;
@@ -513,13 +490,12 @@ async fn send(
             .await
             .map_err(|e| on_url(tls_handshake_error(&e)))?;
         if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-            let (response, conn) = exchange_h2(tls, url, host, headers).await?;
-            return Ok(Head::H2(response, conn));
+            return exchange_h2(tls, url, host, headers).await;
         }
         let response = super::http1::exchange(tls, request).await;
         Ok(Head::Tls(Box::new(response.map_err(h1_failed)?)))
     };
-    // Boxed: the TLS handshake and hyper's connection make this future several KiB, and
+    // Boxed: the TLS handshake and the HTTP/2 connection make this future several KiB, and
     // it would otherwise size (and be copied with) every plain-HTTP probe's future too.
     match tokio::time::timeout_at(deadline, Box::pin(exchange)).await {
         Ok(r) => r,
@@ -527,55 +503,35 @@ async fn send(
     }
 }
 
-/// Sends the GET over HTTP/2 (hyper) on a TLS connection whose ALPN chose h2.
-async fn exchange_h2<I>(
-    io: I,
+/// Sends the GET over HTTP/2 on a TLS connection whose ALPN chose h2, and reads the head.
+async fn exchange_h2(
+    io: TlsStream<ProbeIo>,
     url: &ProbeUrl,
     host: &str,
     headers: &RequestHeaders,
-) -> Result<(Response<Incoming>, AbortOnDrop), Failed>
-where
-    I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
-{
-    let fail = |e: hyper::Error| {
-        Failed::new(
-            hyper_kind(&e),
-            format!("Get \"{url}\": {}", error_chain(&e)),
-        )
+) -> Result<Head, Failed> {
+    let fail = |e: super::http2::H2Error| {
+        Failed::new(e.kind(), format!("Get \"{url}\": {}", error_chain(&e)))
     };
-    let other = |text: &str| Failed::from(format!("Get \"{url}\": {text}"));
     // HTTP/2 carries the virtual host as :authority and forbids Connection.
-    let mut builder = Request::get(format!("https://{host}{}", url.path_and_query()));
-    let req_headers = builder
-        .headers_mut()
-        .ok_or_else(|| other("invalid request target"))?;
+    let mut map = http::HeaderMap::with_capacity(headers.list.len());
     for (name, value) in &headers.list {
-        req_headers.append(name.clone(), value.clone());
+        map.append(name.clone(), value.clone());
     }
-    let request = builder
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| other(&e.to_string()))?;
-    let (mut sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
-            .await
-            .map_err(fail)?;
-    // HTTP/2 multiplexes: its connection needs a task of its own, aborted (closing the
-    // socket) with the response.
-    let guard = AbortOnDrop(tokio::spawn(async move {
-        let _ = conn.await;
-    }));
-    let response = sender.send_request(request).await.map_err(fail)?;
-    Ok((response, guard))
-}
-
-/// Aborts the connection task, and so closes its socket, when the probe is done with it: a
-/// hung server must not keep a task and a socket alive after the probe returned.
-pub(super) struct AbortOnDrop(pub(super) tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    let path = url.path_and_query();
+    let request = super::http2::Request {
+        method: "GET",
+        scheme: "https",
+        authority: host,
+        path: &path,
+        headers: &map,
+        body: &[],
+    };
+    let mut connection = super::http2::Connection::send(io, &request)
+        .await
+        .map_err(fail)?;
+    let head = connection.head().await.map_err(fail)?;
+    Ok(Head::H2(Box::new((head, connection))))
 }
 
 /// A failed TLS handshake as Go's client words it: a server that answered plain HTTP (its

@@ -7,9 +7,9 @@
 //! that (per-connection 8 KiB buffers, dispatch channels, the h1 dispatcher; BENCHMARKS.md
 //! "Handler cost"), so the probes use this module instead: the request goes out in one write,
 //! and the response is read into one buffer that also ends up holding the decoded body. Its
-//! error texts are Go's (`EOF`, `unexpected EOF`) whatever carries the bytes; only HTTP/2
-//! (ALPN h2) goes through hyper. Leaving hyper's HTTP/1 client out also keeps it out of
-//! `probelet-check`.
+//! error texts are Go's (`EOF`, `unexpected EOF`) whatever carries the bytes; HTTP/2 (ALPN h2)
+//! is [`super::http2`]. With neither of hyper's clients in the probes, `probelet-check` carries
+//! no hyper at all.
 //!
 //! Every read is bounded: the response head by [`HEAD_LIMIT`], the body by
 //! [`MAX_OUTPUT`](super::MAX_OUTPUT), chunk-size lines by [`LINE_LIMIT`]. The caller bounds

@@ -432,8 +432,8 @@ fn wait_for_assignment(
         let wrong: Vec<String> = targets
             .iter()
             .filter(|t| {
-                !r.get(*t)
-                    .is_some_and(|rec| Some(rec.prober.as_str()) == hrw::owner(t, members))
+                r.get(*t)
+                    .is_none_or(|rec| Some(rec.prober.as_str()) != hrw::owner(t, members))
             })
             .map(|t| {
                 format!(

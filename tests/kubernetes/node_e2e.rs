@@ -923,12 +923,16 @@ fn r29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_peri
     };
     let marked = Instant::now();
     // The status loop's period is 10 s; the node may have compared just before the patch.
-    let back = wait_until("Ready written back", Duration::from_secs(15), || {
+    // Bound: one period, plus 10 s for the node's read and write and the poll under a loaded
+    // CI machine (15 s in all failed once in CI, 12-06).
+    let bound = Duration::from_secs(20);
+    let back = wait_until("Ready written back", bound, || {
         ready().filter(|c| c["status"] == "True")
     });
     assert_eq!(back["reason"], "KubeletReady", "{back}");
     assert_eq!(back["message"], "kubelet is posting ready status", "{back}");
-    assert!(marked.elapsed() <= Duration::from_secs(15));
+    let took = marked.elapsed();
+    assert!(took <= bound, "written back after {took:?}");
 }
 
 /// The pod watch resumes after the API server restarts: pods created and deleted after it is

@@ -180,3 +180,100 @@ async fn r7_20_hostile_server_that_never_answers() {
     assert_eq!(result, RawResult::Failure);
     assert!(text.starts_with("timeout: "), "{text}");
 }
+
+/// An HTTP/2 frame, for the hostile servers below.
+fn h2_frame(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    out.extend_from_slice(&[ty, flags]);
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A server that answers every connection with `frames`, then holds it open.
+async fn raw_h2_server(frames: Vec<u8>) -> SocketAddr {
+    use tokio::io::AsyncWriteExt;
+    let frames = Arc::new(frames);
+    serve(move |mut s| {
+        let frames = Arc::clone(&frames);
+        async move {
+            let _ = s.write_all(&frames).await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }
+    })
+    .await
+}
+
+/// The probe's text against a server that sends `frames`, and how long it took.
+async fn against(frames: Vec<u8>) -> (String, Duration) {
+    let addr = raw_h2_server(frames).await;
+    let (out, took) = timed(probe("127.0.0.1", addr.port(), "", T, &cfg())).await;
+    let (result, text) = completed(&out);
+    assert_eq!(result, RawResult::Failure, "{text}");
+    (text.to_string(), took)
+}
+
+const SETTINGS_FRAME: u8 = 4;
+
+#[tokio::test]
+async fn r7_20_hostile_http2_frame_larger_than_allowed_fails_at_once() {
+    // A DATA frame header announcing 1 MB: refused before any of it is buffered.
+    let mut frames = h2_frame(SETTINGS_FRAME, 0, 0, &[]);
+    frames.extend_from_slice(&[0x0f, 0x42, 0x40, 0, 0, 0, 0, 0, 1]);
+    let (text, took) = against(frames).await;
+    assert!(took < T, "{took:?}");
+    assert_eq!(
+        text,
+        "error: health rpc probe failed: rpc error: code = Unavailable desc = http2: connection error: PROTOCOL_ERROR: frame larger than SETTINGS_MAX_FRAME_SIZE"
+    );
+}
+
+#[tokio::test]
+async fn r7_20_hostile_http2_endless_header_block_is_cut_off() {
+    // HEADERS without END_HEADERS, then CONTINUATION frames of 16 KiB: stopped at 256 KiB.
+    let mut frames = h2_frame(SETTINGS_FRAME, 0, 0, &[]);
+    frames.extend(h2_frame(1, 0, 1, &[0x88])); // :status 200, block continues
+    for _ in 0..40 {
+        frames.extend(h2_frame(9, 0, 1, &[0x88; 16_384]));
+    }
+    let (text, took) = against(frames).await;
+    assert!(took < T, "{took:?}");
+    assert!(
+        text.ends_with("PROTOCOL_ERROR: header block too large"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn r7_20_refused_stream_and_goaway_are_unavailable_with_go_s_texts() {
+    let mut frames = h2_frame(SETTINGS_FRAME, 0, 0, &[]);
+    frames.extend(h2_frame(3, 0, 1, &7u32.to_be_bytes())); // RST_STREAM REFUSED_STREAM
+    let (text, _) = against(frames).await;
+    assert_eq!(
+        text,
+        "error: health rpc probe failed: rpc error: code = Unavailable desc = stream error: stream ID 1; REFUSED_STREAM; received from peer"
+    );
+    let mut frames = h2_frame(SETTINGS_FRAME, 0, 0, &[]);
+    let mut goaway = 0u32.to_be_bytes().to_vec(); // last stream 0: ours was never processed
+    goaway.extend_from_slice(&11u32.to_be_bytes()); // ENHANCE_YOUR_CALM
+    goaway.extend_from_slice(b"calm");
+    frames.extend(h2_frame(7, 0, 0, &goaway));
+    let (text, _) = against(frames).await;
+    assert_eq!(
+        text,
+        "error: health rpc probe failed: rpc error: code = Unavailable desc = http2: server sent GOAWAY and closed the connection; LastStreamID=0, ErrCode=ENHANCE_YOUR_CALM, debug=\"calm\""
+    );
+}
+
+#[tokio::test]
+async fn r7_20_a_server_that_is_not_http2_is_unavailable() {
+    // An HTTP/1.1 answer to the preface: its first bytes are no frame of ours to follow.
+    let (text, took) =
+        against(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n".to_vec()).await;
+    assert!(took <= T + Duration::from_millis(200), "{took:?}");
+    assert!(
+        text.starts_with("error: health rpc probe failed: rpc error: code = Unavailable desc = ")
+            || text.starts_with("timeout: "),
+        "{text}"
+    );
+}
