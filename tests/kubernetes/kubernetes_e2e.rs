@@ -351,7 +351,7 @@ fn start_webhook(dir: &Path, max_pods: usize) -> Webhook {
     std::fs::write(
         &cfg,
         format!(
-            "tokenFile: token\nallowedPrefixes: [probe/, strategy/]\nmaxPodsPerAlert: {max_pods}\nrules:\n- alert: HighLatencyAlert\n  labels: {{probe/debug: latency}}\n  ttl: 5m\n- alert: DependencyDown\n  labels: {{strategy/degrade: cache-only}}\n  ttl: 3m\n  selectors: {{orders: app=orders}}\n- alert: ShortLived\n  labels: {{probe/debug: short}}\n  ttl: 1s\n"
+            "tokenFile: token\nallowedPrefixes: [probe/, strategy/]\nmaxPodsPerAlert: {max_pods}\nrules:\n- alert: HighLatencyAlert\n  labels: {{probe/debug: latency}}\n  ttl: 5m\n- alert: DependencyDown\n  labels: {{strategy/degrade: cache-only}}\n  ttl: 3m\n  selectors: {{orders: app=orders}}\n- alert: ShortLived\n  labels: {{probe/debug: short}}\n  ttl: 3s\n"
         ),
     )
     .unwrap();
@@ -1157,6 +1157,9 @@ fn r30_2_a_firing_alert_not_resent_loses_its_labels_after_its_ttl() {
     let body = format!(
         r#"{{"alerts":[{{"status":"firing","labels":{{"alertname":"ShortLived","namespace":"{ns}","pod":"app"}},"fingerprint":"ttl1"}}]}}"#
     );
+    // The rule's TTL is 3 s (1 s let the label go before a loaded CI machine read it once,
+    // 12-06) and the sweep runs every second: gone within 4 s of the alert (+ the write).
+    let start = Instant::now();
     let (code, answer) = common::http_body(
         &webhook.addr,
         "POST",
@@ -1169,8 +1172,6 @@ fn r30_2_a_firing_alert_not_resent_loses_its_labels_after_its_ttl() {
         (200, r#"{"labelled":1,"cleared":0,"ignored":0}"#)
     );
     assert_eq!(labels(&ns, "app")["probe/debug"], "short");
-    // The rule's TTL is 1 s and the sweep runs every second: gone within 2 s (+ the write).
-    let start = Instant::now();
     wait_for(
         Duration::from_secs(10),
         "label removed after the TTL",
@@ -1181,10 +1182,10 @@ fn r30_2_a_firing_alert_not_resent_loses_its_labels_after_its_ttl() {
                 .then_some(())
         },
     );
+    let took = start.elapsed();
     assert!(
-        start.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        start.elapsed()
+        (Duration::from_secs(3)..Duration::from_secs(5)).contains(&took),
+        "label removed {took:?} after the alert, TTL 3 s"
     );
     assert_eq!(labels(&ns, "app")["app"], "orders");
 }
