@@ -452,13 +452,11 @@ fn strip(payload: &[u8], flags: u8, headers: bool) -> Result<&[u8], H2Error> {
             .get(5..)
             .ok_or(H2Error::Protocol("HEADERS too short for its priority"))?;
     }
-    body.get(
-        ..body
-            .len()
-            .checked_sub(pad)
-            .ok_or(H2Error::Protocol("padding longer than the frame"))?,
-    )
-    .ok_or(H2Error::Protocol("padding longer than the frame"))
+    let end = body
+        .len()
+        .checked_sub(pad)
+        .ok_or(H2Error::Protocol("padding longer than the frame"))?;
+    Ok(&body[..end])
 }
 
 /// The regular (non-pseudo) fields as a header map; a name or value HTTP does not allow is a
