@@ -12,7 +12,9 @@
 //! every idle connection at the header timeout instead.
 //!
 //! At the connection cap a new connection evicts the longest-idle one, so clients that open
-//! connections and send nothing (or one byte) can never hold every slot.
+//! connections and send nothing (or one byte) can never hold every slot; when none is idle, it
+//! evicts one whose requests are all still unanswered (a client that announces a body and never
+//! sends it), so that only connections being answered (a watch, `logs -f`) are ever kept.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -36,7 +38,8 @@ const NEVER: u64 = u64::MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {
     /// Open connections at most. At the cap, a new connection evicts the longest-idle one
-    /// (no request in flight), or is closed at once when every connection is busy.
+    /// (no request in flight), else one with no response begun, or is closed at once when
+    /// every connection is sending a response.
     pub max_connections: usize,
     /// The first byte and, for HTTPS, the TLS handshake must arrive within this.
     pub handshake_timeout: Duration,
@@ -133,6 +136,9 @@ pub enum Protocols {
 struct ConnState {
     /// Requests whose response has not been fully sent.
     in_flight: AtomicUsize,
+    /// Of those, the ones whose handler has given its response (the rest are still reading
+    /// their body or working out the answer).
+    answering: AtomicUsize,
     /// When it last became idle, in milliseconds since the server started.
     idle_since: AtomicU64,
     /// When the first byte of the next request arrived (ms since the server started), or
@@ -205,6 +211,7 @@ pub async fn serve<A: Accept, H: Handler>(
             }
             let state = Arc::new(ConnState {
                 in_flight: AtomicUsize::new(0),
+                answering: AtomicUsize::new(0),
                 idle_since: AtomicU64::new(now_ms),
                 head_since: AtomicU64::new(NEVER),
                 write_stalled_since: AtomicU64::new(NEVER),
@@ -260,12 +267,18 @@ pub fn serve_on_own_thread<H: Handler>(
     Ok(())
 }
 
-/// Asks the longest-idle connection to close; false when every connection is busy.
+/// Asks the longest-idle connection to close, else one whose requests all wait for their
+/// answer (their bodies may never come); false when every connection is sending a response.
 fn evict_idle(open: &HashMap<u64, Arc<ConnState>>) -> bool {
-    let victim = open
-        .values()
-        .filter(|c| c.in_flight.load(Ordering::Acquire) == 0 && !c.evicted.load(Ordering::Acquire))
-        .min_by_key(|c| c.idle_since.load(Ordering::Acquire));
+    let candidates = || open.values().filter(|c| !c.evicted.load(Ordering::Acquire));
+    let victim = candidates()
+        .filter(|c| c.in_flight.load(Ordering::Acquire) == 0)
+        .min_by_key(|c| c.idle_since.load(Ordering::Acquire))
+        .or_else(|| {
+            candidates()
+                .filter(|c| c.answering.load(Ordering::Acquire) == 0)
+                .min_by_key(|c| c.idle_since.load(Ordering::Acquire))
+        });
     match victim {
         Some(c) => {
             c.evicted.store(true, Ordering::Release);
@@ -301,13 +314,16 @@ impl Conn<'_> {
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
             tracked.in_flight.fetch_add(1, Ordering::AcqRel);
             tracked.head_since.store(NEVER, Ordering::Release); // its headers are complete
-            let guard = InFlight {
+            let mut guard = InFlight {
                 state: tracked.clone(),
                 epoch,
+                answering: false,
             };
             let handler = handler.clone();
             async move {
                 let response = handler.handle(req).await;
+                guard.answering = true;
+                guard.state.answering.fetch_add(1, Ordering::AcqRel);
                 Ok::<_, std::convert::Infallible>(response.map(|body| {
                     Body::new(Tracked {
                         body,
@@ -446,6 +462,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
 struct InFlight {
     state: Arc<ConnState>,
     epoch: tokio::time::Instant,
+    /// Whether the handler has given the response (counted in `ConnState::answering`).
+    answering: bool,
 }
 
 impl Drop for InFlight {
@@ -453,6 +471,9 @@ impl Drop for InFlight {
         let now = self.epoch.elapsed().as_millis() as u64;
         self.state.idle_since.store(now, Ordering::Release);
         self.state.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if self.answering {
+            self.state.answering.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 

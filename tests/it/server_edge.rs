@@ -154,6 +154,32 @@ async fn edge_a_grpc_body_announced_and_never_sent_is_dropped_at_the_header_time
     );
 }
 
+/// The sidecar's CI run once failed issue 28 item 2's flood this way: when every slot holds a
+/// request whose body never comes (each parsed before the next connection arrived), a new
+/// client was closed at once. Those connections are evicted like idle ones now.
+#[tokio::test(start_paused = true)]
+async fn edge_requests_whose_bodies_never_come_cannot_hold_the_connection_cap() {
+    let server = Server::Sidecar;
+    let limits = limits();
+    let port = server.start(limits).await;
+    let mut held = Vec::new();
+    for _ in 0..2 * limits.max_connections {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        c.write_all(
+            b"POST /grpc.health.v1.Health/Check HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        // The server reads the head and its handler starts waiting for the body.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        held.push(c);
+    }
+    let started = Instant::now();
+    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    assert_eq!(common::keep_alive_get(&mut c, server.health()).await, 200);
+    assert!(started.elapsed() < Duration::from_millis(100));
+}
+
 #[tokio::test(start_paused = true)]
 async fn edge_a_response_nobody_reads_is_abandoned_after_the_write_timeout() {
     // The sidecar's /metrics is the largest answer these servers give without setup; a tiny
