@@ -577,3 +577,60 @@ fn both_binaries_share_one_argument_parser() {
         assert!(err.contains("a value is required for '--timeout"), "{err}");
     }
 }
+
+/// The start-up layout build.rs links `probelet-check` with, in every profile (so the binary these
+/// tests run is linked as it ships): packed relative relocations, and the code a check executes
+/// (`src/bin/probelet-check.ld`) in `.text.hot`, followed by `.init`, `.fini` and `.plt`, which a
+/// check executes too. Read from the ELF section headers of the binary the tests above ran.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+#[test]
+fn small_binary_is_linked_with_its_hot_code_together() {
+    let path = assert_cmd::cargo::cargo_bin("probelet-check");
+    let elf = std::fs::read(&path).unwrap();
+    let sections = elf64_sections(&elf);
+    let find = |name: &str| {
+        sections
+            .iter()
+            .position(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("{} has no {name} section", path.display()))
+    };
+    assert!(sections.iter().any(|(n, _)| n == ".relr.dyn"));
+    let hot = find(".text.hot");
+    assert!(find(".text") < hot);
+    assert_eq!(
+        (find(".init"), find(".fini"), find(".plt")),
+        (hot + 1, hot + 2, hot + 3),
+        "{sections:?}"
+    );
+    // With every pattern stale, only the C runtime's start-up code (a few hundred bytes) is left.
+    let (_, hot_size) = sections[hot];
+    assert!(
+        hot_size > 64 * 1024,
+        ".text.hot holds {hot_size} bytes: rerun scripts/check-hot-text"
+    );
+}
+
+/// (name, size) of each section of a little-endian ELF64 file, in header order.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+fn elf64_sections(elf: &[u8]) -> Vec<(String, u64)> {
+    let u16_at = |at: usize| u16::from_le_bytes(elf[at..at + 2].try_into().unwrap()) as usize;
+    let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) as usize;
+    let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap());
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "not an ELF64 file");
+    let (table, entry_size, count, names) = (
+        u64_at(0x28) as usize,
+        u16_at(0x3a),
+        u16_at(0x3c),
+        u16_at(0x3e),
+    );
+    let header = |i: usize| table + i * entry_size;
+    let strings = u64_at(header(names) + 0x18) as usize;
+    (0..count)
+        .map(|i| {
+            let start = strings + u32_at(header(i));
+            let len = elf[start..].iter().position(|&b| b == 0).unwrap();
+            let name = String::from_utf8_lossy(&elf[start..start + len]).into_owned();
+            (name, u64_at(header(i) + 0x20))
+        })
+        .collect()
+}

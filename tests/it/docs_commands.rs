@@ -121,6 +121,12 @@ const TABLE: &[(&str, How)] = &[
         ),
     ),
     (
+        "scripts/check-hot-text",
+        Not(
+            "a release build and a run under valgrind (minutes); cli_check::small_binary_is_linked_with_its_hot_code_together checks the list it writes is linked in and not stale",
+        ),
+    ),
+    (
         "cargo build --profile dist --bin probelet-check",
         Not(
             "a second, size-optimised full build (about 10 minutes on 2 cores); BENCHMARKS.md \"Footprint\" has its size",
