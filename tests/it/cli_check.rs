@@ -578,10 +578,11 @@ fn both_binaries_share_one_argument_parser() {
     }
 }
 
-/// The start-up layout build.rs links `probelet-check` with, in every profile (so the binary these
-/// tests run is linked as it ships): packed relative relocations, and the code a check executes
-/// (`src/bin/probelet-check.ld`) in `.text.hot`, followed by `.init`, `.fini` and `.plt`, which a
-/// check executes too. Read from the ELF section headers of the binary the tests above ran.
+/// How `probelet-check` is linked, in every profile (so the binary these tests run is linked as
+/// it ships): against glibc alone (libgcc's unwinder linked in, `src/bin/probelet-check.rs`), with
+/// packed relative relocations, and the code a check executes (`src/bin/probelet-check.ld`, placed
+/// by build.rs) in `.text.hot`, followed by `.init`, `.fini` and `.plt`, which a check executes
+/// too. Read from the ELF file the tests above ran.
 #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
 #[test]
 fn small_binary_is_linked_with_its_hot_code_together() {
@@ -591,10 +592,26 @@ fn small_binary_is_linked_with_its_hot_code_together() {
     let find = |name: &str| {
         sections
             .iter()
-            .position(|(n, _)| n == name)
+            .position(|s| s.name == name)
             .unwrap_or_else(|| panic!("{} has no {name} section", path.display()))
     };
-    assert!(sections.iter().any(|(n, _)| n == ".relr.dyn"));
+
+    let (dynamic, dynstr) = (&sections[find(".dynamic")], &sections[find(".dynstr")]);
+    let needed: Vec<String> = elf[dynamic.offset..dynamic.offset + dynamic.size]
+        .chunks_exact(16)
+        .filter(|entry| entry[..8] == 1u64.to_le_bytes()) // DT_NEEDED
+        .map(|entry| {
+            let at = u64::from_le_bytes(entry[8..].try_into().unwrap()) as usize;
+            c_string(&elf, dynstr.offset + at)
+        })
+        .collect();
+    let glibc = ["libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2"];
+    assert!(
+        needed.contains(&glibc[0].to_string()) && needed.iter().all(|n| glibc.contains(&&n[..])),
+        "needs {needed:?}: glibc's libraries only"
+    );
+
+    find(".relr.dyn");
     let hot = find(".text.hot");
     assert!(find(".text") < hot);
     assert_eq!(
@@ -603,34 +620,45 @@ fn small_binary_is_linked_with_its_hot_code_together() {
         "{sections:?}"
     );
     // With every pattern stale, only the C runtime's start-up code (a few hundred bytes) is left.
-    let (_, hot_size) = sections[hot];
+    let hot_size = sections[hot].size;
     assert!(
         hot_size > 64 * 1024,
         ".text.hot holds {hot_size} bytes: rerun scripts/check-hot-text"
     );
 }
 
-/// (name, size) of each section of a little-endian ELF64 file, in header order.
+/// One section header of an ELF file.
 #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
-fn elf64_sections(elf: &[u8]) -> Vec<(String, u64)> {
+#[derive(Debug)]
+struct Section {
+    name: String,
+    offset: usize,
+    size: usize,
+}
+
+/// The sections of a little-endian ELF64 file, in header order.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+fn elf64_sections(elf: &[u8]) -> Vec<Section> {
     let u16_at = |at: usize| u16::from_le_bytes(elf[at..at + 2].try_into().unwrap()) as usize;
     let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) as usize;
-    let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap());
+    let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap()) as usize;
     assert_eq!(&elf[..5], b"\x7fELF\x02", "not an ELF64 file");
-    let (table, entry_size, count, names) = (
-        u64_at(0x28) as usize,
-        u16_at(0x3a),
-        u16_at(0x3c),
-        u16_at(0x3e),
-    );
+    let (table, entry_size, count, names) =
+        (u64_at(0x28), u16_at(0x3a), u16_at(0x3c), u16_at(0x3e));
     let header = |i: usize| table + i * entry_size;
-    let strings = u64_at(header(names) + 0x18) as usize;
+    let strings = u64_at(header(names) + 0x18);
     (0..count)
-        .map(|i| {
-            let start = strings + u32_at(header(i));
-            let len = elf[start..].iter().position(|&b| b == 0).unwrap();
-            let name = String::from_utf8_lossy(&elf[start..start + len]).into_owned();
-            (name, u64_at(header(i) + 0x20))
+        .map(|i| Section {
+            name: c_string(elf, strings + u32_at(header(i))),
+            offset: u64_at(header(i) + 0x18),
+            size: u64_at(header(i) + 0x20),
         })
         .collect()
+}
+
+/// The NUL-terminated string at `at`.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+fn c_string(bytes: &[u8], at: usize) -> String {
+    let len = bytes[at..].iter().position(|&b| b == 0).unwrap();
+    String::from_utf8_lossy(&bytes[at..at + len]).into_owned()
 }
