@@ -15,7 +15,7 @@ fn main() -> ExitCode {
 }
 
 // The unwinder from GCC's static archive instead of its shared `libgcc_s.so.1`: the same code
-// linked in (~40 KB), so that the binary needs glibc alone (libc, libm, the loader; an image with
+// linked in (+24 KB), so that the binary needs glibc alone (libc, libm, the loader; an image with
 // glibc but no libgcc, such as `gcr.io/distroless/base`, runs it) and maps one library fewer at
 // start-up. LLD takes an archive's member for any undefined symbol, wherever the archive is on the
 // command line, so std's `_Unwind_*` resolve here before the `-lgcc_s` that rustc adds after them,
