@@ -923,6 +923,21 @@ fn readme_is_a_hub_with_every_command_and_working_links() {
     );
     let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
     assert!(ci.lines().any(|l| l.trim() == "cargo test --locked"));
+    // The demo session runs the built binary, not `cargo run`; with three binaries in the
+    // package, `cargo run` needs to be told which one (cargo's own view of the manifest).
+    let metadata = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout).unwrap();
+    assert_eq!(metadata["packages"][0]["default_run"], "probelet");
 
     let help = Command::new(env!("CARGO_BIN_EXE_probelet"))
         .arg("--help")
