@@ -9,6 +9,7 @@
 use bytes::Bytes;
 use http_body_util::Full;
 use probelet::http_client;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
@@ -79,13 +80,16 @@ pub struct Response {
 }
 
 impl Response {
-    /// Reads the whole body as JSON.
-    pub fn json(mut self) -> Result<Value, ApiError> {
-        let mut text = Vec::new();
+    /// Reads the whole body as JSON, into `T`. Read from text rather than bytes on purpose:
+    /// kube-client reads objects with `serde_json::from_str`, so a `Pod` read here shares its
+    /// code with node mode's instead of adding a second copy of every `k8s-openapi` type's
+    /// deserializer to the binary.
+    pub fn json<T: DeserializeOwned>(mut self) -> Result<T, ApiError> {
+        let mut text = String::new();
         self.body
-            .read_to_end(&mut text)
-            .map_err(|e| ApiError::Transport(e.to_string()))?;
-        serde_json::from_slice(&text)
+            .read_to_string(&mut text)
+            .map_err(|e| ApiError::Transport(format!("the server sent invalid JSON: {e}")))?;
+        serde_json::from_str(&text)
             .map_err(|e| ApiError::Transport(format!("the server sent invalid JSON: {e}")))
     }
 }
@@ -163,7 +167,7 @@ impl Client {
     }
 
     /// GETs `path` as JSON.
-    pub fn get_json(&self, path: &str) -> Result<Value, ApiError> {
+    pub fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
         self.get(path, "application/json", false)?.json()
     }
 }
@@ -219,7 +223,9 @@ fn status_error(code: u16, mut body: Box<dyn BufRead>) -> ApiError {
     let mut text = Vec::new();
     // A broken body still leaves the status code to report.
     let _ = body.read_to_end(&mut text);
-    let parsed: Option<Value> = serde_json::from_slice(&text).ok();
+    let parsed: Option<Value> = std::str::from_utf8(&text)
+        .ok()
+        .and_then(|t| serde_json::from_str(t).ok());
     let field = |k: &str| {
         parsed
             .as_ref()

@@ -3,7 +3,6 @@
 
 use super::api_client::{self, Client, ConnectArgs, encode};
 use super::tabwriter::TabWriter;
-use anyhow::Context;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::jiff::Timestamp;
 use probelet::display::human_duration;
@@ -50,11 +49,10 @@ fn describe(args: &Args) -> anyhow::Result<String> {
     }
     let client = Client::new(&args.connect.server)?;
     let ns = &args.connect.namespace;
-    let pod = client.get_json(&format!(
+    let pod: core::Pod = client.get_json(&format!(
         "/api/v1/namespaces/{ns}/pods/{}",
         encode(&args.name)
     ))?;
-    let pod: core::Pod = serde_json::from_value(pod).context("the server sent an invalid pod")?;
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let selector = format!(
         "involvedObject.name={},involvedObject.namespace={ns},involvedObject.uid={uid}",
@@ -62,7 +60,7 @@ fn describe(args: &Args) -> anyhow::Result<String> {
     );
     // kubectl describes the pod even when its events cannot be read.
     let events: Vec<core::Event> = client
-        .get_json(&format!(
+        .get_json::<serde_json::Value>(&format!(
             "/api/v1/namespaces/{ns}/events?fieldSelector={}",
             encode(&selector)
         ))

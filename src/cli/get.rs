@@ -78,7 +78,7 @@ fn get(args: &Args) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     match args.output {
         Some(format @ (Output::Json | Output::Yaml)) => {
-            let value = client.get_json(&list_path)?;
+            let value: serde_json::Value = client.get_json(&list_path)?;
             let value = if args.name.is_some() {
                 value
             } else {
@@ -99,7 +99,7 @@ fn get(args: &Args) -> anyhow::Result<()> {
         }
         output => {
             let wide = output == Some(Output::Wide);
-            let table = client.get(&list_path, ACCEPT_TABLE, false)?.json()?;
+            let table: serde_json::Value = client.get(&list_path, ACCEPT_TABLE, false)?.json()?;
             let mut printer = TablePrinter::new(wide, args.all_namespaces);
             let text = printer.print(&table)?;
             stdout.write_all(text.as_bytes())?;

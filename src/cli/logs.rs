@@ -49,7 +49,7 @@ fn logs(args: &Args) -> anyhow::Result<()> {
         .or_else(|| args.name.strip_prefix("pods/"))
         .unwrap_or(&args.name);
     let pod_path = format!("/api/v1/namespaces/{ns}/pods/{}", encode(name));
-    let pod = match client.get_json(&pod_path) {
+    let pod: core::Pod = match client.get_json(&pod_path) {
         Ok(v) => v,
         // kubectl looks the pod up first and words a failure this way.
         Err(api_client::ApiError::Status {
@@ -59,7 +59,6 @@ fn logs(args: &Args) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e.into()),
     };
-    let pod: core::Pod = serde_json::from_value(pod).context("the server sent an invalid pod")?;
     let container = choose_container(&pod, args.container.as_deref())?;
     let mut query = vec![format!("container={}", encode(&container))];
     if args.previous {

@@ -5,34 +5,32 @@
 //! parses the same way here.
 //!
 //! Most files are read once, by the fast reader of [`super::yaml`] (plain block YAML, the way
-//! people, `helm template` and `kustomize build` write it), and their objects deserialised
-//! from its tree; that tree is also the location index the lint needs. A file the fast path
-//! does not take (other YAML, or any error) is read by the full reader, serde-saphyr, which
-//! handles all of YAML and locates errors. It reads in two passes over each file's text:
+//! people, `helm template` and `kustomize build` write it); that tree is also the location
+//! index the lint needs. A file the fast path does not take (other YAML, or any error) is read
+//! by the full reader, which handles all of YAML and locates errors, in two passes:
 //!
-//! 1. every document is read into a small header (`apiVersion`, `kind`, `metadata.name`,
-//!    `items`) to decide which type each object is, with the location of each object;
-//! 2. every document is read again straight into its typed object, wrapped in
-//!    `serde_path_to_error` (so an error names the field path as well as line and column) and
-//!    `serde_ignored` (so unknown fields become warnings instead of vanishing).
+//! 1. serde-saphyr reads every document into a small header (`apiVersion`, `kind`,
+//!    `metadata.name`, `items`) to decide which type each object is, with the location of each
+//!    object; on the way it checks the whole text (syntax, duplicate keys, alias budget);
+//! 2. its event parser builds the text's tree ([`SourceIndex::build`], with tags and aliases).
 //!
-//! The second pass needs to know, per document, which type to build. `serde-saphyr` only hands
-//! out typed documents through `from_multiple`, which takes a type rather than a seed, so the
-//! plan from pass 1 reaches the deserialiser through a thread-local queue, set and cleared
-//! around that one call.
+//! Either way the objects are deserialised from a tree by one deserialiser, [`NodeDe`], which
+//! reads scalars by serde-saphyr's rules, wrapped in `serde_ignored` (so unknown fields become
+//! warnings instead of vanishing); its errors name the node, so they get a line, a column and
+//! a field path. One deserialiser matters for size: each one instantiates the code of every
+//! `k8s-openapi` workload type, about 1 MB of machine code (BENCHMARKS.md, "The full binary").
 
 use super::PodTemplate;
 use super::locate::{NodeView, SourceIndex};
-use super::yaml::{self, NodeDe};
+use super::yaml::{self, NodeDe, TreeError};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::Deserializer;
 use serde_saphyr::Spanned;
-use std::cell::RefCell;
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -276,8 +274,7 @@ fn load_text(
     if let Some(index) = load_fast(source, text, loaded) {
         return Ok(Some(index));
     }
-    load_full(source, text, loaded)?;
-    Ok(None)
+    load_full(source, text, loaded).map(Some)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //! document's non-empty documents in order, and inside a `kind: List`, its workload items
 //! depth-first. So the `n`-th [`super::PodTemplate`] of document `d` is [`SourceIndex::object`]`(d, n)`.
 
-use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
+use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Tag};
 
 /// A position in the source: 1-based line and column (columns count characters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -43,6 +43,56 @@ pub(crate) enum NodeView<'t> {
     Other,
 }
 
+/// A scalar's explicit tag, as far as it changes how the scalar is read (serde-saphyr's
+/// reading of tags). Tags outside YAML's namespace (`!foo`) do not change it, and count as
+/// [`ScalarTag::None`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum ScalarTag {
+    /// No tag, or one that does not change the reading.
+    #[default]
+    None,
+    /// `!!str`: a string, even if it looks like a number or null.
+    Str,
+    /// The non-specific `!`: a string where the field takes anything, even if it looks like a
+    /// number or null; a number where the field is a number.
+    NonSpecific,
+    /// `!!int`.
+    Int,
+    /// `!!float`.
+    Float,
+    /// `!!bool`.
+    Bool,
+    /// `!!null`: null whatever the text.
+    Null,
+    /// Another tag of YAML's (`!!binary`, `!!timestamp`, `!!map` on a scalar, ...): not a
+    /// string, number or boolean.
+    Other,
+}
+
+impl ScalarTag {
+    /// The reading of `tag`, the way serde-saphyr classifies tags: YAML's core names in its
+    /// namespace (`!!int`) or as local tags (`!int`), `!` alone forcing a string.
+    fn of(tag: &Tag) -> ScalarTag {
+        let by_name = |name: &str| match name {
+            "str" => ScalarTag::Str,
+            "int" => ScalarTag::Int,
+            "float" => ScalarTag::Float,
+            "bool" => ScalarTag::Bool,
+            "null" => ScalarTag::Null,
+            "binary" | "timestamp" | "seq" | "map" => ScalarTag::Other,
+            _ => ScalarTag::None,
+        };
+        if let Some(name) = tag.suffix_in_namespace("tag:yaml.org,2002:") {
+            return by_name(name.strip_prefix('!').unwrap_or(&name));
+        }
+        match tag.suffix_in_namespace("!").as_deref() {
+            Some("" | "!") => ScalarTag::NonSpecific,
+            Some(name) => by_name(name.strip_prefix('!').unwrap_or(name)),
+            None => ScalarTag::None,
+        }
+    }
+}
+
 impl SourceIndex {
     /// The root node of each non-empty document, in order.
     pub(crate) fn roots(&self) -> &[u32] {
@@ -61,7 +111,34 @@ impl SourceIndex {
                 Some(text) => NodeView::Scalar(text, node.plain),
                 None => NodeView::Other,
             },
-            Kind::Other => NodeView::Other,
+            Kind::Alias(_) => NodeView::Other,
+        }
+    }
+
+    /// The node an alias stands for (`id` itself for any other node). An alias whose anchor
+    /// is unknown, or is the alias's own ancestor (a recursive structure), stands for a node
+    /// that [`SourceIndex::view`]s as [`NodeView::Other`].
+    pub(crate) fn target(&self, id: u32) -> u32 {
+        match self.nodes.get(id as usize).map(|n| n.kind) {
+            Some(Kind::Alias(target)) => target,
+            _ => id,
+        }
+    }
+
+    /// A scalar's explicit tag.
+    pub(crate) fn tag(&self, id: u32) -> ScalarTag {
+        self.nodes
+            .get(id as usize)
+            .map_or(ScalarTag::None, |n| n.tag)
+    }
+
+    /// Where node `id`'s value starts (for a mapping value, where the value is written rather
+    /// than its key), when the index was built by [`SourceIndex::build`]; else as
+    /// [`SourceIndex::at`].
+    pub(crate) fn value_at(&self, id: u32) -> (u32, u32) {
+        match self.value_at.get(id as usize) {
+            Some(&at) => at,
+            None => self.at(id),
         }
     }
 
@@ -107,7 +184,8 @@ enum Kind {
     Map,
     Seq,
     Scalar,
-    Other,
+    /// An alias, and the node its anchor names ([`NONE`] when that cannot be followed).
+    Alias(u32),
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +198,8 @@ struct Node {
     /// Whether a scalar is plain (unquoted, untagged): only plain scalars can be null, numbers
     /// or booleans, so the tree deserialiser needs it.
     plain: bool,
+    /// A scalar's explicit tag.
+    tag: ScalarTag,
     /// Where the key starts (mapping values) or where the node starts (sequence items, roots).
     at: (u32, u32),
     first_child: u32,
@@ -142,6 +222,9 @@ pub struct SourceIndex {
     roots: Vec<u32>,
     /// Per non-empty document, its workload objects in loader order.
     objects: Vec<Vec<u32>>,
+    /// Per node, where its value starts; kept by [`SourceIndex::build`] only (the loader
+    /// locates errors with it, and only files that [`SourceIndex::build`] reads can have one).
+    value_at: Vec<(u32, u32)>,
     base: usize,
     len: usize,
 }
@@ -181,6 +264,8 @@ pub(crate) struct Builder<'t> {
     text: &'t str,
     index: SourceIndex,
     stack: Vec<Frame>,
+    /// Per anchor id (as the event parser numbers them), the node it names.
+    anchors: Vec<u32>,
 }
 
 impl<'t> Builder<'t> {
@@ -193,7 +278,19 @@ impl<'t> Builder<'t> {
                 ..SourceIndex::default()
             },
             stack: Vec::new(),
+            anchors: Vec::new(),
         }
+    }
+
+    /// Remember that `anchor` (0 for none) names node `id`.
+    fn anchor(&mut self, anchor: usize, id: Option<u32>) {
+        let Some(id) = id.filter(|_| anchor > 0) else {
+            return;
+        };
+        if self.anchors.len() <= anchor {
+            self.anchors.resize(anchor + 1, NONE);
+        }
+        self.anchors[anchor] = id;
     }
 
     /// While a complex mapping key (a mapping or sequence used as a key) is being read, swallow
@@ -223,24 +320,39 @@ impl<'t> Builder<'t> {
     }
 
     /// A scalar: the pending key of a mapping, or a value. `null` tells whether it resolves
-    /// to null (a null document is not counted as a document).
-    pub(crate) fn scalar(&mut self, value: &str, plain: bool, null: bool, at: (u32, u32)) {
+    /// to null (a null document is not counted as a document). Returns the new node, if a
+    /// value.
+    pub(crate) fn scalar(
+        &mut self,
+        value: &str,
+        plain: bool,
+        null: bool,
+        at: (u32, u32),
+    ) -> Option<u32> {
         let text_ref = self.index.text(value);
-        let Some((id, root)) = self.key_or_node(Kind::Scalar, at, text_ref) else {
-            return;
-        };
+        let (id, root) = self.key_or_node(Kind::Scalar, at, text_ref)?;
         if let Some(node) = self.index.nodes.get_mut(id as usize) {
             node.plain = plain;
         }
         if root && !null {
             self.index.roots.push(id);
         }
+        Some(id)
     }
 
-    fn alias(&mut self, at: (u32, u32)) {
-        if let Some((id, true)) = self.key_or_node(Kind::Other, at, Text::None) {
+    /// An alias to `anchor`. One to a collection still open (its own ancestor) is not
+    /// followed: deserialising it would never end.
+    fn alias(&mut self, anchor: usize, at: (u32, u32)) -> Option<u32> {
+        let target = self.anchors.get(anchor).copied().unwrap_or(NONE);
+        let open = self.stack.iter().any(|f| match f {
+            Frame::Map { node, .. } | Frame::Seq { node } => *node == target,
+        });
+        let target = if open { NONE } else { target };
+        let (id, root) = self.key_or_node(Kind::Alias(target), at, Text::None)?;
+        if root {
             self.index.roots.push(id);
         }
+        Some(id)
     }
 
     /// A leaf: the pending key when a mapping waits for one (`None`), otherwise a new node
@@ -256,13 +368,14 @@ impl<'t> Builder<'t> {
         Some((self.index.attach(&mut self.stack, kind, at, text), root))
     }
 
-    /// The start of a mapping (`map`) or sequence.
-    pub(crate) fn start(&mut self, map: bool, at: (u32, u32)) {
+    /// The start of a mapping (`map`) or sequence. Returns the new node, unless it is a
+    /// (skipped) complex key.
+    pub(crate) fn start(&mut self, map: bool, at: (u32, u32)) -> Option<u32> {
         if let Some(Frame::Map { key, skipping, .. }) = self.stack.last_mut()
             && key.is_none()
         {
             *skipping = 1;
-            return;
+            return None;
         }
         let kind = if map { Kind::Map } else { Kind::Seq };
         let root = self.stack.is_empty();
@@ -279,6 +392,7 @@ impl<'t> Builder<'t> {
         } else {
             Frame::Seq { node: id }
         });
+        Some(id)
     }
 
     /// The end of the innermost mapping or sequence.
@@ -312,28 +426,45 @@ impl SourceIndex {
             if b.skip_complex_key(&event, at) {
                 continue;
             }
-            match event {
-                Event::DocumentStart(..) => {}
-                Event::DocumentEnd => b.document_end(),
-                Event::Scalar(value, style, _, tag) => {
-                    let null = tag
-                        .as_ref()
-                        .is_some_and(|t| t.is_yaml_core_schema_tag("null"))
-                        || (tag.is_none()
-                            && style == ScalarStyle::Plain
-                            && matches!(&*value, "" | "~" | "null" | "Null" | "NULL"));
-                    b.scalar(
-                        &value,
-                        style == ScalarStyle::Plain && tag.is_none(),
-                        null,
-                        at,
-                    );
+            let node = match event {
+                Event::DocumentStart(..) => None,
+                Event::DocumentEnd => {
+                    b.document_end();
+                    None
                 }
-                Event::Alias(_) => b.alias(at),
-                Event::MappingStart(..) => b.start(true, at),
-                Event::SequenceStart(..) => b.start(false, at),
-                Event::MappingEnd | Event::SequenceEnd => b.end(),
-                _ => {}
+                Event::Scalar(value, style, anchor, tag) => {
+                    let tag = tag.as_deref().map_or(ScalarTag::None, ScalarTag::of);
+                    let plain = style == ScalarStyle::Plain && tag == ScalarTag::None;
+                    let null = tag == ScalarTag::Null
+                        || (plain && matches!(&*value, "" | "~" | "null" | "Null" | "NULL"));
+                    let id = b.scalar(&value, plain, null, at);
+                    if let Some(node) = id.and_then(|id| b.index.nodes.get_mut(id as usize)) {
+                        node.tag = tag;
+                    }
+                    b.anchor(anchor, id);
+                    id
+                }
+                Event::Alias(anchor) => b.alias(anchor, at),
+                Event::MappingStart(_, anchor, _) => {
+                    let id = b.start(true, at);
+                    b.anchor(anchor, id);
+                    id
+                }
+                Event::SequenceStart(_, anchor, _) => {
+                    let id = b.start(false, at);
+                    b.anchor(anchor, id);
+                    id
+                }
+                Event::MappingEnd | Event::SequenceEnd => {
+                    b.end();
+                    None
+                }
+                _ => None,
+            };
+            if let Some(id) = node {
+                let values = &mut b.index.value_at;
+                values.resize(id as usize + 1, (0, 0));
+                values[id as usize] = at;
             }
         }
         b.finish()
@@ -361,6 +492,7 @@ impl SourceIndex {
             key: Text::None,
             value,
             plain: false,
+            tag: ScalarTag::None,
             at,
             first_child: NONE,
             last_child: NONE,
@@ -398,6 +530,22 @@ impl SourceIndex {
             Text::Slice(a, b) => source.get(a as usize..b as usize),
             Text::Owned(i) => self.owned.get(i as usize).map(String::as_str),
         }
+    }
+
+    /// The first child of a mapping or sequence.
+    pub(crate) fn first_child(&self, id: u32) -> Option<u32> {
+        self.nodes
+            .get(id as usize)
+            .map(|n| n.first_child)
+            .filter(|&c| c != NONE)
+    }
+
+    /// The next child of the same mapping or sequence.
+    pub(crate) fn next_sibling(&self, id: u32) -> Option<u32> {
+        self.nodes
+            .get(id as usize)
+            .map(|n| n.next_sibling)
+            .filter(|&c| c != NONE)
     }
 
     /// The children of a mapping (its values) or sequence (its items), in order.

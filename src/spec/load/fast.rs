@@ -17,7 +17,7 @@ pub(super) fn load_fast(source: &str, text: &str, loaded: &mut Loaded) -> Option
     }
     for (document, (&root, plan)) in index.roots().iter().zip(&plans).enumerate() {
         let mut ignored = Vec::new();
-        let parsed = tree_parse(&index, text, root, plan, &mut Vec::new(), &mut ignored)?;
+        let parsed = tree_parse(&index, text, root, plan, &mut Vec::new(), &mut ignored).ok()?;
         finish_document(source, document, parsed, ignored, &mut out);
     }
     loaded.templates.append(&mut out.templates);
@@ -140,8 +140,9 @@ pub(super) fn tree_plan(
     }
 }
 
-/// The typed objects of `node` following `plan`, the way [`PlanSeed`] builds them, with the
-/// unknown fields (paths from the document root, `prefix` first) added to `ignored`.
+/// The typed objects of `node` following `plan`, with the unknown fields (paths from the
+/// document root, `prefix` first) added to `ignored`. Both readers' trees are read this way:
+/// it is the one place manifests become typed objects.
 pub(super) fn tree_parse(
     index: &SourceIndex,
     text: &str,
@@ -149,10 +150,10 @@ pub(super) fn tree_parse(
     plan: &Plan,
     prefix: &mut Vec<Seg>,
     ignored: &mut Vec<Vec<Seg>>,
-) -> Option<Parsed> {
+) -> Result<Parsed, TreeError> {
     match plan {
         // The reader has checked the syntax; a skipped object is not read any further.
-        Plan::Skip => Some(Parsed::Skipped),
+        Plan::Skip => Ok(Parsed::Skipped),
         Plan::Object(kind) => {
             let mut on_ignored = |path: serde_ignored::Path<'_>| {
                 let mut segs = prefix.clone();
@@ -161,25 +162,37 @@ pub(super) fn tree_parse(
             };
             let d =
                 serde_ignored::Deserializer::new(NodeDe::new(index, text, node), &mut on_ignored);
-            object(*kind, d).ok().map(Parsed::Object)
+            object(*kind, d).map(Parsed::Object)
         }
         Plan::List(plans) => {
             let mut out = Vec::new();
+            let node = index.target(node);
             for child in index.children(node) {
-                match index.key(text, child)? {
-                    "items" => match index.view(text, child) {
-                        NodeView::Seq => {
-                            for (i, (item, plan)) in index.children(child).zip(plans).enumerate() {
-                                prefix.push(Seg::Key("items".into()));
-                                prefix.push(Seg::Index(i));
-                                let parsed = tree_parse(index, text, item, plan, prefix, ignored);
-                                prefix.truncate(prefix.len() - 2);
-                                out.push(parsed?);
+                let Some(key) = index.key(text, child) else {
+                    return Err(TreeError::at_node("expected a string key", child));
+                };
+                match key {
+                    "items" => {
+                        let items = index.target(child);
+                        match index.view(text, items) {
+                            NodeView::Seq => {
+                                for (i, (item, plan)) in
+                                    index.children(items).zip(plans).enumerate()
+                                {
+                                    prefix.push(Seg::Key("items".into()));
+                                    prefix.push(Seg::Index(i));
+                                    let parsed =
+                                        tree_parse(index, text, item, plan, prefix, ignored);
+                                    prefix.truncate(prefix.len() - 2);
+                                    out.push(parsed.map_err(|e| e.inside_item(child, i))?);
+                                }
+                            }
+                            NodeView::Scalar(t, true) if is_null(t) => {}
+                            _ => {
+                                return Err(TreeError::at_node("expected a list of objects", child));
                             }
                         }
-                        NodeView::Scalar(t, true) if is_null(t) => {}
-                        _ => return None,
-                    },
+                    }
                     "apiVersion" | "kind" | "metadata" => {}
                     other => {
                         let mut segs = prefix.clone();
@@ -188,7 +201,7 @@ pub(super) fn tree_parse(
                     }
                 }
             }
-            Some(Parsed::List(out))
+            Ok(Parsed::List(out))
         }
     }
 }

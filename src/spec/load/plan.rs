@@ -1,5 +1,5 @@
 //! Pass 1 of the full reader: each document's header (`apiVersion`, `kind`, `metadata.name`,
-//! `items`) decides which type pass 2 builds, with the location of each object.
+//! `items`) decides which type each object is deserialised into, with the location of each object.
 
 use super::*;
 
@@ -56,7 +56,7 @@ impl WorkloadKind {
     }
 }
 
-/// What pass 2 builds for one document or list item.
+/// What is built for one document or list item.
 pub(super) enum Plan {
     Object(WorkloadKind),
     List(Vec<Plan>),

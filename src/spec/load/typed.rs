@@ -1,5 +1,5 @@
-//! Pass 2 of the full reader: every document read straight into its typed object, with
-//! unknown fields collected as warnings and errors located by field path.
+//! The typed objects, and the full reader: unknown fields collected as warnings, errors
+//! located by line, column and field path.
 
 use super::*;
 
@@ -26,42 +26,6 @@ pub(super) enum Parsed {
 pub(super) enum Seg {
     Key(String),
     Index(usize),
-}
-
-pub(super) struct TypedDoc {
-    pub(super) parsed: Parsed,
-    pub(super) ignored: Vec<Vec<Seg>>,
-}
-
-thread_local! {
-    /// The plans from pass 1, one per non-empty document, consumed by pass 2.
-    static PLANS: RefCell<VecDeque<Plan>> = const { RefCell::new(VecDeque::new()) };
-    /// The field path at which pass 2 failed, if it did.
-    static ERROR_PATH: RefCell<Option<String>> = const { RefCell::new(None) };
-}
-
-impl<'de> Deserialize<'de> for TypedDoc {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let plan = PLANS
-            .with(|p| p.borrow_mut().pop_front())
-            .ok_or_else(|| de::Error::custom("internal error: documents changed between passes"))?;
-        let mut ignored = Vec::new();
-        let mut track = serde_path_to_error::Track::new();
-        let mut on_ignored = |path: serde_ignored::Path<'_>| ignored.push(segments(&path));
-        let result = {
-            let d = serde_path_to_error::Deserializer::new(d, &mut track);
-            let d = serde_ignored::Deserializer::new(d, &mut on_ignored);
-            PlanSeed(&plan).deserialize(d)
-        };
-        match result {
-            Ok(parsed) => Ok(TypedDoc { parsed, ignored }),
-            Err(e) => {
-                let path = track.path().to_string();
-                ERROR_PATH.with(|p| *p.borrow_mut() = Some(path));
-                Err(e)
-            }
-        }
-    }
 }
 
 /// Flatten a `serde_ignored` path, dropping the `?` segments that stand for `Option` layers.
@@ -104,24 +68,6 @@ pub(super) fn render_segments(segs: &[Seg]) -> String {
     out
 }
 
-pub(super) struct PlanSeed<'p>(&'p Plan);
-
-impl<'de> DeserializeSeed<'de> for PlanSeed<'_> {
-    type Value = Parsed;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Parsed, D::Error> {
-        let obj = match self.0 {
-            Plan::Skip => {
-                Skip::deserialize(d)?;
-                return Ok(Parsed::Skipped);
-            }
-            Plan::List(items) => return d.deserialize_map(ListVisitor(items)),
-            Plan::Object(kind) => object(*kind, d)?,
-        };
-        Ok(Parsed::Object(obj))
-    }
-}
-
 /// Deserialise one workload object of a known kind.
 pub(super) fn object<'de, D: Deserializer<'de>>(
     kind: WorkloadKind,
@@ -139,174 +85,6 @@ pub(super) fn object<'de, D: Deserializer<'de>>(
         WorkloadKind::Job => Object::Job(Deserialize::deserialize(d)?),
         WorkloadKind::CronJob => Object::CronJob(Deserialize::deserialize(d)?),
     })
-}
-
-/// Consumes any value without reporting any part of it as unknown. `serde_ignored` reports
-/// every value read through `deserialize_ignored_any`, and `IgnoredAny` reads nested values
-/// that way, so a skipped object would be reported field by field; `Skip` recurses with
-/// `deserialize_any` instead. Recursion depth is bounded by serde-saphyr's nesting budget.
-pub(super) struct Skip;
-
-impl<'de> Deserialize<'de> for Skip {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(Skip)
-    }
-}
-
-impl<'de> Visitor<'de> for Skip {
-    type Value = Skip;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_i128<E>(self, _: i128) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_u128<E>(self, _: u128) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_bytes<E>(self, _: &[u8]) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_unit<E>(self) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_none<E>(self) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
-        Skip::deserialize(d)
-    }
-    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
-        Skip::deserialize(d)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
-        while seq.next_element::<Skip>()?.is_some() {}
-        Ok(Skip)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
-        while map.next_entry::<Skip, Skip>()?.is_some() {}
-        Ok(Skip)
-    }
-    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<Skip, A::Error> {
-        use de::VariantAccess;
-        let (Skip, variant) = data.variant::<Skip>()?;
-        variant.newtype_variant::<Skip>()?;
-        Ok(Skip)
-    }
-}
-
-pub(super) struct ListVisitor<'p>(&'p [Plan]);
-
-impl<'de> Visitor<'de> for ListVisitor<'_> {
-    type Value = Parsed;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a List object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Parsed, A::Error> {
-        let mut items = Vec::new();
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "items" => items = map.next_value_seed(OptionalItems(self.0))?,
-                "apiVersion" | "kind" | "metadata" => {
-                    map.next_value::<Skip>()?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(Parsed::List(items))
-    }
-}
-
-/// `items: null` (or an empty `items:`) is an empty list, as kubectl reads it.
-pub(super) struct OptionalItems<'p>(&'p [Plan]);
-
-impl<'de> DeserializeSeed<'de> for OptionalItems<'_> {
-    type Value = Vec<Parsed>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Parsed>, D::Error> {
-        d.deserialize_option(self)
-    }
-}
-
-impl<'de> Visitor<'de> for OptionalItems<'_> {
-    type Value = Vec<Parsed>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of objects")
-    }
-
-    fn visit_none<E>(self) -> Result<Vec<Parsed>, E> {
-        Ok(Vec::new())
-    }
-
-    fn visit_unit<E>(self) -> Result<Vec<Parsed>, E> {
-        Ok(Vec::new())
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Parsed>, D::Error> {
-        ItemsSeed(self.0).deserialize(d)
-    }
-}
-
-pub(super) struct ItemsSeed<'p>(&'p [Plan]);
-
-impl<'de> DeserializeSeed<'de> for ItemsSeed<'_> {
-    type Value = Vec<Parsed>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Parsed>, D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ItemsSeed<'_> {
-    type Value = Vec<Parsed>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of objects")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Parsed>, A::Error> {
-        let mut out = Vec::new();
-        for plan in self.0 {
-            match seq.next_element_seed(PlanSeed(plan))? {
-                Some(parsed) => out.push(parsed),
-                None => break,
-            }
-        }
-        while seq.next_element::<Skip>()?.is_some() {}
-        Ok(out)
-    }
-}
-
-/// Clears the thread-local state even if deserialisation unwinds.
-pub(super) struct PassGuard;
-
-impl Drop for PassGuard {
-    fn drop(&mut self) {
-        PLANS.with(|p| p.borrow_mut().clear());
-        ERROR_PATH.with(|p| p.borrow_mut().take());
-    }
 }
 
 pub(super) fn saphyr_error(
@@ -375,36 +153,63 @@ pub(super) fn yaml_options() -> serde_saphyr::Options {
     options
 }
 
-/// The full reader: serde-saphyr, twice (headers, then typed objects). Handles all of YAML
-/// and gives every error its location and field path.
-pub(super) fn load_full(source: &str, text: &str, loaded: &mut Loaded) -> Result<(), LoadError> {
-    // Pass 1.
+/// The full reader: serde-saphyr reads the headers (and checks the whole text: syntax,
+/// duplicate keys, the budget), then its event parser builds the tree ([`SourceIndex::build`],
+/// aliases followed) that the objects are deserialised from as in the fast path. Handles all of
+/// YAML and gives every error its location and field path. Returns the tree, which is also the
+/// location index the lint needs.
+pub(super) fn load_full(
+    source: &str,
+    text: &str,
+    loaded: &mut Loaded,
+) -> Result<SourceIndex, LoadError> {
     let headers: Vec<Spanned<Header>> =
         serde_saphyr::from_multiple_with_options(text, yaml_options())
             .map_err(|e| saphyr_error(source, &e, None))?;
-    let mut plans = VecDeque::new();
+    let mut plans = Vec::with_capacity(headers.len());
     {
         let mut ctx = Ctx {
             source,
             warnings: &mut loaded.warnings,
         };
         for header in &headers {
-            plans.push_back(plan_for(header, 0, &mut ctx)?);
+            plans.push(plan_for(header, 0, &mut ctx)?);
         }
     }
-    // Pass 2.
-    let _guard = PassGuard;
-    PLANS.with(|p| *p.borrow_mut() = plans);
-    ERROR_PATH.with(|p| p.borrow_mut().take());
-    let docs: Vec<TypedDoc> = serde_saphyr::from_multiple_with_options(text, yaml_options())
-        .map_err(|e| {
-            let field = ERROR_PATH.with(|p| p.borrow_mut().take());
-            saphyr_error(source, &e, field)
-        })?;
-    for (document, doc) in docs.into_iter().enumerate() {
-        finish_document(source, document, doc.parsed, doc.ignored, loaded);
+    let index = SourceIndex::build(text);
+    if index.roots().len() != plans.len() {
+        return Err(LoadError::Invalid {
+            path: source.to_string(),
+            line: 0,
+            column: 0,
+            field: None,
+            message: format!(
+                "internal error: {} documents read as objects, {} as a tree",
+                plans.len(),
+                index.roots().len()
+            ),
+        });
     }
-    Ok(())
+    for (document, (&root, plan)) in index.roots().iter().zip(&plans).enumerate() {
+        let mut ignored = Vec::new();
+        let parsed = tree_parse(&index, text, root, plan, &mut Vec::new(), &mut ignored)
+            .map_err(|e| tree_error(source, &index, text, &e))?;
+        finish_document(source, document, parsed, ignored, loaded);
+    }
+    Ok(index)
+}
+
+/// A [`TreeError`] of the full reader's tree as a located [`LoadError`].
+fn tree_error(source: &str, index: &SourceIndex, text: &str, e: &TreeError) -> LoadError {
+    let (line, column) = e.node().map_or((0, 0), |n| index.value_at(n));
+    let field = e.field_path(index, text);
+    LoadError::Invalid {
+        path: source.to_string(),
+        line: u64::from(line),
+        column: u64::from(column),
+        field: (!field.is_empty()).then_some(field),
+        message: e.message().to_string(),
+    }
 }
 
 /// Turn one document's objects into templates, and its unknown fields into warnings.
