@@ -1,6 +1,7 @@
 //! The manifest loader: workload kinds, lists, multi-document files, directories, unknown-field
 //! warnings, located errors and the size limit.
 
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use probelet::spec::load::{LoadError, MAX_FILE_BYTES, load_paths, load_str};
 use std::path::PathBuf;
 
@@ -382,4 +383,58 @@ fn many_documents_in_one_file_load() {
     let loaded = load_str("many.yaml", &doc.repeat(1500)).unwrap();
     assert_eq!(loaded.templates.len(), 1500);
     assert_eq!(loaded.templates[1499].document, 1499);
+}
+
+/// Files only the full reader takes (JSON, anchors) are read by the same tree deserialiser as
+/// the rest, and its errors carry the value's line and column and the field path.
+#[test]
+fn full_reader_errors_are_located_with_field_paths() {
+    let json = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j"},
+ "spec": {"containers": [{"name": "c", "livenessProbe": {"periodSeconds": "often"}}]}}"#;
+    let err = load_str("p.json", json).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "p.json:2:75: spec.containers[0].livenessProbe.periodSeconds: expected an integer"
+    );
+    // Through an alias: the path is where the alias is used; the position where the value is
+    // written.
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nx-probe: &probe\n  failureThreshold: many\nspec:\n  containers:\n  - name: c\n    livenessProbe: *probe\n";
+    let (line, column, field, msg) = invalid(load_str("a.yaml", yaml).unwrap_err());
+    assert_eq!((line, column), (5, 21));
+    assert_eq!(
+        field.as_deref(),
+        Some("spec.containers[0].livenessProbe.failureThreshold")
+    );
+    assert_eq!(msg, "expected an integer");
+    // A string in a list that is null.
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    command: [sh, ~]\n    image: &i x\n";
+    let err = load_str("n.yaml", yaml).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "n.yaml:7:19: spec.containers[0].command[1]: expected a string, not null"
+    );
+}
+
+/// Scalars fill fields the way serde-saphyr fills them, in both readers: a quoted number
+/// fills an integer field, hex and underscores are numbers, YAML 1.1 booleans are booleans.
+#[test]
+fn scalars_fill_fields_alike_in_both_readers() {
+    let body = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  hostNetwork: yes\n  containers:\n  - name: c\n    ports: [{containerPort: \"8080\"}, {containerPort: 0x1F90}]\n    livenessProbe:\n      tcpSocket: {port: 8_080}\n      periodSeconds: +5\n";
+    // The same text, once as the fast reader takes it and once with an anchor, which only
+    // the full reader takes.
+    let anchored = body.replace("metadata: {name: p}", "metadata: &m {name: p}");
+    for text in [body.to_string(), anchored] {
+        let loaded = load_str("s.yaml", &text).unwrap();
+        let spec = &loaded.templates[0].spec;
+        assert_eq!(spec.host_network, Some(true));
+        let c = &spec.containers[0];
+        let ports: Vec<i32> = c.ports.iter().flatten().map(|p| p.container_port).collect();
+        assert_eq!(ports, [8080, 8080]);
+        let probe = c.liveness_probe.as_ref().unwrap();
+        assert_eq!(
+            probe.tcp_socket.as_ref().unwrap().port,
+            IntOrString::Int(8080)
+        );
+        assert_eq!(probe.period_seconds, Some(5));
+    }
 }

@@ -189,7 +189,10 @@ pub(super) fn tree_parse(
                             }
                             NodeView::Scalar(t, true) if is_null(t) => {}
                             _ => {
-                                return Err(TreeError::at_node("expected a list of objects", child));
+                                return Err(TreeError::at_node(
+                                    "expected a list of objects",
+                                    child,
+                                ));
                             }
                         }
                     }
