@@ -23,7 +23,7 @@ use std::borrow::Cow;
 
 mod tree_de;
 
-pub(crate) use tree_de::{NodeDe, TreeError};
+pub(crate) use tree_de::{Ignored, NodeDe, TreeError};
 
 /// How deeply collections may nest before the fast reader gives up (the full parser, with its
 /// own budget, then decides). Keeps both the reader's and the deserialiser's recursion small.

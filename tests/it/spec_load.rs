@@ -438,3 +438,25 @@ fn scalars_fill_fields_alike_in_both_readers() {
         assert_eq!(probe.period_seconds, Some(5));
     }
 }
+
+/// Unknown fields in text only the full reader takes: an unknown field whose value is an
+/// alias is named where it is written, and one inside an anchored mapping where the anchor
+/// is, once however often it is used.
+#[test]
+fn unknown_fields_with_anchors_are_named_where_written() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, extra: &e {a: 1}}\nspec:\n  containers:\n  - name: c\n    livenessProbe: &probe\n      tcpSocket: {port: 80}\n      periodSecond: 5\n    readinessProbe: *probe\n    other: *e\n";
+    let loaded = load_str("u.yaml", yaml).unwrap();
+    let fields: Vec<_> = loaded
+        .warnings
+        .iter()
+        .map(|w| w.field.clone().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "metadata.extra",
+            "spec.containers[0].livenessProbe.periodSecond",
+            "spec.containers[0].other",
+        ]
+    );
+}

@@ -2,6 +2,8 @@
 //! deserialised from its tree, which is also the location index the lint needs.
 
 use super::*;
+use crate::spec::yaml::Ignored;
+use std::collections::HashMap;
 
 /// Load `text` with the fast reader and the tree deserialiser. `None` (and nothing added to
 /// `loaded`) when the text is outside the reader's subset or anything at all goes wrong:
@@ -155,14 +157,14 @@ pub(super) fn tree_parse(
         // The reader has checked the syntax; a skipped object is not read any further.
         Plan::Skip => Ok(Parsed::Skipped),
         Plan::Object(kind) => {
-            let mut on_ignored = |path: serde_ignored::Path<'_>| {
+            let unknown = Ignored::default();
+            let parsed = object(*kind, NodeDe::recording(index, text, node, &unknown))?;
+            for path in paths_within(index, text, node, &unknown.into_inner()) {
                 let mut segs = prefix.clone();
-                segs.extend(segments(&path));
+                segs.extend(path);
                 ignored.push(segs);
-            };
-            let d =
-                serde_ignored::Deserializer::new(NodeDe::new(index, text, node), &mut on_ignored);
-            object(*kind, d).map(Parsed::Object)
+            }
+            Ok(Parsed::Object(parsed))
         }
         Plan::List(plans) => {
             let mut out = Vec::new();
@@ -207,4 +209,44 @@ pub(super) fn tree_parse(
             Ok(Parsed::List(out))
         }
     }
+}
+
+/// The paths from `root` to each of `nodes` (duplicates dropped), the way the tree holds them.
+/// A node met only through an alias from outside `root` (rare: an anchor outside the object)
+/// is named by its key alone.
+fn paths_within(index: &SourceIndex, text: &str, root: u32, nodes: &[u32]) -> Vec<Vec<Seg>> {
+    if nodes.is_empty() {
+        return Vec::new();
+    }
+    // Each node's parent and its place there, for the whole object (only built when it has
+    // unknown fields).
+    let mut parents: HashMap<u32, (u32, usize)> = HashMap::new();
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        for (i, c) in index.children(n).enumerate() {
+            parents.insert(c, (n, i));
+            stack.push(c);
+        }
+    }
+    let step = |parent: u32, node: u32, i: usize| match index.view(text, parent) {
+        NodeView::Seq => Seg::Index(i),
+        _ => Seg::Key(index.key(text, node).unwrap_or("?").to_string()),
+    };
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for &node in nodes.iter().filter(|&&n| seen.insert(n)) {
+        let mut path = Vec::new();
+        let mut cur = node;
+        while cur != root {
+            let Some(&(parent, i)) = parents.get(&cur) else {
+                path = vec![Seg::Key(index.key(text, node).unwrap_or("?").to_string())];
+                break;
+            };
+            path.push(step(parent, cur, i));
+            cur = parent;
+        }
+        path.reverse();
+        out.push(path);
+    }
+    out
 }

@@ -21,35 +21,11 @@ pub(super) enum Parsed {
     Skipped,
 }
 
-/// A path segment of an unknown field, as reported by `serde_ignored`.
+/// A path segment of an unknown field.
 #[derive(Debug, Clone)]
 pub(super) enum Seg {
     Key(String),
     Index(usize),
-}
-
-/// Flatten a `serde_ignored` path, dropping the `?` segments that stand for `Option` layers.
-pub(super) fn segments(path: &serde_ignored::Path<'_>) -> Vec<Seg> {
-    let mut out = Vec::new();
-    let mut cur = path;
-    loop {
-        match cur {
-            serde_ignored::Path::Root => break,
-            serde_ignored::Path::Seq { parent, index } => {
-                out.push(Seg::Index(*index));
-                cur = parent;
-            }
-            serde_ignored::Path::Map { parent, key } => {
-                out.push(Seg::Key(key.clone()));
-                cur = parent;
-            }
-            serde_ignored::Path::Some { parent }
-            | serde_ignored::Path::NewtypeStruct { parent }
-            | serde_ignored::Path::NewtypeVariant { parent } => cur = parent,
-        }
-    }
-    out.reverse();
-    out
 }
 
 pub(super) fn render_segments(segs: &[Seg]) -> String {

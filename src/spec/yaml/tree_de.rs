@@ -13,6 +13,7 @@ use crate::spec::locate::ScalarTag;
 use serde::de::{
     self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor,
 };
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -206,13 +207,21 @@ fn leading_zero_decimal(t: &str) -> bool {
 /// How many merge sources (`<<`) deep merged mappings are followed.
 const MAX_MERGE_DEPTH: usize = 64;
 
+/// Where a [`NodeDe`] records the values it was asked to ignore: the nodes as written (an
+/// alias, not its anchor's node), in the order met.
+pub(crate) type Ignored = RefCell<Vec<u32>>;
+
 /// A serde deserialiser over one node of a [`SourceIndex`] (an alias stands for its anchor's
 /// node).
 #[derive(Clone, Copy)]
 pub(crate) struct NodeDe<'t> {
     index: &'t SourceIndex,
     source: &'t str,
+    /// The node as written: where an ignored value is reported.
+    written: u32,
+    /// The node read: `written`, or its anchor's node when it is an alias.
     id: u32,
+    ignored: Option<&'t Ignored>,
 }
 
 impl<'t> NodeDe<'t> {
@@ -221,7 +230,33 @@ impl<'t> NodeDe<'t> {
         NodeDe {
             index,
             source,
+            written: id,
             id: index.target(id),
+            ignored: None,
+        }
+    }
+
+    /// [`NodeDe::new`], recording in `ignored` every value below it that is deserialised as
+    /// ignored. That is how serde's derived code and `k8s-openapi` skip an unknown field, so
+    /// these are the unknown fields: the job `serde_ignored` does, without a second
+    /// deserializer type for the code of every `k8s-openapi` type to be instantiated for.
+    pub(crate) fn recording(
+        index: &'t SourceIndex,
+        source: &'t str,
+        id: u32,
+        ignored: &'t Ignored,
+    ) -> Self {
+        NodeDe {
+            ignored: Some(ignored),
+            ..NodeDe::new(index, source, id)
+        }
+    }
+
+    /// The deserialiser for `id`, a child of this node (or a merged entry).
+    fn child(&self, id: u32) -> Self {
+        NodeDe {
+            ignored: self.ignored,
+            ..NodeDe::new(self.index, self.source, id)
         }
     }
 
@@ -380,7 +415,7 @@ impl<'t> NodeDe<'t> {
                 return Err(e);
             };
             for from in sources {
-                let from = NodeDe::new(index, source, from);
+                let from = self.child(from);
                 let entries = match from.merged_entries(depth + 1)? {
                     Some(entries) => entries,
                     None => index.children(from.id).collect(),
@@ -414,8 +449,7 @@ impl<'t> NodeDe<'t> {
     fn seq<'de, V: Visitor<'de>>(&self, visitor: V) -> R<V::Value> {
         match self.view() {
             NodeView::Seq => visitor.visit_seq(Items {
-                index: self.index,
-                source: self.source,
+                parent: *self,
                 next: self.index.first_child(self.id),
                 count: 0,
             }),
@@ -431,8 +465,7 @@ impl<'t> NodeDe<'t> {
                     None => Next::Sibling(self.index.first_child(self.id)),
                 };
                 visitor.visit_map(Entries {
-                    index: self.index,
-                    source: self.source,
+                    parent: *self,
                     next,
                     value: None,
                 })
@@ -583,6 +616,9 @@ impl<'de> Deserializer<'de> for NodeDe<'_> {
     }
 
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> R<V::Value> {
+        if let Some(ignored) = self.ignored {
+            ignored.borrow_mut().push(self.written);
+        }
         visitor.visit_unit()
     }
 }
@@ -607,8 +643,7 @@ impl Next {
 }
 
 struct Items<'t> {
-    index: &'t SourceIndex,
-    source: &'t str,
+    parent: NodeDe<'t>,
     next: Option<u32>,
     count: usize,
 }
@@ -620,10 +655,10 @@ impl<'de> SeqAccess<'de> for Items<'_> {
         let Some(id) = self.next else {
             return Ok(None);
         };
-        self.next = self.index.next_sibling(id);
+        self.next = self.parent.index.next_sibling(id);
         let item = self.count;
         self.count += 1;
-        seed.deserialize(NodeDe::new(self.index, self.source, id))
+        seed.deserialize(self.parent.child(id))
             .map(Some)
             .map_err(|mut e| {
                 e.path.push(Step::Item(item));
@@ -633,8 +668,7 @@ impl<'de> SeqAccess<'de> for Items<'_> {
 }
 
 struct Entries<'t> {
-    index: &'t SourceIndex,
-    source: &'t str,
+    parent: NodeDe<'t>,
     next: Next,
     value: Option<u32>,
 }
@@ -643,11 +677,11 @@ impl<'de> MapAccess<'de> for Entries<'_> {
     type Error = TreeError;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> R<Option<K::Value>> {
-        let Some(id) = self.next.take(self.index) else {
+        let Some(id) = self.next.take(self.parent.index) else {
             return Ok(None);
         };
         self.value = Some(id);
-        let Some(key) = self.index.key(self.source, id) else {
+        let Some(key) = self.parent.index.key(self.parent.source, id) else {
             let mut e = TreeError::new("expected a string key, not a mapping or list");
             e.node = Some(id);
             return Err(e);
@@ -663,11 +697,10 @@ impl<'de> MapAccess<'de> for Entries<'_> {
         let Some(id) = self.value.take() else {
             return fail("a value was asked for before its key");
         };
-        seed.deserialize(NodeDe::new(self.index, self.source, id))
-            .map_err(|mut e| {
-                e.path.push(Step::Value(id));
-                e
-            })
+        seed.deserialize(self.parent.child(id)).map_err(|mut e| {
+            e.path.push(Step::Value(id));
+            e
+        })
     }
 }
 
