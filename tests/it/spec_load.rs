@@ -460,3 +460,32 @@ fn unknown_fields_with_anchors_are_named_where_written() {
         ]
     );
 }
+
+/// Hostile YAML: an alias bomb ("billion laughs") in an unknown field and a merge-key bomb
+/// inside a probe are refused by the full reader's first pass, before any object is built
+/// (the tree deserialiser follows aliases and merges without a budget of its own).
+#[test]
+fn alias_and_merge_key_bombs_are_refused() {
+    let mut laughs = String::from(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nx:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n",
+    );
+    for i in 1..9 {
+        let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+        laughs.push_str(&format!("  a{i}: &a{i} [{refs}]\n"));
+    }
+    laughs.push_str("spec:\n  containers: [{name: c}]\n");
+    let msg = load_str("l.yaml", &laughs).unwrap_err().to_string();
+    assert!(msg.contains("alias replay limit"), "{msg}");
+
+    let mut merges =
+        String::from("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  b0: &b0 {k0: 1}\n");
+    for i in 1..40 {
+        merges.push_str(&format!(
+            "  b{i}: &b{i} {{<<: [*b{p}, *b{p}], k{i}: 1}}\n",
+            p = i - 1
+        ));
+    }
+    merges.push_str("  containers:\n  - name: c\n    livenessProbe:\n      <<: *b39\n");
+    let msg = load_str("m.yaml", &merges).unwrap_err().to_string();
+    assert!(msg.contains("budget breached"), "{msg}");
+}
