@@ -2,7 +2,7 @@
 //! warnings, located errors and the size limit.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use probelet::spec::load::{LoadError, MAX_FILE_BYTES, load_paths, load_str};
+use probelet::spec::load::{LoadError, Loaded, MAX_FILE_BYTES, load_paths, load_str};
 use std::path::PathBuf;
 
 fn workload(api: &str, kind: &str, spec: &str) -> String {
@@ -161,15 +161,20 @@ fn crlf_and_byte_order_mark_are_accepted() {
     assert_eq!(load_str("c.yaml", yaml).unwrap().templates[0].name, "crlf");
 }
 
+/// The field each warning is about.
+fn warning_fields(loaded: &Loaded) -> Vec<String> {
+    loaded
+        .warnings
+        .iter()
+        .map(|w| w.field.clone().unwrap())
+        .collect()
+}
+
 #[test]
 fn unknown_fields_are_warnings_with_paths() {
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labelz: {}}\nspec:\n  containers:\n  - name: c\n    readinessProbe:\n      exec: {command: [x]}\n      periodSecond: 5\n  extra: 1\nstatus2: {}\n";
     let loaded = load_str("u.yaml", yaml).unwrap();
-    let fields: Vec<_> = loaded
-        .warnings
-        .iter()
-        .map(|w| w.field.clone().unwrap())
-        .collect();
+    let fields = warning_fields(&loaded);
     assert_eq!(
         fields,
         [
@@ -446,11 +451,7 @@ fn scalars_fill_fields_alike_in_both_readers() {
 fn unknown_fields_with_anchors_are_named_where_written() {
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, extra: &e {a: 1}}\nspec:\n  containers:\n  - name: c\n    livenessProbe: &probe\n      tcpSocket: {port: 80}\n      periodSecond: 5\n    readinessProbe: *probe\n    other: *e\n";
     let loaded = load_str("u.yaml", yaml).unwrap();
-    let fields: Vec<_> = loaded
-        .warnings
-        .iter()
-        .map(|w| w.field.clone().unwrap())
-        .collect();
+    let fields = warning_fields(&loaded);
     assert_eq!(
         fields,
         [
