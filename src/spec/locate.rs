@@ -435,8 +435,7 @@ impl SourceIndex {
                 Event::Scalar(value, style, anchor, tag) => {
                     let tag = tag.as_deref().map_or(ScalarTag::None, ScalarTag::of);
                     let plain = style == ScalarStyle::Plain && tag == ScalarTag::None;
-                    let null = tag == ScalarTag::Null
-                        || (plain && matches!(&*value, "" | "~" | "null" | "Null" | "NULL"));
+                    let null = tag == ScalarTag::Null || (plain && super::yaml::nullish(&value));
                     let id = b.scalar(&value, plain, null, at);
                     if let Some(node) = id.and_then(|id| b.index.nodes.get_mut(id as usize)) {
                         node.tag = tag;

@@ -114,7 +114,8 @@ fn split_lines(text: &str) -> Option<Vec<Line>> {
     Some(lines)
 }
 
-fn nullish(text: &str) -> bool {
+/// Whether a plain scalar's text is YAML's null (`~`, `null`, nothing).
+pub(crate) fn nullish(text: &str) -> bool {
     matches!(text, "" | "~" | "null" | "Null" | "NULL")
 }
 

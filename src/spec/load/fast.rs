@@ -47,14 +47,10 @@ pub(super) fn tree_string<'t>(
         return Some(None);
     };
     match index.view(text, node) {
-        NodeView::Scalar(t, plain) if plain && is_null(t) => Some(None),
+        NodeView::Scalar(t, plain) if plain && yaml::nullish(t) => Some(None),
         NodeView::Scalar(t, _) => Some(Some(t)),
         _ => None,
     }
-}
-
-pub(super) fn is_null(text: &str) -> bool {
-    matches!(text, "" | "~" | "null" | "Null" | "NULL")
 }
 
 pub(super) fn tree_header<'t>(
@@ -72,7 +68,7 @@ pub(super) fn tree_header<'t>(
     let name = match field("metadata") {
         None => None,
         Some(m) => match index.view(text, m) {
-            NodeView::Scalar(t, true) if is_null(t) => None,
+            NodeView::Scalar(t, true) if yaml::nullish(t) => None,
             NodeView::Map => {
                 let name = tree_string(index, text, index.child_by_key(text, m, "name"))?;
                 let generate =
@@ -85,7 +81,7 @@ pub(super) fn tree_header<'t>(
     let items = match field("items") {
         None => None,
         Some(i) => match index.view(text, i) {
-            NodeView::Scalar(t, true) if is_null(t) => None,
+            NodeView::Scalar(t, true) if yaml::nullish(t) => None,
             NodeView::Seq => Some(
                 index
                     .children(i)
@@ -189,7 +185,7 @@ pub(super) fn tree_parse(
                                     out.push(parsed.map_err(|e| e.inside_item(child, i))?);
                                 }
                             }
-                            NodeView::Scalar(t, true) if is_null(t) => {}
+                            NodeView::Scalar(t, true) if yaml::nullish(t) => {}
                             _ => {
                                 return Err(TreeError::at_node(
                                     "expected a list of objects",

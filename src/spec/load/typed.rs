@@ -2,6 +2,7 @@
 //! located by line, column and field path.
 
 use super::*;
+use crate::spec::field::FieldPath;
 
 /// One typed workload object.
 pub(super) enum Object {
@@ -29,19 +30,11 @@ pub(super) enum Seg {
 }
 
 pub(super) fn render_segments(segs: &[Seg]) -> String {
-    let mut out = String::new();
-    for seg in segs {
-        match seg {
-            Seg::Key(k) => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(k);
-            }
-            Seg::Index(i) => out.push_str(&format!("[{i}]")),
-        }
-    }
-    out
+    let path = segs.iter().fold(FieldPath::new(""), |path, seg| match seg {
+        Seg::Key(k) => path.child(k),
+        Seg::Index(i) => path.index(*i),
+    });
+    path.as_str().to_string()
 }
 
 /// Deserialise one workload object of a known kind.

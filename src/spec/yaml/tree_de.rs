@@ -9,6 +9,7 @@
 //! a float or a string, in that order.
 
 use super::*;
+use crate::spec::field::FieldPath;
 use crate::spec::locate::ScalarTag;
 use serde::de::{
     self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor,
@@ -73,19 +74,15 @@ impl TreeError {
     /// The field path from the node deserialisation started at, the way the API server
     /// writes it (`spec.containers[0].livenessProbe.periodSeconds`); empty at that node.
     pub(crate) fn field_path(&self, index: &SourceIndex, source: &str) -> String {
-        let mut out = String::new();
-        for step in self.path.iter().rev() {
-            match *step {
-                Step::Value(node) => {
-                    if !out.is_empty() {
-                        out.push('.');
-                    }
-                    out.push_str(index.key(source, node).unwrap_or("?"));
-                }
-                Step::Item(i) => out.push_str(&format!("[{i}]")),
-            }
-        }
-        out
+        let path = self
+            .path
+            .iter()
+            .rev()
+            .fold(FieldPath::new(""), |path, step| match *step {
+                Step::Value(node) => path.child(index.key(source, node).unwrap_or("?")),
+                Step::Item(i) => path.index(i),
+            });
+        path.as_str().to_string()
     }
 }
 
