@@ -491,6 +491,7 @@ fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
     // successThreshold 2: ready again after two successes (1 s apart), not before one period.
     std::fs::write(&ready_file, "").unwrap();
     let restored = Instant::now();
+    let restored_at = std::time::SystemTime::now();
     wait_until("ready again", Duration::from_secs(20), || {
         (endpoint_ready(&ns, "flip") == vec![(ip.clone(), true)]).then_some(())
     });
@@ -499,7 +500,28 @@ fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
         took >= Duration::from_millis(900),
         "ready after {took:?}: one success is not enough"
     );
-    assert!(took <= Duration::from_secs(5), "ready after {took:?}");
+    // The node's part of the way back: its Ready condition turned True within
+    // periodSeconds × successThreshold + 2 s of the file's return (+1 s: lastTransitionTime
+    // has whole seconds). The EndpointSlice follows at the controller-manager's pace, which
+    // the issue does not bound on the way back; on the loaded 2-core CI machine it once took
+    // 6.0 s in all (2026-12-06), so the slice gets a looser bound than the node.
+    let pod = pod_json(&ns, "flip");
+    let ready = condition(&pod, "Ready").unwrap();
+    assert_eq!(ready["status"], "True", "{ready}");
+    let at: k8s_openapi::jiff::Timestamp = ready["lastTransitionTime"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no lastTransitionTime: {ready}"));
+    let since = restored_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let node_took = at.as_second() - since;
+    assert!(
+        (0..=5).contains(&node_took),
+        "Ready turned True {node_took} s after the file returned"
+    );
+    assert!(took <= Duration::from_secs(10), "ready after {took:?}");
 }
 
 #[test]
