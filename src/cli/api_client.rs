@@ -80,18 +80,23 @@ pub struct Response {
 }
 
 impl Response {
-    /// Reads the whole body as JSON, into `T`. Read from text rather than bytes on purpose:
-    /// kube-client reads objects with `serde_json::from_str`, so a `Pod` read here shares its
-    /// code with node mode's instead of adding a second copy of every `k8s-openapi` type's
-    /// deserializer to the binary.
+    /// Reads the whole body as JSON, into `T`.
     pub fn json<T: DeserializeOwned>(mut self) -> Result<T, ApiError> {
-        let mut text = String::new();
+        let mut text = Vec::new();
         self.body
-            .read_to_string(&mut text)
-            .map_err(|e| ApiError::Transport(format!("the server sent invalid JSON: {e}")))?;
-        serde_json::from_str(&text)
+            .read_to_end(&mut text)
+            .map_err(|e| ApiError::Transport(e.to_string()))?;
+        from_json(&text)
             .map_err(|e| ApiError::Transport(format!("the server sent invalid JSON: {e}")))
     }
+}
+
+/// JSON bytes into `T`, read as text on purpose: kube-client reads objects with
+/// `serde_json::from_str`, so a `Pod` read here shares its code with node mode's instead of
+/// adding a second copy of every `k8s-openapi` type's deserializer to the binary.
+fn from_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+    serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
 /// A client for one server.
@@ -223,9 +228,7 @@ fn status_error(code: u16, mut body: Box<dyn BufRead>) -> ApiError {
     let mut text = Vec::new();
     // A broken body still leaves the status code to report.
     let _ = body.read_to_end(&mut text);
-    let parsed: Option<Value> = std::str::from_utf8(&text)
-        .ok()
-        .and_then(|t| serde_json::from_str(t).ok());
+    let parsed: Option<Value> = from_json(&text).ok();
     let field = |k: &str| {
         parsed
             .as_ref()

@@ -549,18 +549,7 @@ impl SourceIndex {
 
     /// The children of a mapping (its values) or sequence (its items), in order.
     pub(crate) fn children(&self, id: u32) -> impl Iterator<Item = u32> + '_ {
-        let mut cur = self.nodes.get(id as usize).map_or(NONE, |n| n.first_child);
-        std::iter::from_fn(move || {
-            if cur == NONE {
-                return None;
-            }
-            let here = cur;
-            cur = self
-                .nodes
-                .get(here as usize)
-                .map_or(NONE, |n| n.next_sibling);
-            Some(here)
-        })
+        std::iter::successors(self.first_child(id), |&c| self.next_sibling(c))
     }
 
     /// The value of `key` in mapping `id`.

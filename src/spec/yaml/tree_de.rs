@@ -679,9 +679,10 @@ impl<'de> MapAccess<'de> for Entries<'_> {
         };
         self.value = Some(id);
         let Some(key) = self.parent.index.key(self.parent.source, id) else {
-            let mut e = TreeError::new("expected a string key, not a mapping or list");
-            e.node = Some(id);
-            return Err(e);
+            return Err(TreeError::at_node(
+                "expected a string key, not a mapping or list",
+                id,
+            ));
         };
         seed.deserialize(KeyDe(key)).map(Some).map_err(|mut e| {
             e.node.get_or_insert(id);
