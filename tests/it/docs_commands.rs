@@ -34,6 +34,8 @@ const CONTROL_PLANE: &str =
     "r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process";
 const NODE_SESSION: &str = "r29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready";
 const K8S_EXAMPLE: &str = "r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load";
+const WEBHOOK_ACCOUNT: &str =
+    "i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning";
 const APP_SESSION: &str = "docs_check_and_monitor_against_the_demo_app";
 
 /// Every documented command, as written (comments after two spaces and `# ` cut off).
@@ -294,8 +296,28 @@ const TABLE: &[(&str, How)] = &[
         ByTest(K8S_EXAMPLE),
     ),
     (
-        "probelet alerts webhook examples/rollout-safety/webhook.yaml --kubeconfig /tmp/cp/kubeconfig",
-        ByTest(K8S_EXAMPLE),
+        "probelet alerts webhook examples/rollout-safety/webhook.yaml --kubeconfig /tmp/cp/webhook.kubeconfig",
+        ByTest(WEBHOOK_ACCOUNT),
+    ),
+    (
+        "kubectl --kubeconfig /tmp/cp/kubeconfig apply -f deploy/kubernetes/webhook-rbac.yaml",
+        ByTest(WEBHOOK_ACCOUNT),
+    ),
+    (
+        "kubectl --kubeconfig /tmp/cp/webhook.kubeconfig config set-cluster cp --server=\"$(kubectl --kubeconfig /tmp/cp/kubeconfig config view --minify -o jsonpath='{.clusters[0].cluster.server}')\" --certificate-authority=/tmp/cp/pki/ca.crt --embed-certs",
+        ByTest(WEBHOOK_ACCOUNT),
+    ),
+    (
+        "kubectl --kubeconfig /tmp/cp/webhook.kubeconfig config set-credentials webhook --token=\"$(kubectl --kubeconfig /tmp/cp/kubeconfig create token probelet-alerts-webhook -n default)\"",
+        ByTest(WEBHOOK_ACCOUNT),
+    ),
+    (
+        "kubectl --kubeconfig /tmp/cp/webhook.kubeconfig config set-context webhook --cluster=cp --user=webhook",
+        ByTest(WEBHOOK_ACCOUNT),
+    ),
+    (
+        "kubectl --kubeconfig /tmp/cp/webhook.kubeconfig config use-context webhook",
+        ByTest(WEBHOOK_ACCOUNT),
     ),
     (
         "kubectl create configmap orders-sidecar -n shop --from-file=sidecar.yaml=examples/rollout-safety/sidecar.yaml",

@@ -1411,3 +1411,81 @@ fn i44_10_one_list_and_one_patch_per_pod_per_request() {
     );
     assert_eq!((lists, patches), (1, 0), "LISTs and PATCHes of pods");
 }
+
+#[test]
+fn i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning() {
+    let _slot = crate::common::two_at_a_time();
+    let ns = namespace("leastpriv");
+    let tmp = tempfile::tempdir().unwrap();
+    gated_pod(&ns, "app");
+    // The documented commands (docs/kubernetes.md, section 2), with the test's own paths.
+    let doc = repo_file("docs/kubernetes.md");
+    let commands: Vec<&str> = doc
+        .lines()
+        .filter(|l| l.starts_with("kubectl --kubeconfig /tmp/cp/"))
+        .collect();
+    assert_eq!(commands.len(), 5, "{commands:?}");
+    let own = tmp.path().join("webhook.kubeconfig");
+    for c in commands {
+        let c = c
+            .replace("/tmp/cp/webhook.kubeconfig", own.to_str().unwrap())
+            .replace("/tmp/cp/kubeconfig", cluster().kubeconfig.to_str().unwrap())
+            .replace("/tmp/cp/pki/", cluster().dir.join("pki/").to_str().unwrap());
+        let out = Command::new("sh")
+            .args(["-c", &c])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{c}: {}", text(&out));
+    }
+    // The documented command itself (on any free port): it starts with no warning.
+    let example_log = tmp.path().join("example.log");
+    let _example = Killed(
+        Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["alerts", "webhook", "examples/rollout-safety/webhook.yaml"])
+            .arg("--kubeconfig")
+            .arg(&own)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&example_log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let log = wait_for(Duration::from_secs(20), "the example listening", || {
+        let log = std::fs::read_to_string(&example_log).unwrap_or_default();
+        log.contains("listening on").then_some(log)
+    });
+    assert!(!log.contains("warning"), "{log}");
+    let own_dir = tmp.path().join("own");
+    std::fs::create_dir_all(&own_dir).unwrap();
+    let webhook = start_webhook_as(&own_dir, 10, &own);
+    let body = serde_json::json!({"alerts": [
+        {"status": "firing", "fingerprint": "p", "labels": {"alertname": "HighLatencyAlert", "namespace": ns, "pod": "app"}},
+        {"status": "firing", "fingerprint": "s", "labels": {"alertname": "DependencyDown", "namespace": ns, "service": "orders"}},
+    ]});
+    let (code, answer) = post_alerts(&webhook, &body.to_string());
+    assert_eq!(
+        (code, answer.trim()),
+        (200, r#"{"labelled":1,"cleared":0,"ignored":0}"#)
+    );
+    let l = labels(&ns, "app");
+    assert_eq!(
+        (&l["probe/debug"], &l["strategy/degrade"]),
+        (&Value::from("latency"), &Value::from("cache-only"))
+    );
+    assert!(!webhook.log().contains("warning"), "{}", webhook.log());
+    // The admin's credentials: one line says so.
+    let admin_dir = tmp.path().join("admin");
+    std::fs::create_dir_all(&admin_dir).unwrap();
+    let admin = start_webhook(&admin_dir, 10);
+    let log = admin.log();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0].starts_with(
+            "webhook: warning: its credentials can do more than list and patch pods (* *.*"
+        ),
+        "{log}"
+    );
+}
