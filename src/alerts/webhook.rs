@@ -372,7 +372,6 @@ pub fn plan(body: &[u8], config: &WebhookConfig) -> Result<(Vec<Action>, usize),
     let mut ignored = 0;
     for (i, a) in payload.alerts.iter().enumerate() {
         let name = a.labels.get("alertname").cloned().unwrap_or_default();
-        let shown = crate::display::terminal(&name);
         let rule = config.rules.iter().find(|r| r.alert == name);
         let mut labels = rule.map(|r| r.labels.clone()).unwrap_or_default();
         if let Some(extra) = a.annotations.get("podLabels") {
@@ -389,7 +388,7 @@ pub fn plan(body: &[u8], config: &WebhookConfig) -> Result<(Vec<Action>, usize),
                     return Err(refuse(
                         422,
                         format!(
-                            "alerts[{i}] ({shown}): more than {} labels (maxLabelsPerAlert)",
+                            "alerts[{i}] ({name}): more than {} labels (maxLabelsPerAlert)",
                             config.max_labels_per_alert
                         ),
                     ));
@@ -398,7 +397,7 @@ pub fn plan(body: &[u8], config: &WebhookConfig) -> Result<(Vec<Action>, usize),
         }
         for (k, v) in &labels {
             if let Some(m) = label_refusal(k, v, &config.allowed_prefixes) {
-                return Err(refuse(422, format!("alerts[{i}] ({shown}): {m}")));
+                return Err(refuse(422, format!("alerts[{i}] ({name}): {m}")));
             }
         }
         if labels.is_empty() {
