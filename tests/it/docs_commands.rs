@@ -142,7 +142,7 @@ const TABLE: &[(&str, How)] = &[
     ("probelet lint tests/corpus/worker-cascade.yaml", Output(1)),
     // docs/simulate.md
     (
-        "probelet simulate MANIFEST --scenario SCENARIO.yaml [--duration 30m] [-o table|json|svg] [--expect EXPR]... [--seed N] [--out FILE]",
+        "probelet simulate MANIFEST [--scenario SCENARIO.yaml] [--duration 30m] [-o table|json|svg] [--expect EXPR]... [--seed N] [--out FILE]",
         Not("the synopsis: MANIFEST and SCENARIO stand for files"),
     ),
     (
