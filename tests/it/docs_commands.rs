@@ -471,9 +471,44 @@ fn shell(command: &str, bin: &Path) -> Command {
     cmd
 }
 
+/// [`shell`] with a private `/tmp`: the command runs in a mount namespace of its own where
+/// `tmp` (the test's temporary directory) is mounted on `/tmp`, so what it reads and writes
+/// there is the test's alone (issue 48 item 11: `check --from examples/shell-demo.yaml` read
+/// the machine's `/tmp/probelet-demo-alive`, left by anyone who had run the shell demo). The
+/// test's `probelet` is linked in `tmp/bin`, which is `/tmp/bin` in there.
+fn shell_with_private_tmp(command: &str, tmp: &Path) -> Command {
+    std::fs::create_dir(tmp.join("bin")).unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_probelet"),
+        tmp.join("bin").join("probelet"),
+    )
+    .unwrap();
+    let inner = shell(
+        r#"mount --bind "$PRIVATE_TMP" /tmp || exit 97; exec sh -c "$DOC_COMMAND""#,
+        Path::new("/tmp/bin"),
+    );
+    let mut cmd = Command::new("unshare");
+    // The new mount namespace's mounts are private: the bind mount stays in it.
+    cmd.args(["--mount", "--propagation", "private"])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir(repo())
+        .envs(inner.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("PRIVATE_TMP", tmp)
+        .env("DOC_COMMAND", command)
+        .stdin(Stdio::null());
+    cmd
+}
+
 /// Runs `command` to its end (at most `limit`); exit code and stdout + stderr.
 fn run_to_end(command: &str, bin: &Path, limit: Duration) -> (i32, String) {
-    let mut child = shell(command, bin)
+    run_command(shell(command, bin), command, limit)
+}
+
+/// Runs `cmd` (which runs `command`) to its end (at most `limit`); exit code and stdout +
+/// stderr.
+fn run_command(mut cmd: Command, command: &str, limit: Duration) -> (i32, String) {
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -579,10 +614,11 @@ fn every_docs_command_is_run_or_marked() {
 }
 
 /// The commands that run on their own (no server to start first): validate, lint,
-/// simulate, calibrate, check --from, promtool; with their exit codes and shown output.
+/// simulate, calibrate, check --from, promtool; with their exit codes and shown output. Each
+/// with a private `/tmp` (its own temporary directory), so none depends on files the machine
+/// holds there.
 #[test]
 fn standalone_docs_commands_run_as_shown() {
-    let bin = bin_dir();
     let mut ran = 0;
     for c in all_commands() {
         // `Exit` commands print what varies from run to run (measurements): only their
@@ -592,7 +628,12 @@ fn standalone_docs_commands_run_as_shown() {
             Some(Exit(code, needle)) => (code, Some(needle)),
             _ => continue,
         };
-        let (actual, text) = run_to_end(&c.text, bin.path(), Duration::from_secs(180));
+        let tmp = tempfile::tempdir().unwrap();
+        let (actual, text) = run_command(
+            shell_with_private_tmp(&c.text, tmp.path()),
+            &c.text,
+            Duration::from_secs(180),
+        );
         assert_eq!(
             actual, code,
             "{}:{}: `{}` exited {actual}:\n{text}",
