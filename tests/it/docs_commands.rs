@@ -286,8 +286,13 @@ const TABLE: &[(&str, How)] = &[
         ByTest(NODE_SESSION),
     ),
     // docs/kubernetes.md
+    ("kubectl create namespace shop", ByTest(K8S_EXAMPLE)),
     (
         "kubectl apply -n shop -f deploy/kubernetes/sidecar-rbac.yaml",
+        ByTest(K8S_EXAMPLE),
+    ),
+    (
+        "kubectl create secret generic orders-db -n shop --from-literal=password=change-me",
         ByTest(K8S_EXAMPLE),
     ),
     (
