@@ -1120,12 +1120,12 @@ fn i48_6_a_target_taken_over_before_its_first_settled_state_is_reported_down() {
         targets.set_down(n);
     }
     let dir = tempfile::tempdir().unwrap();
-    // failureThreshold 4 at 1 s: nothing settles before about 3 s of probing, well after the
+    // failureThreshold 5 at 1 s: nothing settles before about 4 s of probing, well after the
     // second member's join.
     let file = write_file(
         &dir,
         &targets.yaml_with(
-            "{periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 4}",
+            "{periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 5}",
             &list,
         ),
     );
