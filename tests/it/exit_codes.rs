@@ -10,8 +10,18 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+/// A started binary, killed on drop (also when an assertion fails first).
+struct Started(Child);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The binary with `args`, its stdout and stderr read line by line on threads.
-fn start(args: &[&str]) -> (Child, Receiver<String>) {
+fn start(args: &[&str]) -> (Started, Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
         .args(args)
         .stdin(Stdio::null())
@@ -29,7 +39,7 @@ fn start(args: &[&str]) -> (Child, Receiver<String>) {
     };
     read(Box::new(child.stdout.take().unwrap()), tx.clone());
     read(Box::new(child.stderr.take().unwrap()), tx);
-    (child, rx)
+    (Started(child), rx)
 }
 
 /// The lines up to (and including) the first that contains `what`.
@@ -54,18 +64,17 @@ fn wait_line(lines: &Receiver<String>, what: &str, limit: Duration) -> Vec<Strin
     }
 }
 
-fn signal(child: &Child, sig: rustix::process::Signal) {
-    rustix::process::kill_process(rustix::process::Pid::from_child(child), sig).unwrap();
+fn signal(child: &Started, sig: rustix::process::Signal) {
+    rustix::process::kill_process(rustix::process::Pid::from_child(&child.0), sig).unwrap();
 }
 
-fn exit_code(child: &mut Child, limit: Duration) -> Option<i32> {
+fn exit_code(child: &mut Started, limit: Duration) -> Option<i32> {
     let deadline = Instant::now() + limit;
     loop {
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = child.0.try_wait().unwrap() {
             return status.code();
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
             panic!("still running after {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -145,16 +145,19 @@ fn i48_10_a_stopped_run_removes_its_context_and_restores_the_previous_one() {
     .unwrap();
     // Starts a run; answers it and its context, read from the hint.
     let start = || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
-            .arg("run")
-            .arg(&manifest)
-            .args(["--listen", "127.0.0.1:0", "--no-table", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        // Killed on drop from here on, also when an assertion below fails.
+        let mut run = Killed(
+            Command::new(env!("CARGO_BIN_EXE_probelet"))
+                .arg("run")
+                .arg(&manifest)
+                .args(["--listen", "127.0.0.1:0", "--no-table", "--kubeconfig"])
+                .arg(&kubeconfig)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut stderr = BufReader::new(run.0.stderr.take().unwrap());
         let hint = loop {
             let mut line = String::new();
             assert!(stderr.read_line(&mut line).unwrap() > 0, "no API line");
@@ -169,7 +172,7 @@ fn i48_10_a_stopped_run_removes_its_context_and_restores_the_previous_one() {
             .and_then(|r| r.split_whitespace().next())
             .unwrap_or_else(|| panic!("no `kubectl --context` in {hint:?}"))
             .to_string();
-        (Killed(child), context)
+        (run, context)
     };
     let (mut first, a) = start();
     let (_second, b) = start();
