@@ -82,13 +82,14 @@ impl Access {
             }
             return true;
         }
-        match (self.main, sender) {
-            (Some(_), Some(_)) if from_main => {
-                if let Some(p) = named {
-                    self.main = Some(p);
-                }
-                true
+        if from_main {
+            // The main process may name another (`MAINPID=`), as with systemd.
+            if let Some(p) = named {
+                self.main = Some(p);
             }
+            return true;
+        }
+        match (self.main, sender) {
             (None, Some(from)) if announces => {
                 self.main = Some(named.unwrap_or(from));
                 true
