@@ -29,6 +29,7 @@ mod cli_check;
 mod containment;
 mod docs_commands;
 mod engine;
+mod exit_codes;
 mod kubeconfig_concurrent;
 mod lint_cli;
 mod lint_corpus;
