@@ -13,7 +13,12 @@
 
 mod support;
 
+mod api;
+mod configs;
 mod grpc;
 mod hpack;
 mod http1;
 mod http2;
+mod kubeconfig;
+mod notify;
+mod webhook;
