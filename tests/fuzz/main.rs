@@ -20,5 +20,6 @@ mod hpack;
 mod http1;
 mod http2;
 mod kubeconfig;
+mod netlink;
 mod notify;
 mod webhook;
