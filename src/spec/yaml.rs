@@ -403,6 +403,12 @@ impl<'t> Reader<'t> {
                 if value.contains(": ") || value.ends_with(':') {
                     return Err(Bail);
                 }
+                // serde-saphyr refuses these anywhere, even in a string field or an ignored
+                // one (`name: .inf`): its error, with its position, is the full reader's
+                // (found by tests/fuzz/yaml.rs).
+                if tree_de::non_finite(value) {
+                    return Err(Bail);
+                }
                 self.b.scalar(value, true, nullish(value), self.at(pos));
                 line.end
             }

@@ -23,3 +23,4 @@ mod kubeconfig;
 mod netlink;
 mod notify;
 mod webhook;
+mod yaml;

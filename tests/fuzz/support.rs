@@ -6,19 +6,26 @@ use std::io;
 use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 
-use proptest::test_runner::Config;
+use proptest::test_runner::{Config, RngSeed};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// The proptest configuration of a target: `default` cases, or `PROBELET_FUZZ_CASES`. Failing
-/// inputs are not written back to the source tree: the shrunk case is in the failure message,
-/// and a fix gets an `i44_fuzz_…` regression test of its own.
+/// The proptest configuration of a target: `default` cases, or `PROBELET_FUZZ_CASES`; a fixed
+/// seed, so that CI runs the same cases on every commit, or `PROBELET_FUZZ_SEED` (a number, or
+/// `random`) to explore. Failing inputs are not written back to the source tree: the shrunk
+/// case is in the failure message, and a fix gets an `i44_fuzz_…` regression test of its own.
 pub fn config(default: u32) -> Config {
     let cases = std::env::var("PROBELET_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default);
+    let rng_seed = match std::env::var("PROBELET_FUZZ_SEED").as_deref() {
+        Ok("random") => RngSeed::Random,
+        Ok(n) => RngSeed::Fixed(n.parse().expect("PROBELET_FUZZ_SEED: a number or `random`")),
+        Err(_) => RngSeed::Fixed(44),
+    };
     Config {
         cases,
+        rng_seed,
         failure_persistence: None,
         ..Config::default()
     }
