@@ -11,6 +11,8 @@
 //! debug build). `PROBELET_FUZZ_CASES=N` runs N cases per target instead, for longer local
 //! runs: `PROBELET_FUZZ_CASES=100000 cargo test --release --test fuzz`.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod support;
 
 mod api;
