@@ -10,6 +10,10 @@
 //! fraction of the size, and every limit a hostile server meets is in this file: frames of at
 //! most 16 KiB (the size nobody may exceed without our `SETTINGS`), header blocks of at most
 //! [`MAX_HEADER_BLOCK`] octets and decoded lists of at most [`MAX_HEADER_LIST`].
+//!
+//! The protocol is sans-I/O, in [`Decoder`]: bytes in, the response's parts and the bytes owed
+//! to the server out. [`Connection`] only moves bytes between it and the socket, and the fuzz
+//! tests (tests/fuzz/http2.rs) drive the same decoder from bytes.
 
 use std::io;
 
