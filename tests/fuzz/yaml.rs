@@ -75,6 +75,9 @@ const SCALARS: &[&str] = &[
     "!!str 5",
     "&a x",
     "*a",
+    "[.inf, 1e999]",
+    "{a: .nan, b: -.Inf}",
+    "[x, {y: .INF}]",
 ];
 
 /// A line-level mutation.
@@ -192,14 +195,15 @@ proptest! {
 }
 
 /// serde-saphyr refuses a plain scalar that reads as a non-finite number wherever it stands;
-/// the fast reader took one in a string field (`name: .inf`) or a skipped object, and loaded
-/// what `validate` through the full reader refuses.
+/// the fast reader took one in a string field (`name: .inf`), a flow collection or a skipped
+/// object, and loaded what `validate` through the full reader refuses.
 #[test]
 fn i44_fuzz_yaml_non_finite_plain_scalars_leave_the_fast_path() {
     let places = [
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: X\n    image: x\n",
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels:\n    app: X\nspec:\n  containers:\n  - name: c\n    image: x\n",
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  ports:\n  - port: X\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: X}}\nspec:\n  containers:\n  - name: c\n    image: x\n    args: [a, X]\n",
     ];
     for place in places {
         for s in [".inf", "-.Inf", "+.INF", ".nan", ".NaN", "1e999", "-1e999"] {
