@@ -7,7 +7,7 @@
 //! written here from RFC 7541 / RFC 9113 (h2's own HPACK is private), the YAML fast reader
 //! against serde-saphyr. The table of targets is in docs/hostile-input.md ("What is fuzzed").
 //!
-//! Budget: each target runs a fixed number of cases from a fixed seed (about 30 s of CPU in
+//! Budget: each target runs a fixed number of cases from a fixed seed (about 35 s of CPU in
 //! all, in the debug build). `PROBELET_FUZZ_CASES=N` runs N cases per target instead, and
 //! `PROBELET_FUZZ_SEED` another seed (a number, or `random`), for longer local runs:
 //! `PROBELET_FUZZ_CASES=20000 PROBELET_FUZZ_SEED=random cargo test --release --test fuzz`.
