@@ -30,6 +30,14 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 pub use evaluate::{Evaluation, MAX_ATTEMPTS, evaluate};
 
+/// The fuzz tests' way into the private wire parsers (tests/fuzz): not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::hpack::{Decoder as HpackDecoder, Field, HpackError};
+    pub use super::http1::read_response as http1_response;
+    pub use super::http2::{Decoder as H2Decoder, H2Error, Head, MAX_HEADER_LIST, Part};
+}
+
 use crate::outcome::{FailureKind, ProbeOutcome, RawResult};
 
 /// The kubelet version whose `User-Agent` (`kube-probe/<major>.<minor>`) probes send by default.

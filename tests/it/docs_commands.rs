@@ -270,6 +270,11 @@ const TABLE: &[(&str, How)] = &[
         Not("the build .ci/run starts with (minutes the first time); every test's `up` reuses it"),
     ),
     ("cargo test --test kubernetes", Not("the tests themselves")),
+    // docs/hostile-input.md
+    (
+        "PROBELET_FUZZ_CASES=20000 PROBELET_FUZZ_SEED=random cargo test --release --test fuzz",
+        Not("the fuzz tests themselves, longer: `cargo test` runs them with their fixed budget"),
+    ),
     // docs/node.md
     (
         "scripts/control-plane node-cert /tmp/cp mynode",
