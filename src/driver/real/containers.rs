@@ -119,12 +119,12 @@ impl Supervisor {
                     let (hooks, tx, container) = (hooks.clone(), tx.clone(), container.clone());
                     tokio::spawn(async move {
                         let timeout = hooks.pod_grace;
-                        if let Err(message) = hooks.run(&post_start, timeout).await {
-                            let _ = tx.send(Msg::Event {
+                        if let Err(detail) = hooks.run(&post_start, timeout).await {
+                            let _ = tx.send(Msg::HookFailed {
                                 pod,
                                 container,
-                                reason: "FailedPostStartHook",
-                                message,
+                                hook: HookKind::PostStart,
+                                detail,
                             });
                             let _ = kill_tx.send(KillGrace {
                                 grace: hooks.pod_grace,
@@ -149,12 +149,12 @@ impl Supervisor {
                                 hooks.pre_stop.as_ref().filter(|_| !kill.budget().is_zero())
                             {
                                 let started = tokio::time::Instant::now();
-                                if let Err(message) = hooks.run(pre_stop, kill.budget()).await {
-                                    let _ = tx.send(Msg::Event {
+                                if let Err(detail) = hooks.run(pre_stop, kill.budget()).await {
+                                    let _ = tx.send(Msg::HookFailed {
                                         pod,
                                         container: container.clone(),
-                                        reason: "FailedPreStopHook",
-                                        message,
+                                        hook: HookKind::PreStop,
+                                        detail,
                                     });
                                 }
                                 pre_stop_elapsed = started.elapsed();

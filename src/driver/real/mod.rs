@@ -10,7 +10,7 @@ mod containers;
 mod links;
 mod output;
 
-use super::hooks::run_hook;
+use super::hooks::{HookKind, run_hook};
 use crate::api::metrics::{ProbeKey, ProbeMetrics};
 use crate::api::objects::{self, Placement, PodIdentity, PodRef, WallClock};
 use crate::api::store::{ApiStore, Control, DeleteRefused, PodEntry, Publisher};
@@ -125,12 +125,12 @@ enum Msg {
         worker: crate::engine::WorkerId,
         outcome: ProbeOutcome,
     },
-    /// A Warning event from a task (hooks).
-    Event {
+    /// A lifecycle hook failed: `detail` is the kubelet's sync error, for the log only (R9.4).
+    HookFailed {
         pod: PodId,
         container: String,
-        reason: &'static str,
-        message: String,
+        hook: HookKind,
+        detail: String,
     },
     Exited {
         pod: PodId,
@@ -497,12 +497,12 @@ impl Supervisor {
     fn apply(&mut self, msg: Msg) {
         let now = self.now();
         match msg {
-            Msg::Event {
+            Msg::HookFailed {
                 pod,
                 container,
-                reason,
-                message,
-            } => self.emit(pod, &container, reason, EventType::Warning, message),
+                hook,
+                detail,
+            } => self.hook_failed(pod, &container, hook, detail),
             Msg::ProbeDone { worker, outcome } => {
                 if let Some(key) = self.probing.remove(&worker) {
                     let text = match &outcome {
