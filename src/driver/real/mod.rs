@@ -118,6 +118,8 @@ struct PodRun {
     deletion: Option<(Instant, i64)>,
     /// What was last published to the API, to publish only changes.
     published: Option<(PodStatus, Option<(Instant, i64)>)>,
+    /// `run`: the conditions the kubelet does not own, as patched through its API (R5.7).
+    foreign: Vec<k8s_openapi::api::core::v1::PodCondition>,
 }
 
 enum Msg {
@@ -302,6 +304,7 @@ impl Supervisor {
                 created: now,
                 deletion: None,
                 published: None,
+                foreign: Vec::new(),
             },
         );
         if let Some(api) = &mut self.api {
@@ -533,6 +536,11 @@ impl Supervisor {
                 let _ =
                     self.manager
                         .container_exited(now, pod, &container, status.code, status.signal);
+                if let Some(message) = self.termination_message(pod, &container, status.code) {
+                    let _ = self
+                        .manager
+                        .set_termination_message(pod, &container, message);
+                }
             }
         }
     }
