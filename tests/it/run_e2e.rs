@@ -1234,7 +1234,7 @@ spec:
     lifecycle:
       postStart:
         exec:
-          command: [sh, -c, 'echo "$(pwd -P) $WHO" > hook-was-here']
+          command: [sh, -c, 'echo "$(pwd -P) $WHO" > "{dir}/hook-was-here"']
     readinessProbe:
       exec:
         command: [sh, -c, 'test "$(pwd -P)" = "{dir}" && test "$WHO" = app-env']
