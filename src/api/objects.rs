@@ -184,6 +184,10 @@ pub const KUBELET_CONDITIONS: &[&str] = &[
     "Ready",
 ];
 
+/// The most conditions a pod's status patches may leave (every one is stored and published
+/// with the pod: bounded like everything that comes from outside).
+pub const MAX_FOREIGN_CONDITIONS: usize = 64;
+
 /// A `PATCH pods/NAME/status` applied to the conditions the kubelet does not own (R5.7):
 /// `current` is what they are now; the result is what they are after. A strategic merge patch
 /// merges `status.conditions` by `type` (a field set to null goes, `$patch: delete` removes the
@@ -252,6 +256,12 @@ pub fn patch_foreign_conditions(
                 list.push(Value::Object(fresh));
             }
         }
+    }
+    if list.len() > MAX_FOREIGN_CONDITIONS {
+        return Err(format!(
+            "status.conditions: Too many: {}: must have at most {MAX_FOREIGN_CONDITIONS} items",
+            list.len()
+        ));
     }
     let mut conditions = Vec::with_capacity(list.len());
     for (i, v) in list.into_iter().enumerate() {

@@ -1255,3 +1255,95 @@ spec:
     };
     assert_eq!(hook, format!("{dir} app-env\n"));
 }
+
+/// R5.7 under `run`: what `PATCH pods/NAME/status` refuses, with the API server's statuses:
+/// no token (401), a JSON patch (415), a condition status that is not True/False/Unknown or a
+/// condition without a type (422, with the field path), too many conditions (422), an unknown
+/// pod (404). Nothing refused changes the pod.
+#[test]
+fn r5_7_status_patch_refusals_under_run() {
+    let p = common::Probelet::start(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  readinessGates: [{conditionType: example.com/lb}]
+  containers:
+  - name: app
+    command: [sleep, "300"]
+"#,
+    );
+    let token = std::fs::read_to_string(&p.kubeconfig)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: ").map(str::to_string))
+        .unwrap();
+    let token = token.trim_matches('"');
+    let path = "/api/v1/namespaces/default/pods/web/status";
+    let patch = |auth: bool, media: &str, path: &str, body: &str| {
+        let auth = if auth {
+            format!("Authorization: Bearer {token}\r\n")
+        } else {
+            String::new()
+        };
+        let headers = format!("{auth}Content-Type: {media}\r\n");
+        let (code, body) = common::http_body(&p.server, "PATCH", path, &headers, body);
+        (
+            code,
+            serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
+        )
+    };
+    let strategic = "application/strategic-merge-patch+json";
+    let open = r#"{"status":{"conditions":[{"type":"example.com/lb","status":"True"}]}}"#;
+    assert_eq!(patch(false, strategic, path, open).0, 401);
+    let (code, body) = patch(true, "application/json-patch+json", path, "[]");
+    assert_eq!(code, 415, "{body}");
+    let (code, body) = patch(
+        true,
+        strategic,
+        path,
+        r#"{"status":{"conditions":[{"type":"example.com/lb","status":"Maybe"}]}}"#,
+    );
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("status.conditions[0].status: Unsupported value: \"Maybe\""),
+        "{body}"
+    );
+    let (code, body) = patch(
+        true,
+        strategic,
+        path,
+        r#"{"status":{"conditions":[{"status":"True"}]}}"#,
+    );
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("status.conditions[0].type: Required value"),
+        "{body}"
+    );
+    let many: Vec<String> = (0..65)
+        .map(|i| format!(r#"{{"type":"example.com/c{i}","status":"True"}}"#))
+        .collect();
+    let (code, body) = patch(
+        true,
+        strategic,
+        path,
+        &format!(r#"{{"status":{{"conditions":[{}]}}}}"#, many.join(",")),
+    );
+    assert_eq!(code, 422, "{body}");
+    let missing = "/api/v1/namespaces/default/pods/nope/status";
+    assert_eq!(patch(true, strategic, missing, open).0, 404);
+    let pod = p.pod_json("web");
+    assert_eq!(api_condition(&pod, "Ready")["status"], "False");
+    assert!(api_condition(&pod, "example.com/lb").is_null());
+    // And the one that is right opens the gate, answered with the pod.
+    let (code, body) = patch(true, strategic, path, open);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(api_condition(&body, "example.com/lb")["status"], "True");
+    assert_eq!(api_condition(&body, "Ready")["status"], "True");
+}
