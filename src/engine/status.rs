@@ -277,20 +277,18 @@ pub fn generate_conditions(
     [
         (
             ConditionType::Initialized,
-            initialized_condition(info, status, initialized),
+            initialized_condition(status, initialized),
         ),
         (ConditionType::ContainersReady, containers_ready),
         (ConditionType::Ready, ready),
     ]
 }
 
-/// `GeneratePodInitializedCondition`.
-fn initialized_condition(info: &PodInfo, status: &PodStatus, initialized: bool) -> Generated {
-    let has_init = info
-        .containers
-        .iter()
-        .any(|c| c.kind != ContainerKind::Regular);
-    if has_init && status.phase == PodPhase::Succeeded {
+/// `GeneratePodInitializedCondition`: a Succeeded pod's is True with `PodCompleted` (with or
+/// without init containers); an ordinary init container is incomplete until it exited 0, a
+/// sidecar until it started.
+fn initialized_condition(status: &PodStatus, initialized: bool) -> Generated {
+    if status.phase == PodPhase::Succeeded {
         return Generated::new(true, "PodCompleted", String::new());
     }
     if initialized {
@@ -299,7 +297,11 @@ fn initialized_condition(info: &PodInfo, status: &PodStatus, initialized: bool) 
     let incomplete: Vec<&str> = status
         .containers
         .iter()
-        .filter(|c| c.kind == ContainerKind::Init && !init_succeeded(c))
+        .filter(|c| match c.kind {
+            ContainerKind::Init => !init_succeeded(c),
+            ContainerKind::Sidecar => !c.started,
+            ContainerKind::Regular => false,
+        })
         .map(|c| c.name.as_str())
         .collect();
     Generated::new(

@@ -96,6 +96,34 @@ fn r8_19_a_pod_done_before_its_deadline_keeps_its_phase() {
     d.run_until(at(10.0));
     assert_eq!(status(&d, id).phase, PodPhase::Succeeded);
     assert!(events(&d).iter().all(|e| e.1 != "DeadlineExceeded"));
+    // R5.6: Initialized of a Succeeded pod, init containers or not.
+    assert_eq!(
+        condition(&d, id, ConditionType::Initialized),
+        (true, "PodCompleted".into(), String::new())
+    );
+}
+
+/// R5.6: until the pod is initialized, an ordinary init container is incomplete until it
+/// exited 0 and a sidecar until it started (`isInitContainerInitialized`).
+#[test]
+fn r5_6_initialized_names_the_incomplete_init_containers_and_sidecars() {
+    let (mut d, id) = driver(pod(
+        "p",
+        json!({"initContainers": [
+                  {"name": "side", "restartPolicy": "Always",
+                   "startupProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10}},
+                  {"name": "init"}],
+               "containers": [{"name": "app"}]}),
+    ));
+    d.run_until(at(1.0));
+    assert_eq!(
+        condition(&d, id, ConditionType::Initialized),
+        (
+            false,
+            "ContainersNotInitialized".into(),
+            "containers with incomplete status: [side init]".into()
+        )
+    );
 }
 
 fn sidecar_pod(policy: &str) -> probelet::engine::PodInfo {
