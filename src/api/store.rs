@@ -122,6 +122,20 @@ pub enum Control {
         /// Where the answer goes.
         reply: oneshot::Sender<Result<core::Pod, DeleteRefused>>,
     },
+    /// `PATCH pods/NAME/status`: set the conditions the kubelet does not own (R5.7); the
+    /// reply is the pod after the patch.
+    PatchStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The patch (checked by [`super::objects::patch_foreign_conditions`] already).
+        patch: serde_json::Value,
+        /// A strategic merge patch (else a JSON merge patch).
+        strategic: bool,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<core::Pod, DeleteRefused>>,
+    },
 }
 
 /// Why a deletion did not happen.

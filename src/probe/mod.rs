@@ -118,6 +118,8 @@ pub struct ProbeTarget {
     /// The container's environment: static values are used for exec `$(VAR)` expansion and
     /// set in the command's environment (R7.21).
     pub env: Vec<EnvVar>,
+    /// The container's `workingDir`: an exec command runs there (R7.21). `None`: probelet's own.
+    pub working_dir: Option<String>,
 }
 
 /// Measurements of one handler call, for tests and benchmarks of boundedness.
@@ -191,7 +193,8 @@ pub async fn run_probe_in(
     let no_stats = ProbeStats::failed(FailureKind::Other);
     if let Some(action) = &probe.exec {
         let command = action.command.clone().unwrap_or_default();
-        return exec::probe_in(&command, &target.env, timeout, cfg, netns).await;
+        let dir = target.working_dir.as_deref();
+        return exec::probe_in_dir(&command, &target.env, dir, timeout, cfg, netns).await;
     }
     if let Some(action) = &probe.http_get {
         let port = match resolve_port(&action.port, &target.ports) {

@@ -58,6 +58,10 @@ const TABLE: &[(&str, How)] = &[
     ),
     // docs/run.md
     (
+        "kubectl patch pod web --subresource=status --type=strategic -p '{\"status\":{\"conditions\":[{\"type\":\"example.com/lb\",\"status\":\"True\"}]}}'",
+        ByTest("r5_6_r5_7_readiness_gates_set_with_kubectl_patch_under_run"),
+    ),
+    (
         "export KUBECONFIG=~/.kube/probelet.kubeconfig",
         Not("sets a shell variable; the demo session passes the printed path to kubectl"),
     ),

@@ -1211,3 +1211,75 @@ fn r29_2_the_kubelet_port_serves_only_clients_with_a_cluster_certificate() {
     assert!(!without.status.success(), "{}", text(&without));
     assert!(!node.output().contains("panicked"));
 }
+
+/// R8.19 under `probelet node`, decided by the same engine as `run`: the real API server's pod
+/// with `activeDeadlineSeconds` gets `Normal DeadlineExceeded`, its container is stopped by the
+/// kill path, and the pod ends `Failed` with that reason and message.
+#[test]
+fn r8_19_active_deadline_under_node() {
+    let _slot = crate::common::two_at_a_time();
+    let case = Case::new("deadline");
+    let ns = case.ns.clone();
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: late}\nspec:\n  nodeName: n-deadline\n  \
+         activeDeadlineSeconds: 3\n  terminationGracePeriodSeconds: 2\n  containers:\n  \
+         - name: app\n    image: example/app\n    command: [sleep, \"300\"]\n";
+    kubectl_apply(&ns, pod);
+    let p = wait_until("Failed", Duration::from_secs(40), || {
+        let p = pod_json(&ns, "late");
+        (p["status"]["phase"] == "Failed"
+            && p["status"]["containerStatuses"][0]["state"]["terminated"].is_object())
+        .then_some(p)
+    });
+    assert_eq!(p["status"]["reason"], "DeadlineExceeded");
+    assert_eq!(
+        p["status"]["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+    let events = wait_until("the event", Duration::from_secs(20), || {
+        let e = json(&["get", "events", "-n", &ns, "-o", "json"]);
+        let items = e["items"].as_array()?.clone();
+        items
+            .iter()
+            .any(|e| e["reason"] == "DeadlineExceeded")
+            .then_some(items)
+    });
+    let exceeded = events
+        .iter()
+        .find(|e| e["reason"] == "DeadlineExceeded")
+        .unwrap();
+    assert_eq!(exceeded["type"], "Normal");
+    assert_eq!(
+        exceeded["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+}
+
+/// R8.17 and R5.6 under `probelet node`, decided by the same engine as `run`: a `Never` pod
+/// whose regular container exits 0 has its native sidecar stopped by the kill path, ends
+/// Succeeded, and its Ready is False with `PodCompleted` and no message.
+#[test]
+fn r8_17_r5_6_a_completed_pod_stops_its_sidecar_under_node() {
+    let _slot = crate::common::two_at_a_time();
+    let case = Case::new("job");
+    let ns = case.ns.clone();
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: job}\nspec:\n  nodeName: n-job\n  \
+         restartPolicy: Never\n  terminationGracePeriodSeconds: 5\n  initContainers:\n  \
+         - name: side\n    image: example/side\n    restartPolicy: Always\n    command: [sleep, \"300\"]\n  \
+         containers:\n  - name: app\n    image: example/app\n    command: [sh, -c, \"sleep 1\"]\n";
+    kubectl_apply(&ns, pod);
+    let p = wait_until("the sidecar stopped", Duration::from_secs(40), || {
+        let p = pod_json(&ns, "job");
+        p["status"]["initContainerStatuses"][0]["state"]["terminated"]
+            .is_object()
+            .then_some(p)
+    });
+    assert_eq!(p["status"]["phase"], "Succeeded", "{p:#}");
+    let ready = condition(&p, "Ready").unwrap();
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "PodCompleted");
+    assert!(ready.get("message").is_none(), "{ready}");
+    assert_eq!(
+        condition(&p, "Initialized").unwrap()["reason"],
+        "PodCompleted"
+    );
+}
