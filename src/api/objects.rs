@@ -626,7 +626,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_ready_with_an_absent_readiness_gate_is_false_with_the_kubelets_reason_and_message() {
+    fn i29_2_ready_with_an_absent_readiness_gate_is_false_with_the_kubelets_reason_and_message() {
         let mut s = engine_status(true);
         kubelet_conditions(&mut s, &[gate("example.com/lb")], &[], at(50), at(200));
         let ready = find(&s, "Ready");
@@ -644,7 +644,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_ready_follows_the_gates_conditions_in_the_api() {
+    fn i29_2_ready_follows_the_gates_conditions_in_the_api() {
         let gates = [gate("a"), gate("b")];
         let mut s = engine_status(true);
         let api = [cond("a", "False", None), cond("b", "Unknown", None)];
@@ -666,7 +666,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_ready_takes_containers_ready_while_that_is_false_whatever_the_gates() {
+    fn i29_2_ready_takes_containers_ready_while_that_is_false_whatever_the_gates() {
         let mut s = engine_status(false);
         let api = [cond("a", "True", None)];
         kubelet_conditions(&mut s, &[gate("a")], &api, at(50), at(200));
@@ -680,7 +680,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_an_unchanged_condition_keeps_the_apis_transition_time() {
+    fn i29_2_an_unchanged_condition_keeps_the_apis_transition_time() {
         let mut s = engine_status(true);
         let mut api_ready = cond("Ready", "True", None);
         api_ready.last_transition_time = Some(at(7));

@@ -275,7 +275,7 @@ mod tests {
     }
 
     #[test]
-    fn r28_1_only_the_main_process_speaks_for_the_app_unless_access_is_all() {
+    fn i28_1_only_the_main_process_speaks_for_the_app_unless_access_is_all() {
         let mut main = Access::default();
         // Before READY=1 or MAINPID=, nothing else is taken.
         assert!(!main.admit(Some(7), &[Assignment::Watchdog]));

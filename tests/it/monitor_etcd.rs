@@ -1108,7 +1108,7 @@ fn measure_writes_and_cpu() {
 /// monitor joins (the resync path) or while it runs (the watch path), it takes no targets
 /// from the live member.
 #[test]
-fn r28_12_a_member_key_without_a_lease_is_not_counted() {
+fn i28_12_a_member_key_without_a_lease_is_not_counted() {
     let _serial = serial();
     let etcd = Etcd::start();
     let targets = Targets::start();

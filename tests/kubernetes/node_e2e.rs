@@ -345,7 +345,7 @@ fn endpoint_ready(ns: &str, service: &str) -> Vec<(String, bool)> {
 }
 
 #[test]
-fn r29_2_deployment_of_3_rolls_out_its_endpointslice_lists_3_ready_pod_ips_and_each_answers() {
+fn i29_2_deployment_of_3_rolls_out_its_endpointslice_lists_3_ready_pod_ips_and_each_answers() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("rollout");
     let ns = case.ns.clone();
@@ -415,7 +415,7 @@ fn r29_2_deployment_of_3_rolls_out_its_endpointslice_lists_3_ready_pod_ips_and_e
 }
 
 #[test]
-fn r29_2_host_network_reports_a_port_clash_as_the_second_containers_failure() {
+fn i29_2_host_network_reports_a_port_clash_as_the_second_containers_failure() {
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let ns = namespace("clash");
@@ -447,7 +447,7 @@ fn r29_2_host_network_reports_a_port_clash_as_the_second_containers_failure() {
 }
 
 #[test]
-fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_it_back() {
+fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_it_back() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("readiness");
     let ns = case.ns.clone();
@@ -525,7 +525,7 @@ fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
 }
 
 #[test]
-fn r29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() {
+fn i29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("liveness");
     let ns = case.ns.clone();
@@ -569,7 +569,7 @@ fn r29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() 
 }
 
 #[test]
-fn r29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays() {
+fn i29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("gates");
     let ns = case.ns.clone();
@@ -626,7 +626,7 @@ fn r29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays
 }
 
 #[test]
-fn r29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
+fn i29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("delete");
     let ns = case.ns.clone();
@@ -697,7 +697,7 @@ fn r29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
 }
 
 #[test]
-fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_evicts() {
+fn i29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_evicts() {
     let _slot = crate::common::two_at_a_time();
     // A control plane of its own, whose node lifecycle controller waits 20 s for a lease
     // renewal instead of 50 (the nodes renew every 10 s): most of this test is that wait, and
@@ -756,7 +756,7 @@ fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_ev
 }
 
 #[test]
-fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
+fn i29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let ns = namespace("restart");
@@ -808,7 +808,7 @@ fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
 }
 
 #[test]
-fn r29_3_unreachable_api_server_wrong_token_and_rbac_403_are_one_clear_error_each() {
+fn i29_3_unreachable_api_server_wrong_token_and_rbac_403_are_one_clear_error_each() {
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let c = cluster();
@@ -869,7 +869,7 @@ fn r29_3_unreachable_api_server_wrong_token_and_rbac_403_are_one_clear_error_eac
 }
 
 #[test]
-fn r29_2_a_pod_probelet_cannot_run_gets_one_event_and_the_node_serves_the_rest() {
+fn i29_2_a_pod_probelet_cannot_run_gets_one_event_and_the_node_serves_the_rest() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("badpod");
     let ns = case.ns.clone();
@@ -921,7 +921,7 @@ fn r29_2_a_pod_probelet_cannot_run_gets_one_event_and_the_node_serves_the_rest()
 /// back (an API server out of reach for a while) must write its status again, as the kubelet's
 /// status loop does every `nodeStatusUpdateFrequency` (10 s), not only at registration.
 #[test]
-fn r29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_period() {
+fn i29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_period() {
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let _node = Node::start("n-refresh");
@@ -961,7 +961,7 @@ fn r29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_peri
 /// back are run and stopped, with the outage reported once (kube-runtime's watcher re-lists
 /// and re-watches with back-off).
 #[test]
-fn r29_3_the_pod_watch_resumes_after_an_api_server_restart() {
+fn i29_3_the_pod_watch_resumes_after_an_api_server_restart() {
     let _slot = crate::common::two_at_a_time();
     // Alone: every other test's kubectl calls would fail while the API server is down.
     let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
@@ -1010,7 +1010,7 @@ fn r29_3_the_pod_watch_resumes_after_an_api_server_restart() {
 }
 
 #[test]
-fn r29_2_steady_state_costs_no_status_write() {
+fn i29_2_steady_state_costs_no_status_write() {
     let _slot = crate::common::two_at_a_time();
     // A control plane of its own: its status-write counter then counts this node's writes
     // only. Host networking: a second control plane hands out the same pod CIDR as the
@@ -1070,7 +1070,7 @@ fn r29_2_steady_state_costs_no_status_write() {
 /// `node-cert`, `probelet node` with its default kubelet port, `kubectl apply -f
 /// examples/deployment.yaml`, and `kubectl get pods -w` until the pod is `1/1 Running`.
 #[test]
-fn r29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
+fn i29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
     let _slot = crate::common::two_at_a_time();
     // Alone: the example has no node selector, so this node must be the only one.
     let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
@@ -1179,7 +1179,7 @@ fn bin_path() -> String {
 }
 
 #[test]
-fn r29_2_the_kubelet_port_serves_only_clients_with_a_cluster_certificate() {
+fn i29_2_the_kubelet_port_serves_only_clients_with_a_cluster_certificate() {
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let node = Node::start("n-tls");
