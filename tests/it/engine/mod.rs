@@ -1,5 +1,6 @@
 //! Engine rule tests: each names the kubelet-semantics.md rule it proves.
 
+mod event_output;
 mod harness;
 mod manifests;
 mod prober_rules;
