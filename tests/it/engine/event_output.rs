@@ -1,11 +1,11 @@
 //! kubelet-semantics.md §9, R9.1 and R9.2: what a handler said reaches the event message as is,
 //! within the handler's own 10 KiB limit and no other. The outcomes come from the real handlers
-//! (a command run, an HTTP server and a closed port on 127.0.0.1); the engine that turns them
+//! (commands run, an HTTP server and a closed port on 127.0.0.1); the engine that turns them
 //! into events runs in virtual time.
 
 use super::harness::*;
 use crate::probe::support::{http_server, refused_port, response};
-use k8s_openapi::api::core::v1::{ExecAction, HTTPGetAction, Probe, TCPSocketAction};
+use k8s_openapi::api::core::v1::{ExecAction, GRPCAction, HTTPGetAction, Probe, TCPSocketAction};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use probelet::engine::Action;
 use probelet::engine::events::EventStore;
@@ -68,7 +68,7 @@ fn first_probe_event(outcome: &ProbeOutcome) -> (&'static str, String, String) {
 
 /// R9.1: exec gives stdout then stderr; an exec with no output ends in ": "; an HTTP failure
 /// gives the fixed status text and never the body; an HTTP warning gives the body; a TCP
-/// failure gives the dial error.
+/// failure gives the dial error; gRPC gives its R7.20 text.
 #[tokio::test]
 async fn r9_1_the_event_carries_each_handlers_output_as_is() {
     let out = handler_outcome(exec(
@@ -124,6 +124,24 @@ async fn r9_1_the_event_carries_each_handlers_output_as_is() {
         "a dial error: {output:?}"
     );
     assert_eq!(message, format!("Liveness probe failed: {output}"));
+
+    // gRPC: a text of R7.20 (a refused port waits out the 1 s connect deadline, as upstream).
+    let grpc = Probe {
+        grpc: Some(GRPCAction {
+            port: i32::from(port),
+            service: None,
+        }),
+        ..Default::default()
+    };
+    let (reason, message, _) = first_probe_event(&handler_outcome(grpc).await);
+    assert_eq!(reason, "Unhealthy");
+    assert_eq!(
+        message,
+        format!(
+            "Liveness probe failed: timeout: failed to connect service \"127.0.0.1:{port}\" \
+             within 1s: context deadline exceeded"
+        )
+    );
 }
 
 /// R9.2: 20 KiB of exec output or of a redirect's body reach the event cut at the handler's
