@@ -1211,3 +1211,125 @@ fn i29_2_the_kubelet_port_serves_only_clients_with_a_cluster_certificate() {
     assert!(!without.status.success(), "{}", text(&without));
     assert!(!node.output().contains("panicked"));
 }
+
+/// R14.1: the node's Lease in `kube-node-lease`, named after the node, held by it for 40 s,
+/// owned by the Node object, and renewed (its `renewTime` moves on while the node runs).
+#[test]
+fn r14_1_the_node_lease_is_held_by_the_node_for_40_s_owned_by_it_and_renewed() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    // The host network: the lease does not depend on the pod network, and needs no link.
+    let node = Node::start_at("n-lease", "127.0.0.1", &["--pod-network", "host"]);
+    let path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n-lease";
+    let end = Instant::now() + Duration::from_secs(30);
+    let lease = loop {
+        if let Some(lease) = api_get(path) {
+            break lease;
+        }
+        assert!(
+            Instant::now() < end,
+            "no lease {path} within 30 s; leases: {}\nnode output:\n{}",
+            text(&kubectl(&["get", "leases", "-A"])),
+            node.output()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(lease["spec"]["holderIdentity"], "n-lease", "{lease}");
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 40, "{lease}");
+    let owner = &lease["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["kind"], "Node", "{lease}");
+    assert_eq!(owner["name"], "n-lease", "{lease}");
+    assert_eq!(
+        owner["uid"],
+        node_json("n-lease")["metadata"]["uid"],
+        "{lease}"
+    );
+    let first = lease["spec"]["renewTime"].clone();
+    assert!(first.is_string(), "{lease}");
+    // Renewed every 10 s: a second renewal shows within the 40 s the lease is valid for.
+    wait_until("the lease renewed", Duration::from_secs(40), || {
+        let renewed = api_get(path)?["spec"]["renewTime"].clone();
+        (renewed != first).then_some(())
+    });
+    assert!(!node.output().contains("panicked"));
+}
+
+/// R14.4: probe events reach the API server from the kubelet of the node (`source.component:
+/// kubelet`, `source.host: NAME`), about the container, with §9's reason and message.
+#[test]
+fn r14_4_probe_events_go_to_the_api_server_as_the_nodes_kubelet() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("events");
+    let node = Node::start_at("n-events", "127.0.0.1", &["--pod-network", "host"]);
+    let port = common::free_port();
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  nodeName: {}\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"127.0.0.1:{}\"]\n    readinessProbe: {{exec: {{command: [sh, -c, \"echo not yet; exit 1\"]}}, periodSeconds: 1}}\n",
+        node.name, port
+    );
+    kubectl_apply(&ns, &pod);
+    let event = wait_until("an Unhealthy event", Duration::from_secs(30), || {
+        let events = api_get(&format!("/api/v1/namespaces/{ns}/events"))?;
+        events["items"]
+            .as_array()?
+            .iter()
+            .find(|e| e["reason"] == "Unhealthy")
+            .cloned()
+    });
+    assert_eq!(event["type"], "Warning", "{event}");
+    assert_eq!(
+        event["message"], "Readiness probe failed: not yet\n",
+        "{event}"
+    );
+    assert_eq!(event["source"]["component"], "kubelet", "{event}");
+    assert_eq!(event["source"]["host"], "n-events", "{event}");
+    assert_eq!(event["involvedObject"]["kind"], "Pod", "{event}");
+    assert_eq!(event["involvedObject"]["name"], "web", "{event}");
+    assert_eq!(
+        event["involvedObject"]["fieldPath"], "spec.containers{app}",
+        "{event}"
+    );
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// R14.3: a node runs the pods bound to it (`spec.nodeName`) and no other node's; a pod it runs
+/// that is deleted leaves the API server once its container has stopped: the kubelet deletes
+/// the object itself (nothing else would: a deleted pod's object waits for its kubelet).
+#[test]
+fn r14_3_the_node_runs_only_its_pods_and_deletes_a_deleted_pod_after_its_container_stops() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("mine");
+    let _node = Node::start_at("n-mine", "127.0.0.1", &["--pod-network", "host"]);
+    let pod = |name: &str, node: &str, marker: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"{marker}\"]\n"
+        )
+    };
+    let mine = format!("127.0.0.1:{}", common::free_port());
+    let theirs = format!("127.0.0.1:{}", common::free_port());
+    kubectl_apply(&ns, &pod("theirs", "n-elsewhere", &theirs));
+    kubectl_apply(&ns, &pod("mine", "n-mine", &mine));
+    wait_until("mine Running", Duration::from_secs(30), || {
+        (pod_json(&ns, "mine")["status"]["phase"] == "Running").then_some(())
+    });
+    assert!(process_with(&mine).is_some());
+    // The other node's pod: no process here, no status from this node.
+    assert!(process_with(&theirs).is_none());
+    let other = pod_json(&ns, "theirs");
+    assert!(other["status"]["containerStatuses"].is_null(), "{other}");
+    assert_eq!(other["status"]["phase"], "Pending", "{other}");
+
+    kubectl_ok(&["delete", "pod", "-n", &ns, "mine", "--wait=false"]);
+    let path = format!("/api/v1/namespaces/{ns}/pods/mine");
+    wait_until(
+        "mine gone from the API server",
+        Duration::from_secs(25),
+        || api_get(&path).is_none().then_some(()),
+    );
+    assert!(
+        process_with(&mine).is_none(),
+        "the container's process survived"
+    );
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
