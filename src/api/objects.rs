@@ -646,7 +646,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_the_sandbox_condition_is_true_since_the_pod_runs_here() {
+    fn i29_2_the_sandbox_condition_is_true_since_the_pod_runs_here() {
         let mut s = engine_status();
         kubelet_conditions(&mut s, &[], at(50));
         let sandbox = find(&s, "PodReadyToStartContainers");
@@ -655,7 +655,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_an_unchanged_condition_keeps_the_apis_transition_time() {
+    fn i29_2_an_unchanged_condition_keeps_the_apis_transition_time() {
         let mut s = engine_status();
         let mut api_ready = cond("Ready", "True", None);
         api_ready.last_transition_time = Some(at(7));

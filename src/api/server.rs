@@ -1532,7 +1532,7 @@ mod watch_tests {
     /// in it MODIFIED, leaving it DELETED with the last selected state at the change's
     /// version; outside it before and after, nothing.
     #[test]
-    fn r31_6_watch_events_follow_the_selection() {
+    fn i31_6_watch_events_follow_the_selection() {
         let spec: core::PodSpec =
             serde_json::from_value(json!({"containers": [{"name": "app", "command": ["x"]}]}))
                 .unwrap();

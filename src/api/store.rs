@@ -536,7 +536,7 @@ mod tests {
     /// `storage.Preconditions.Check`: a UID or resource version other than the object's is a
     /// conflict, in upstream's words; none given, or the object's own, passes.
     #[test]
-    fn r31_2_preconditions_check_uid_then_resource_version() {
+    fn i31_2_preconditions_check_uid_then_resource_version() {
         let meta = ObjectMeta {
             uid: Some("u-1".into()),
             resource_version: Some("7".into()),

@@ -473,7 +473,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_an_image_only_container_cannot_run_and_says_why() {
+    fn i29_2_an_image_only_container_cannot_run_and_says_why() {
         let s = spec(
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: web, image: nginx}\n  - {name: ok, image: x, command: [sleep, '1']}\n",
         );
@@ -483,7 +483,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_4_unsupported_fields_are_named_and_the_service_account_volume_is_not() {
+    fn i29_4_unsupported_fields_are_named_and_the_service_account_volume_is_not() {
         let s = spec(
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes:\n  - {name: kube-api-access-abcde, projected: {sources: []}}\n  containers:\n  - {name: web, command: [x]}\n",
         );

@@ -137,7 +137,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_a_status_is_written_once_until_it_changes() {
+    fn i29_2_a_status_is_written_once_until_it_changes() {
         let mut s = state();
         let patch = status_patch("u1", &s).expect("first write");
         assert_eq!(patch["metadata"]["uid"], "u1");
@@ -149,7 +149,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_a_condition_without_reason_clears_the_old_reason_in_the_merge() {
+    fn i29_2_a_condition_without_reason_clears_the_old_reason_in_the_merge() {
         let patch = status_patch("u1", &state()).unwrap();
         let ready = patch["status"]["conditions"]
             .as_array()

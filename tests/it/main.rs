@@ -39,6 +39,7 @@ mod monitor_e2e;
 mod monitor_etcd;
 mod pod_network;
 mod probe;
+mod rule_coverage;
 mod rules;
 mod run_e2e;
 mod run_vs_simulate;

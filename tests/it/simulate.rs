@@ -537,7 +537,7 @@ fn r8_15_simulate_shows_sidecars_stopping_after_the_app_in_reverse_order() {
 /// back-off (slow-start-killed's CrashLoopBackOff) are drawn with different patterns, each with
 /// its own legend entry.
 #[test]
-fn r26_10_back_off_and_scenario_windows_have_their_own_legend_entries() {
+fn i26_10_back_off_and_scenario_windows_have_their_own_legend_entries() {
     let windows = probelet::sim::svg::render(&example("db-hiccups"));
     assert!(
         windows.contains(r#"fill="url(#window)" opacity"#),
