@@ -21,6 +21,7 @@ async fn handler_outcome(probe: Probe) -> ProbeOutcome {
         host: "127.0.0.1".into(),
         ports: vec![],
         env: vec![],
+        working_dir: None,
     };
     run_probe(&probe, &target, &ProbeConfig::default()).await
 }
