@@ -444,7 +444,9 @@ fn i44_2_a_dry_run_delete_with_the_largest_grace_is_answered() {
         "DELETE",
         pod,
         &format!("{auth}Content-Type: application/json\r\n"),
-        &format!(r#"{{"kind":"DeleteOptions","apiVersion":"v1","dryRun":["All"],"gracePeriodSeconds":{GRACE_MAX}}}"#),
+        &format!(
+            r#"{{"kind":"DeleteOptions","apiVersion":"v1","dryRun":["All"],"gracePeriodSeconds":{GRACE_MAX}}}"#
+        ),
     );
     for (code, body) in [by_query, by_body] {
         assert_eq!(code, 200, "{body}");
@@ -471,13 +473,22 @@ fn i44_2_a_dry_run_delete_with_the_largest_grace_is_answered() {
 #[test]
 fn i44_3_a_pods_negative_grace_is_refused_and_the_largest_is_served() {
     let _slot = common::two_at_a_time();
-    let (code, stderr) = run_refused(&sleeper("web", "-1"));
-    assert_eq!(code, 2, "{stderr}");
+    // `validate`, not `run`: the old code ran such a pod (and this test would wait on it).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pod.yaml");
+    std::fs::write(&path, sleeper("web", "-1")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .arg("validate")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        stderr.contains(
-            "spec.terminationGracePeriodSeconds: Invalid value: -1: must be greater than or equal to 0"
+        text.contains(
+            "pod.yaml:5:3: Pod/web: spec.terminationGracePeriodSeconds: Invalid value: -1: must be greater than or equal to 0"
         ),
-        "{stderr}"
+        "{text}"
     );
     let mut run = Supervised::start(&sleeper("forever", GRACE_MAX));
     let containers = run.children_named("sleep", 1);
