@@ -465,10 +465,11 @@ fn kill_and_fail(pids: &[i32], what: &str) {
     assert!(pids.is_empty(), "{what}: {pids:?} survived");
 }
 
-/// Issue 44 item 4: exec probes in flight when the monitor is killed with SIGKILL die with it
-/// (the containment watcher `run` uses kills their process groups), a grandchild included.
+/// Issue 44 (after crash 6, processes left behind): exec probes in flight when the monitor is
+/// killed with SIGKILL die with it (the containment watcher `run` uses kills their process
+/// groups), a grandchild included.
 #[test]
-fn i44_4_a_killed_monitors_exec_probes_die_with_it() {
+fn i44_6_a_killed_monitors_exec_probes_die_with_it() {
     let marker = (900_000 + std::process::id() % 90_000).to_string();
     let (child, grandchild) = (format!("{marker}1"), format!("{marker}2"));
     let dir = tempfile::tempdir().unwrap();
