@@ -558,3 +558,41 @@ fn i44_6_bench_bounds_its_targets_and_its_target_dies_with_it() {
     let left: Vec<i32> = started.into_iter().filter(|p| !gone(*p)).collect();
     kill_and_fail(&left, "bench's target outlived it");
 }
+
+/// The same for the sidecar (the small `probelet-sidecar` binary, which re-executes itself as
+/// its watcher): its exec checks in flight die with it on `kill -9`.
+#[test]
+fn i44_6_a_killed_sidecars_exec_checks_die_with_it() {
+    let marker = (800_000 + std::process::id() % 90_000).to_string();
+    let (child, grandchild) = (format!("{marker}1"), format!("{marker}2"));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "checks:\n- name: slow\n  probe:\n    exec: {{command: [sh, -c, 'sleep {grandchild} & exec sleep {child}']}}\n    timeoutSeconds: 600\n    periodSeconds: 1\n"
+        ),
+    )
+    .unwrap();
+    let mut sidecar = std::process::Command::new(env!("CARGO_BIN_EXE_probelet-sidecar"))
+        .arg(&config)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let argvs = [["sleep", child.as_str()], ["sleep", grandchild.as_str()]];
+    for argv in &argvs {
+        let found = wait_processes(argv, |n| n >= 1);
+        if found.is_empty() {
+            let _ = sidecar.kill();
+        }
+        assert!(!found.is_empty(), "the exec check {argv:?} runs");
+    }
+    sidecar.kill().unwrap(); // SIGKILL
+    sidecar.wait().unwrap();
+    for argv in &argvs {
+        let left = wait_processes(argv, |n| n == 0);
+        kill_and_fail(&left, &format!("{argv:?} outlived the sidecar"));
+    }
+}
