@@ -58,12 +58,6 @@ pub fn seconds_unsigned_clamped(secs: u64) -> Duration {
     Duration::from_secs(secs.min(MAX_SECONDS))
 }
 
-/// Microseconds given unsigned (`WATCHDOG_USEC`, `EXTEND_TIMEOUT_USEC`), clamped to
-/// [`MAX_SECONDS`].
-pub fn micros_clamped(usec: u64) -> Duration {
-    Duration::from_micros(usec).min(MAX_DURATION)
-}
-
 /// Fractional seconds (a scenario's `latency: 1.5`, a flag's `2.5`), refused when NaN,
 /// infinite, negative or above [`MAX_SECONDS`]; `from_secs_f64` panics on those.
 pub fn secs_f64(secs: f64) -> Result<Duration, OutOfRange> {
@@ -103,8 +97,6 @@ mod tests {
         assert_eq!(seconds_clamped(i64::MAX), Ok(MAX_DURATION));
         assert_eq!(seconds_clamped(-1), Err(OutOfRange::Negative));
         assert_eq!(seconds_unsigned_clamped(u64::MAX), MAX_DURATION);
-        assert_eq!(micros_clamped(u64::MAX), MAX_DURATION);
-        assert_eq!(micros_clamped(1_500_000), Duration::from_millis(1500));
     }
 
     #[test]
