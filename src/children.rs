@@ -54,3 +54,23 @@ pub fn is_ours(pid: i32) -> bool {
 pub fn all() -> Vec<i32> {
     registry().iter().copied().collect()
 }
+
+/// Makes the process `cmd` starts get SIGKILL when its parent ends, however it ends (a panic,
+/// an abort, `kill -9`): for helper processes that must never outlive probelet (`bench`'s
+/// target). Containers and exec probes have the containment watcher
+/// ([`crate::runtime::containment`]) too, which also reaches their descendants.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = rustix::process::getpid();
+    // SAFETY: only async-signal-safe system calls (prctl, getppid), no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            // The parent died between fork and prctl: the signal will never come.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(io::ErrorKind::BrokenPipe.into());
+            }
+            Ok(())
+        });
+    }
+}

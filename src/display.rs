@@ -121,10 +121,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     secs_to_duration(total).ok_or_else(bad)
 }
 
-/// Seconds as a duration: `None` for NaN, negative values and more than about 300 years.
+/// Seconds as a duration: `None` for NaN, negative values and more than
+/// [`crate::bounded::MAX_SECONDS`] (about 68 years).
 pub fn secs_to_duration(secs: f64) -> Option<Duration> {
-    // Guard against NaN, negatives and values beyond ~584 years (Instant is u64 nanoseconds).
-    (secs.is_finite() && (0.0..1.0e10).contains(&secs)).then(|| Duration::from_secs_f64(secs))
+    crate::bounded::secs_f64(secs).ok()
 }
 
 /// apimachinery's `duration.HumanDuration`: `45s`, `2m5s`, `10m`, `3h20m`, `2d4h`, `1y30d`.

@@ -19,6 +19,8 @@
 //!   proved by simulation.
 //! * [`node`]: `probelet node`, a node of a real control plane: the supervisor's pods from
 //!   and their status to a real API server.
+//! * [`bounded`]: the one checked conversion of outside numbers to durations and deadlines.
+//! * [`panics`]: panic containment: per request at the server edge, the kill path for the rest.
 //! * [`server`]: the one server edge (connection cap, timeouts, accept back-off) every
 //!   server probelet runs goes through.
 //! * [`http_client`]: the one HTTP client edge for probelet's own calls (Alertmanager, etcd,
@@ -30,6 +32,7 @@
 
 pub mod alerts;
 pub mod api;
+pub mod bounded;
 pub mod calibrate;
 pub mod children;
 pub mod display;
@@ -41,6 +44,7 @@ pub mod logs;
 pub mod monitor;
 pub mod node;
 pub mod outcome;
+pub mod panics;
 pub mod probe;
 pub mod runtime;
 pub mod server;

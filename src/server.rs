@@ -11,6 +11,10 @@
 //! used: it runs from the moment a keep-alive connection starts waiting, so it would close
 //! every idle connection at the header timeout instead.
 //!
+//! A panic while a handler works out its answer is caught here, per request: one line on
+//! stderr with the request's method and path (no query, no headers: they may carry secrets),
+//! a 500 to the client, and the server goes on (`crate::panics`, docs/hostile-input.md).
+//!
 //! At the connection cap a new connection evicts the longest-idle one, so clients that open
 //! connections and send nothing (or one byte) can never hold every slot; when none is idle, it
 //! evicts one whose requests are all still unanswered (a client that announces a body and never
@@ -257,11 +261,13 @@ pub fn serve_on_own_thread<H: Handler>(
     std::thread::Builder::new()
         .name("http".into())
         .spawn(move || {
-            runtime.block_on(async move {
-                match TcpListener::from_std(listener) {
-                    Ok(l) => serve(l, handler, protocols, limits).await,
-                    Err(e) => eprintln!("probelet: cannot serve HTTP: {e}"),
-                }
+            crate::panics::essential("the HTTP server", || {
+                runtime.block_on(async move {
+                    match TcpListener::from_std(listener) {
+                        Ok(l) => serve(l, handler, protocols, limits).await,
+                        Err(e) => eprintln!("probelet: cannot serve HTTP: {e}"),
+                    }
+                })
             })
         })?;
     Ok(())
@@ -320,8 +326,13 @@ impl Conn<'_> {
                 answering: false,
             };
             let handler = handler.clone();
+            let line = RequestLine::of(&req);
             async move {
-                let response = handler.handle(req).await;
+                let answer = std::panic::AssertUnwindSafe(handler.handle(req));
+                let response = match futures::FutureExt::catch_unwind(answer).await {
+                    Ok(response) => response,
+                    Err(payload) => line.panicked(crate::panics::message(&*payload)),
+                };
                 guard.answering = true;
                 guard.state.answering.fetch_add(1, Ordering::AcqRel);
                 Ok::<_, std::convert::Infallible>(response.map(|body| {
@@ -374,6 +385,35 @@ impl Conn<'_> {
                 }
             }
         }
+    }
+}
+
+/// What a panic report says about its request: the method and the path, never the query or
+/// the headers (tokens, passwords in URLs).
+struct RequestLine {
+    method: hyper::Method,
+    path: String,
+}
+
+impl RequestLine {
+    fn of<B>(req: &Request<B>) -> RequestLine {
+        RequestLine {
+            method: req.method().clone(),
+            path: req.uri().path().to_string(),
+        }
+    }
+
+    /// Logs the panic in one line and answers 500: the process and its containers go on.
+    fn panicked(&self, message: &str) -> Response<Body> {
+        eprintln!(
+            "probelet: a bug: the answer to {} {} panicked ({}); answered 500, still serving",
+            self.method,
+            crate::display::terminal(&self.path),
+            crate::display::terminal(message),
+        );
+        let mut response = Response::new(Body::from("internal server error\n"));
+        *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+        response
     }
 }
 
@@ -506,6 +546,46 @@ impl hyper::body::Body for Tracked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Answers `/panic` with a panic (as a bug reached by a request would), anything else 200.
+    #[derive(Clone)]
+    struct PanicsOnSome;
+
+    impl Handler for PanicsOnSome {
+        async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+            if req.uri().path() == "/panic" {
+                panic!("overflow when adding duration to instant");
+            }
+            Response::new(Body::from("ok"))
+        }
+    }
+
+    /// One HTTP/1.1 request on a new connection; the status line's code.
+    async fn status_of(addr: std::net::SocketAddr, target: &str) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let req = format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text).await;
+        text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0)
+    }
+
+    /// Issue 44 crash 1, contained: a panic in one request's handler is that request's 500,
+    /// and the server goes on.
+    #[tokio::test]
+    async fn i44_1_a_panicking_handler_answers_500_and_the_server_goes_on() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = ServerLimits::for_nofile(1024);
+        let server = tokio::spawn(serve(listener, PanicsOnSome, Protocols::Http1, limits));
+        assert_eq!(status_of(addr, "/panic?token=secret").await, 500);
+        assert_eq!(status_of(addr, "/healthz").await, 200);
+        assert_eq!(status_of(addr, "/panic").await, 500);
+        assert_eq!(status_of(addr, "/healthz").await, 200);
+        assert!(!server.is_finished());
+        server.abort();
+    }
 
     #[test]
     fn the_connection_cap_is_a_quarter_of_the_open_file_limit() {

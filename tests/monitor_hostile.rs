@@ -426,3 +426,173 @@ fn i28_13_status_storms_and_reloads_leave_the_probes_on_time() {
         "{late} of {all} probes started > 100 ms late"
     );
 }
+
+/// The PIDs of live processes whose command line is `argv` (zombies left out).
+fn processes_running(argv: &[&str]) -> Vec<i32> {
+    let want = argv.join("\0") + "\0";
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want.as_bytes())
+                && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| !r.starts_with(" Z")))
+        })
+        .collect()
+}
+
+/// Waits (10 s at most) until `pred` holds of the processes running `argv`; the last ones seen.
+fn wait_processes(argv: &[&str], pred: impl Fn(usize) -> bool) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let pids = processes_running(argv);
+        if pred(pids.len()) || Instant::now() > deadline {
+            return pids;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SIGKILLs `pids` (what a failing test found left behind), then fails with `what`.
+fn kill_and_fail(pids: &[i32], what: &str) {
+    for pid in pids {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(*pid).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+    assert!(pids.is_empty(), "{what}: {pids:?} survived");
+}
+
+/// Issue 44 (after crash 6, processes left behind): exec probes in flight when the monitor is
+/// killed with SIGKILL die with it (the containment watcher `run` uses kills their process
+/// groups), a grandchild included.
+#[test]
+fn i44_6_a_killed_monitors_exec_probes_die_with_it() {
+    let marker = (900_000 + std::process::id() % 90_000).to_string();
+    let (child, grandchild) = (format!("{marker}1"), format!("{marker}2"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("targets.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "targets:\n- name: slow\n  probe:\n    exec: {{command: [sh, -c, 'sleep {grandchild} & exec sleep {child}']}}\n    timeoutSeconds: 600\n    periodSeconds: 1\n"
+        ),
+    )
+    .unwrap();
+    let (mut m, _port, _lines) = monitor(&file, 1024, &[]);
+    let argvs = [["sleep", child.as_str()], ["sleep", grandchild.as_str()]];
+    for argv in &argvs {
+        let found = wait_processes(argv, |n| n >= 1);
+        assert!(!found.is_empty(), "the exec probe {argv:?} runs");
+    }
+    m.child.kill().unwrap(); // SIGKILL: no handler, no shutdown path
+    m.child.wait().unwrap();
+    for argv in &argvs {
+        let left = wait_processes(argv, |n| n == 0);
+        kill_and_fail(&left, &format!("{argv:?} outlived the monitor"));
+    }
+}
+
+/// Issue 44 crash 6: `bench -n 18446744073709551615` was a capacity overflow; it is a clear
+/// error before anything starts. And the target process `bench` starts for itself dies with it
+/// however `bench` ends (here `kill -9`).
+#[test]
+fn i44_6_bench_bounds_its_targets_and_its_target_dies_with_it() {
+    let out = std::process::Command::new(common::hostile::probelet_bin())
+        .args(["bench", "-n", "18446744073709551615", "--duration", "2s"])
+        .args(["--warmup", "1s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: --targets must be at most 1000000 (got 18446744073709551615)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    let mut bench = std::process::Command::new(common::hostile::probelet_bin())
+        .args(["bench", "-n", "2", "--duration", "60s", "--warmup", "1s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let target = || {
+        let bench = bench.id() as i32;
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.windows(14).any(|w| w == b"--serve-target"))
+                    && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                        s.rsplit(')')
+                            .next()
+                            .and_then(|r| r.split_whitespace().nth(1))
+                            == Some(&bench.to_string())
+                    })
+            })
+            .collect::<Vec<i32>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut started = target();
+    while started.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        started = target();
+    }
+    assert_eq!(started.len(), 1, "bench starts its target");
+    bench.kill().unwrap();
+    bench.wait().unwrap();
+    let gone = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit(')').next().is_some_and(|r| r.starts_with(" Z"))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(started[0]) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<i32> = started.into_iter().filter(|p| !gone(*p)).collect();
+    kill_and_fail(&left, "bench's target outlived it");
+}
+
+/// The same for the sidecar (the small `probelet-sidecar` binary, which re-executes itself as
+/// its watcher): its exec checks in flight die with it on `kill -9`.
+#[test]
+fn i44_6_a_killed_sidecars_exec_checks_die_with_it() {
+    let marker = (800_000 + std::process::id() % 90_000).to_string();
+    let (child, grandchild) = (format!("{marker}1"), format!("{marker}2"));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "checks:\n- name: slow\n  probe:\n    exec: {{command: [sh, -c, 'sleep {grandchild} & exec sleep {child}']}}\n    timeoutSeconds: 600\n    periodSeconds: 1\n"
+        ),
+    )
+    .unwrap();
+    let mut sidecar = std::process::Command::new(env!("CARGO_BIN_EXE_probelet-sidecar"))
+        .arg(&config)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let argvs = [["sleep", child.as_str()], ["sleep", grandchild.as_str()]];
+    for argv in &argvs {
+        let found = wait_processes(argv, |n| n >= 1);
+        if found.is_empty() {
+            let _ = sidecar.kill();
+        }
+        assert!(!found.is_empty(), "the exec check {argv:?} runs");
+    }
+    sidecar.kill().unwrap(); // SIGKILL
+    sidecar.wait().unwrap();
+    for argv in &argvs {
+        let left = wait_processes(argv, |n| n == 0);
+        kill_and_fail(&left, &format!("{argv:?} outlived the sidecar"));
+    }
+}

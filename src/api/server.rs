@@ -1106,7 +1106,10 @@ async fn delete_pod(req: &Request, ns: &str, name: &str) -> Response {
                     .and_then(|s| s.termination_grace_period_seconds)
                     .unwrap_or(30)
             });
-            let at = SystemTime::now() + Duration::from_secs(grace as u64);
+            // Validated non-negative above; the time is clamped, the field keeps the number
+            // (the API server writes any int64 there).
+            let wait = crate::bounded::seconds_clamped(grace).unwrap_or_default();
+            let at = crate::bounded::system_time_after(SystemTime::now(), wait);
             pod.metadata.deletion_timestamp = Some(
                 k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(super::objects::timestamp(at)),
             );
@@ -1235,8 +1238,10 @@ fn watch(req: &Request, filter: Filter, versions: Versions) -> Response {
     let store = req.store.clone();
     let table = req.wants_table();
     let include = IncludeObject::parse(req.params.get("includeObject"));
+    // The API server takes any int64 here (`time.Duration(n) * time.Second`, which wraps in
+    // Go); a watch longer than `bounded::MAX_SECONDS` (68 years) is a watch for ever: clamped.
     let timeout = match req.params.number::<u64>("timeoutSeconds") {
-        Ok(t) => t.map(Duration::from_secs),
+        Ok(t) => t.map(crate::bounded::seconds_unsigned_clamped),
         Err(e) => return bad_request(&e),
     };
     let current = store.snapshot().resource_version;
@@ -1311,7 +1316,8 @@ fn watch(req: &Request, filter: Filter, versions: Versions) -> Response {
                 rv
             }
         };
-        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let deadline =
+            timeout.map(|t| crate::bounded::instant_after(tokio::time::Instant::now(), t));
         loop {
             let changes: Vec<Arc<Change>> = match store.changes_since(last) {
                 Ok(c) => c,
@@ -1397,7 +1403,10 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
     }
     // The oldest line to show: `sinceSeconds` back from now, or `sinceTime`.
     let since = match (since_seconds, since_time) {
-        (Some(s), _) => SystemTime::now().checked_sub(Duration::from_secs(s as u64)),
+        (Some(s), _) => {
+            let back = crate::bounded::seconds_clamped(s).unwrap_or_default();
+            SystemTime::now().checked_sub(back)
+        }
         (None, Some(t)) => match t.parse::<k8s_openapi::jiff::Timestamp>() {
             Ok(t) => {
                 Some(SystemTime::UNIX_EPOCH + Duration::from_secs(t.as_second().max(0) as u64))

@@ -21,5 +21,9 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // The sidecar re-executes itself as its containment watcher (see runtime::containment).
+    if let Some(code) = probelet::runtime::containment::watcher_main() {
+        return code;
+    }
     sidecar::run(Cli::parse().args)
 }

@@ -85,6 +85,10 @@ pub enum Mode {
     Tcp,
 }
 
+/// The most targets `bench` runs: ten times the monitor's measured scale (BENCHMARKS.md), far
+/// beyond what one process has descriptors for at a 1 s period.
+const MAX_TARGETS: usize = 1_000_000;
+
 /// Runs `probelet bench`.
 pub fn run(args: Args) -> ExitCode {
     match run_inner(args) {
@@ -105,6 +109,13 @@ fn run_inner(args: Args) -> anyhow::Result<()> {
     }
     if args.targets == 0 || args.period < 1 || args.timeout < 1 {
         bail!("--targets, --period and --timeout must be at least 1");
+    }
+    // Every target is allocated up front: an unbounded count was a capacity overflow.
+    if args.targets > MAX_TARGETS {
+        bail!(
+            "--targets must be at most {MAX_TARGETS} (got {}): each target holds memory and, while probed, a descriptor",
+            args.targets
+        );
     }
     if args.warmup >= args.duration {
         bail!("--warmup must be shorter than --duration");
@@ -593,6 +604,8 @@ fn start_target(cpu: Option<usize>) -> anyhow::Result<(Child, SocketAddr)> {
     let exe = std::env::current_exe().context("cannot find the probelet binary")?;
     let mut cmd = Command::new(exe);
     cmd.args(["bench", "--serve-target", "127.0.0.1:0"]);
+    // Killed with this process, however it ends (an error, a panic, a kill).
+    probelet::children::die_with_parent(&mut cmd);
     if let Some(c) = cpu {
         cmd.args(["--target-cpu", &c.to_string()]);
     }

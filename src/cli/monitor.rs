@@ -244,6 +244,8 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let nofile = raise_nofile_limit();
+    // Exec probes die with the monitor, even on `kill -9` (the watcher `run` uses).
+    probelet::runtime::containment::init();
     return_large_buffers();
     let max_in_flight = args
         .max_in_flight
@@ -285,7 +287,7 @@ pub fn run(args: Args) -> ExitCode {
         format: args.output,
         pending: live_table.then(Arc::default),
     };
-    runtime.block_on(async move {
+    let monitor = async move {
         // Ctrl-C and SIGTERM are taken from here on: registered only when the stop future was
         // first polled, a Ctrl-C just after "serving" killed the monitor by the signal's
         // default action instead of a graceful exit 0 (issue 48 item 4).
@@ -308,11 +310,16 @@ pub fn run(args: Args) -> ExitCode {
         out.invalid(&file_name, &loaded.invalid);
         let wake = Arc::new(tokio::sync::Notify::new());
         // --etcd: this monitor probes only its share (src/monitor/cluster).
-        let settings = args.cluster.settings(&addr.to_string(), args.file.is_none());
+        let settings = args
+            .cluster
+            .settings(&addr.to_string(), args.file.is_none());
         let (summary, cluster) = match settings {
             None => (shared.apply(loaded), None),
             Some(s) => {
-                let notice = { let out = out.clone(); move |e, t| out.notice(e, t) };
+                let notice = {
+                    let out = out.clone();
+                    move |e, t| out.notice(e, t)
+                };
                 match super::targets::join(s, &shared, &wake, loaded, notice).await {
                     Ok(joined) => joined,
                     Err(code) => return code,
@@ -344,11 +351,21 @@ pub fn run(args: Args) -> ExitCode {
         }
         // Reloads: SIGHUP, and file changes with --watch.
         let reload = {
-            let (shared, out, wake, path, cluster) =
-                (shared.clone(), out.clone(), wake.clone(), args.file.clone(), cluster.clone());
+            let (shared, out, wake, path, cluster) = (
+                shared.clone(),
+                out.clone(),
+                wake.clone(),
+                args.file.clone(),
+                cluster.clone(),
+            );
             move |why: &'static str| {
-                let (shared, out, wake, path, cluster) =
-                    (shared.clone(), out.clone(), wake.clone(), path.clone(), cluster.clone());
+                let (shared, out, wake, path, cluster) = (
+                    shared.clone(),
+                    out.clone(),
+                    wake.clone(),
+                    path.clone(),
+                    cluster.clone(),
+                );
                 async move {
                     let Some(path) = path else {
                         eprintln!("probelet monitor: {why} ignored: the targets come from etcd");
@@ -421,7 +438,9 @@ pub fn run(args: Args) -> ExitCode {
             n.leave().await;
         }
         ExitCode::SUCCESS
-    })
+    };
+    // A panic in the scheduler stops the process; the watcher kills its exec probes.
+    probelet::panics::essential("the monitor", move || runtime.block_on(monitor))
 }
 
 /// A targets file read for a reload: prepared for this monitor's scheduler, or whole for the

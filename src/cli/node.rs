@@ -129,7 +129,7 @@ pub fn run(args: Args) -> ExitCode {
     let Some(runtime) = supervisor_runtime() else {
         return ExitCode::from(2);
     };
-    runtime.block_on(async move {
+    let supervise = async move {
         reap_orphans();
         let print = move |line: Line| {
             // Names, messages and output come from the API server and the programs run:
@@ -182,5 +182,7 @@ pub fn run(args: Args) -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-    })
+    };
+    // A panic in the supervisor stops every container by the kill path (docs/hostile-input.md).
+    probelet::panics::essential("the node", move || runtime.block_on(supervise))
 }

@@ -234,7 +234,7 @@ pub fn run(args: Args) -> ExitCode {
     // (CI, pipes) every line is printed as it comes.
     let live_table =
         !args.no_table && format == EventFormat::Text && std::io::stdout().is_terminal();
-    runtime.block_on(async move {
+    let supervise = async move {
         // Orphaned grandchildren of the containers are reparented to probelet and reaped here.
         reap_orphans();
         let pending: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -328,7 +328,9 @@ pub fn run(args: Args) -> ExitCode {
         } else {
             ExitCode::SUCCESS
         }
-    })
+    };
+    // A panic in the supervisor stops every container by the kill path (docs/hostile-input.md).
+    probelet::panics::essential("the supervisor", move || runtime.block_on(supervise))
 }
 
 /// `pod default/job ended: Failed (app: exit 1, 2 restarts; log: exit 0, 0 restarts)`: the
@@ -415,16 +417,17 @@ fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<Option<Api>, St
     std::thread::Builder::new()
         .name("api".into())
         .spawn(move || {
-            let served = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .and_then(|rt| {
-                    rt.block_on(async move {
-                        let listener = tokio::net::TcpListener::from_std(listener)?;
-                        let listener = probelet::api::tls::DualListener::new(listener, &identity)?;
-                        probelet::api::connections::serve_with(listener, store, limits).await
-                    })
-                });
+            let serve = async move {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                let listener = probelet::api::tls::DualListener::new(listener, &identity)?;
+                probelet::api::connections::serve_with(listener, store, limits).await
+            };
+            let served = probelet::panics::essential("the API server", || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .and_then(|rt| rt.block_on(serve))
+            });
             // Never silent: one line, the containers killed, a non-zero exit.
             if let Err(e) = served {
                 eprintln!("error: API server: {e}");

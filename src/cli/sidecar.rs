@@ -75,25 +75,29 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(l) = args.listen {
         cfg.listen = l;
     }
+    // Exec checks die with the sidecar, even on `kill -9` (the watcher `run` uses).
+    probelet::runtime::containment::init();
     // One thread: the sidecar's work is a few timers and short answers, and a second core
     // would cost memory and wake-ups for nothing (BENCHMARKS.md "sidecar").
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(async {
-            let kube = if cfg.needs_api() {
-                match kube_edge(&args) {
-                    Ok(k) => Some(k),
-                    Err(e) => {
-                        eprintln!("sidecar: {}", probelet::probe::error_chain(&e));
-                        return ExitCode::from(1);
+        Ok(rt) => probelet::panics::essential("the sidecar", || {
+            rt.block_on(async {
+                let kube = if cfg.needs_api() {
+                    match kube_edge(&args) {
+                        Ok(k) => Some(k),
+                        Err(e) => {
+                            eprintln!("sidecar: {}", probelet::probe::error_chain(&e));
+                            return ExitCode::from(1);
+                        }
                     }
-                }
-            } else {
-                None
-            };
-            serve(args.config, cfg, pinned, kube).await
+                } else {
+                    None
+                };
+                serve(args.config, cfg, pinned, kube).await
+            })
         }),
         Err(e) => {
             eprintln!("sidecar: {e}");

@@ -20,7 +20,7 @@ use rustls::pki_types::PrivateKeyDer;
 use rustls::pki_types::pem::PemObject;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
@@ -166,7 +166,9 @@ async fn container_logs(
         }
     };
     let request = LogQuery {
-        since: since_seconds.and_then(|s| SystemTime::now().checked_sub(Duration::from_secs(s))),
+        since: since_seconds.and_then(|s| {
+            SystemTime::now().checked_sub(crate::bounded::seconds_unsigned_clamped(s))
+        }),
         tail: tail.map(|t| usize::try_from(t).unwrap_or(usize::MAX)),
         timestamps: flag("timestamps"),
         previous: flag("previous"),

@@ -107,6 +107,9 @@ pub async fn probe_in_dir(
         }
     };
     let pgid = child.id();
+    // Where a containment watcher runs (`run`, `monitor`, `sidecar`), the probe's whole group
+    // dies with probelet even on `kill -9`.
+    let _contained = pgid.map(|p| crate::runtime::containment::ContainedGroup::new(p as i32));
     let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
     let (mut out, mut err) = (Capped::default(), Capped::default());
     let mut status = None;

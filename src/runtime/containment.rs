@@ -228,6 +228,26 @@ pub fn group_ended(pgid: i32) {
     tell_watcher(&format!("-{pgid}\n"));
 }
 
+/// A process group recorded with the watcher until dropped: an exec probe's, so that a
+/// killed `run`, `monitor` or `sidecar` leaves none of its processes behind (issue 44).
+/// Nothing is recorded where no watcher runs ([`init`] not called).
+#[derive(Debug)]
+pub struct ContainedGroup(i32);
+
+impl ContainedGroup {
+    /// Records `pgid`.
+    pub fn new(pgid: i32) -> ContainedGroup {
+        group_started(pgid);
+        ContainedGroup(pgid)
+    }
+}
+
+impl Drop for ContainedGroup {
+    fn drop(&mut self) {
+        group_ended(self.0);
+    }
+}
+
 /// Kills every container cgroup at once (a second Ctrl-C).
 pub fn kill_all_cgroups() {
     if let Some(base) = STATE.get().and_then(|s| s.base.as_ref()) {

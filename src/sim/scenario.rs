@@ -475,18 +475,12 @@ impl<'de> Deserialize<'de> for Latency {
                     .map_err(E::custom)
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Latency, E> {
-                Ok(Latency::Fixed(SimDuration(std::time::Duration::from_secs(
-                    v,
-                ))))
+                self.visit_f64(v as f64)
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Latency, E> {
-                if v.is_finite() && v >= 0.0 {
-                    Ok(Latency::Fixed(SimDuration(
-                        std::time::Duration::from_secs_f64(v),
-                    )))
-                } else {
-                    Err(E::custom(format!("invalid latency {v}")))
-                }
+                crate::bounded::secs_f64(v)
+                    .map(|d| Latency::Fixed(SimDuration(d)))
+                    .map_err(|e| E::custom(format!("invalid latency {v}: {e}")))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Latency, A::Error> {
                 let dist = LatencyDist::deserialize(de::value::MapAccessDeserializer::new(map))?;
@@ -697,6 +691,25 @@ mod tests {
                 .to_string();
         assert!(err.starts_with("s.yaml:5:"), "{err}");
         assert!(err.contains("unknown response"), "{err}");
+    }
+
+    /// Issue 44 crash 4: seconds past what a `Duration` holds were "cannot convert float
+    /// seconds to Duration"; now every number of seconds is bounded (`bounded::secs_f64`) and
+    /// refused at its line and column.
+    #[test]
+    fn i44_4_a_latency_of_1e20_seconds_is_refused_at_its_position() {
+        for latency in ["1e20", "18446744073709551615", "1e300", "-1.5"] {
+            let text = format!(
+                "containers:\n  app:\n    targets:\n      - http: {{port: 80}}\n        latency: {latency}\n"
+            );
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.starts_with("s.yaml:5:"), "{latency}: {err}");
+            assert!(err.contains("invalid latency"), "{latency}: {err}");
+        }
+        let err = parse("containers:\n  app:\n    startup: 1e20\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("s.yaml:3:"), "{err}");
     }
 
     #[test]

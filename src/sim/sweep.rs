@@ -84,7 +84,9 @@ impl Sweep {
         let values: Vec<i64> = if let Some((a, b)) = values.split_once("..") {
             let a: i64 = a.trim().parse().map_err(|_| err("bad range start"))?;
             let b: i64 = b.trim().parse().map_err(|_| err("bad range end"))?;
-            if b < a || b - a > 1000 {
+            // `abs_diff`: `b - a` overflows for `i64::MIN..i64::MAX` (and wrapped past this
+            // check into a capacity overflow in release builds).
+            if b < a || a.abs_diff(b) > 1000 {
                 return Err(err("a range is A..B with A <= B and at most 1000 values"));
             }
             (a..=b).collect()
@@ -239,5 +241,29 @@ mod tests {
         let c = Sweep::parse("app.failureThreshold=2").unwrap();
         assert_eq!((c.container.as_deref(), c.probe), (Some("app"), None));
         assert!(Sweep::parse("livenessProbe.failureThreshold=5..1").is_err());
+    }
+
+    /// Issue 44 crash 5: the widest range is refused with the range's error, not a capacity
+    /// overflow (debug builds: an arithmetic overflow panic).
+    #[test]
+    fn i44_5_a_range_as_wide_as_i64_is_refused() {
+        for text in [
+            "failureThreshold=-9223372036854775808..9223372036854775807",
+            "failureThreshold=-1..9223372036854775807",
+            "failureThreshold=0..1001",
+        ] {
+            let e = Sweep::parse(text).unwrap_err();
+            assert_eq!(
+                e.message, "a range is A..B with A <= B and at most 1000 values",
+                "{text}"
+            );
+        }
+        assert_eq!(
+            Sweep::parse("failureThreshold=0..1000")
+                .unwrap()
+                .values
+                .len(),
+            1001
+        );
     }
 }

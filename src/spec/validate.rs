@@ -39,6 +39,14 @@ pub fn validate_pod_spec(spec: &PodSpec, prefix: &str) -> Vec<FieldError> {
     let path = FieldPath::new(prefix);
     let mut errs = Vec::new();
 
+    // `ValidateNonnegativeField`: a negative grace has no meaning, and was cast to a huge wait.
+    if let Some(grace) = spec.termination_grace_period_seconds.filter(|g| *g < 0) {
+        errs.push(FieldError::invalid(
+            &path.child("terminationGracePeriodSeconds"),
+            BadValue::Int(grace),
+            MSG_NEGATIVE,
+        ));
+    }
     let init = spec.init_containers.as_deref().unwrap_or_default();
     let ephemeral = spec.ephemeral_containers.as_deref().unwrap_or_default();
     validate_containers(&spec.containers, &path.child("containers"), &mut errs);

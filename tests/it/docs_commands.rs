@@ -133,7 +133,7 @@ const TABLE: &[(&str, How)] = &[
         ),
     ),
     (
-        "cargo build --profile dist --bin probelet-check",
+        "cargo build --profile dist-check --bin probelet-check",
         Not(
             "a second, size-optimised full build (about 10 minutes on 2 cores); BENCHMARKS.md \"Footprint\" has its size",
         ),
