@@ -60,6 +60,10 @@ pub struct Args {
     /// Where the pod network records its sandboxes (default: /run/probelet/NODE).
     #[arg(long, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
+    /// Run `securityContext.privileged: true` containers, with every capability (refused
+    /// otherwise: a privileged container owns the node).
+    #[arg(long)]
+    pub allow_privileged: bool,
     /// How to print events and container output: `text` or `json` lines.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: EventFormat,
@@ -108,6 +112,7 @@ pub fn run(args: Args) -> ExitCode {
         address: args.node_ip.clone(),
         kubelet_listen: args.kubelet_listen,
         tls,
+        allow_privileged: args.allow_privileged,
         pod_network: match args
             .pod_network
             .unwrap_or(if rustix::process::geteuid().is_root() {

@@ -3,17 +3,17 @@
 
 use crate::outcome::{ProbeOutcome, RawResult};
 use crate::probe::{ProbeConfig, ProbeTarget, run_probe_in};
-use crate::runtime::netns::Netns;
+use crate::runtime::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::{LifecycleHandler, Probe};
 use std::time::Duration;
 
 /// Runs `handler` for `container` of `pod` (`name_namespace(uid)`), within `timeout`; an exec
-/// handler inside the pod's network sandbox `netns` when it has one. The error is the
+/// handler inside the container's `sandbox` when it has one. The error is the
 /// kubelet's message for the `FailedPostStartHook` / `FailedPreStopHook` event.
 pub async fn run_hook(
     handler: &LifecycleHandler,
     target: &ProbeTarget,
-    netns: Option<&Netns>,
+    sandbox: Option<&Sandbox>,
     cfg: &ProbeConfig,
     timeout: Duration,
     container: &str,
@@ -58,7 +58,7 @@ pub async fn run_hook(
             "Cannot run handler: invalid handler: {container} in pod {pod}"
         ));
     };
-    match run_probe_in(&probe, target, cfg, netns).await.0 {
+    match run_probe_in(&probe, target, cfg, sandbox).await.0 {
         ProbeOutcome::Completed {
             result: RawResult::Success | RawResult::Warning,
             ..

@@ -45,6 +45,8 @@ pub struct NodeConfig {
     pub tls: Option<kubelet::KubeletTls>,
     /// How pods are networked.
     pub pod_network: PodNetworkMode,
+    /// `--allow-privileged`: `privileged: true` containers run with every capability.
+    pub allow_privileged: bool,
 }
 
 /// How a node's pods are networked.
@@ -135,6 +137,11 @@ pub async fn run(
     stop: impl std::future::Future<Output = ()>,
     note: impl Fn(String) + Send + Sync + Clone + 'static,
 ) -> Result<(), NodeError> {
+    // Every pod process from here on runs in its sandbox (docs/node.md, the isolation model).
+    crate::runtime::sandbox::confine(crate::runtime::sandbox::Policy {
+        allow_privileged: config.allow_privileged,
+        root: rustix::process::geteuid().is_root(),
+    });
     let client = client::connect(&config.kubeconfig).await?;
     // What pods get for in-cluster clients (issue 30): the API server's address and CA.
     service_account::init(&config.kubeconfig).await?;

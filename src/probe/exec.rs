@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::{MAX_OUTPUT, ProbeConfig, ProbeStats, go_duration, os_error_text};
 use crate::outcome::{FailureKind, ProbeOutcome, RawResult};
-use crate::runtime::netns::Netns;
+use crate::runtime::sandbox::Sandbox;
 use crate::spec::env::expand;
 
 /// How long to wait for a killed command to be reaped before leaving it to tokio's orphan
@@ -43,14 +43,15 @@ pub async fn probe(
     probe_in(command, env, timeout, cfg, None).await
 }
 
-/// [`probe`], run inside the pod's network namespace when `netns` is given (the pod's
-/// sandbox, [`crate::runtime::netns`]), as an exec probe or hook runs inside the container.
+/// [`probe`], run inside the pod's sandbox when `sandbox` is given ([`crate::runtime::sandbox`]:
+/// its network namespace, and on a node the container's user and environment), as an exec
+/// probe or hook runs inside the container.
 pub async fn probe_in(
     command: &[String],
     env: &[EnvVar],
     timeout: Duration,
     cfg: &ProbeConfig,
-    netns: Option<&Netns>,
+    sandbox: Option<&Sandbox>,
 ) -> (ProbeOutcome, ProbeStats) {
     let mut stats = ProbeStats::default();
     let vars = static_env(env);
@@ -72,8 +73,8 @@ pub async fn probe_in(
         // Its own group, so the timeout can kill every process the command started.
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(netns) = netns {
-        netns.enter_on_spawn(&mut cmd);
+    if let Some(sandbox) = sandbox {
+        sandbox.enter_on_spawn(&mut cmd);
     }
     // Recorded, so that probelet's orphan reaper (when it is PID 1) leaves it to us.
     let (mut child, _registration) = match crate::children::spawn(&mut cmd) {

@@ -8,4 +8,5 @@ pub mod limits;
 pub(crate) mod netlink;
 pub mod netns;
 pub mod process;
+pub mod sandbox;
 pub mod signals;

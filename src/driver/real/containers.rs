@@ -20,7 +20,7 @@ impl Supervisor {
         let Some(probe) = probe else { return };
         let run = self.pods.get(&req.pod);
         let host = run.map_or_else(|| self.config.pod_ip.clone(), |p| p.ip.clone());
-        let netns = run.and_then(|p| p.netns.clone());
+        let sandbox = self.sandbox(req.pod, &req.container);
         let target = ProbeTarget {
             host,
             ports: c.spec.ports.clone().unwrap_or_default(),
@@ -37,7 +37,11 @@ impl Supervisor {
         tokio::spawn(async move {
             let outcome = match refused {
                 Some(addr) => ProbeOutcome::errored(crate::probe::link_local::refusal(addr)),
-                None => run_probe_in(&probe, &target, &cfg, netns.as_ref()).await.0,
+                None => {
+                    run_probe_in(&probe, &target, &cfg, sandbox.as_ref())
+                        .await
+                        .0
+                }
             };
             let _ = tx.send(Msg::ProbeDone { worker, outcome });
         });
@@ -45,10 +49,10 @@ impl Supervisor {
 
     pub(super) fn start_container(&mut self, pod: PodId, name: &str) {
         let pod_name = self.pod_name(pod);
+        let sandbox = self.sandbox(pod, name).unwrap_or_default();
         let Some(run) = self.pods.get_mut(&pod) else {
             return;
         };
-        let netns = run.netns.clone();
         let Some(c) = run.containers.get_mut(name) else {
             return;
         };
@@ -58,7 +62,7 @@ impl Supervisor {
             c.logs.lock().unwrap_or_else(|e| e.into_inner()).rotate();
         }
         let spawned = ProcessSpec::from_container(&c.spec).and_then(|mut spec| {
-            spec.netns = netns;
+            spec.sandbox = sandbox;
             // `probelet ...` runs this very binary (the demo app needs nothing installed).
             if spec.argv[0] == "probelet"
                 && let Ok(me) = std::env::current_exe()
@@ -206,6 +210,21 @@ impl Supervisor {
         }
     }
 
+    /// The sandbox container `name` of `pod` runs in: its processes, exec probes and exec
+    /// hooks alike.
+    pub(super) fn sandbox(&self, pod: PodId, name: &str) -> Option<Sandbox> {
+        let run = self.pods.get(&pod)?;
+        let c = run.containers.get(name)?;
+        let full_name = self.manager.pod_info(pod)?.full_name();
+        Some(Sandbox::for_container(
+            run.netns.clone(),
+            &run.template.spec,
+            &run.template.name,
+            &full_name,
+            &c.spec,
+        ))
+    }
+
     /// What a container's hooks need, cloned into its task.
     pub(super) fn hook_context(&self, pod: PodId, name: &str) -> HookContext {
         let run = self.pods.get(&pod);
@@ -214,7 +233,7 @@ impl Supervisor {
         HookContext {
             post_start: lifecycle.and_then(|l| l.post_start.clone()),
             pre_stop: lifecycle.and_then(|l| l.pre_stop.clone()),
-            netns: run.and_then(|p| p.netns.clone()),
+            sandbox: self.sandbox(pod, name),
             target: ProbeTarget {
                 host: run.map_or_else(|| self.config.pod_ip.clone(), |p| p.ip.clone()),
                 ports: c.and_then(|c| c.ports.clone()).unwrap_or_default(),
@@ -274,7 +293,7 @@ pub(super) struct HookContext {
     pub(super) post_start: Option<LifecycleHandler>,
     pub(super) pre_stop: Option<LifecycleHandler>,
     pub(super) target: ProbeTarget,
-    pub(super) netns: Option<Netns>,
+    pub(super) sandbox: Option<Sandbox>,
     pub(super) config: Arc<ProbeConfig>,
     pub(super) container: String,
     pub(super) pod: String,
@@ -290,7 +309,7 @@ impl HookContext {
         let hook = run_hook(
             handler,
             &self.target,
-            self.netns.as_ref(),
+            self.sandbox.as_ref(),
             &self.config,
             timeout,
             &self.container,
