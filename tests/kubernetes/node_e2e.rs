@@ -164,6 +164,11 @@ impl Node {
     }
 
     fn start_at(name: &str, ip: &str, extra: &[&str]) -> Node {
+        Self::start_with_env(name, ip, extra, &[])
+    }
+
+    /// [`Node::start_at`], with `env` added to the node's own environment.
+    fn start_with_env(name: &str, ip: &str, extra: &[&str], env: &[(&str, &str)]) -> Node {
         let c = cluster();
         let cert = Command::new(script())
             .args(["node-cert"])
@@ -190,6 +195,7 @@ impl Node {
             .arg("--run-dir")
             .arg(c.dir.join(format!("run-{name}")))
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::options().append(true).open(&out).unwrap())
             .spawn()
@@ -1210,4 +1216,124 @@ fn r29_2_the_kubelet_port_serves_only_clients_with_a_cluster_certificate() {
     let without = curl(false);
     assert!(!without.status.success(), "{}", text(&without));
     assert!(!node.output().contains("panicked"));
+}
+
+/// The events of object `name` in `ns`.
+fn events_of(ns: &str, name: &str) -> Vec<Value> {
+    let selector = format!("involvedObject.name={name}");
+    let v = json(&[
+        "get",
+        "events",
+        "-n",
+        ns,
+        "--field-selector",
+        &selector,
+        "-o",
+        "json",
+    ]);
+    v["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// The logs of pod `name` once it has run to completion.
+fn logs_when_done(ns: &str, name: &str) -> String {
+    wait_until(
+        &format!("pod {name} Succeeded"),
+        Duration::from_secs(30),
+        || (pod_json(ns, name)["status"]["phase"] == "Succeeded").then_some(()),
+    );
+    kubectl_ok(&["logs", "-n", ns, name])
+}
+
+/// Issue 45 item 4: the node's own environment (a secret set only for it) never reaches a pod;
+/// a container gets its spec's variables plus what the kubelet and a runtime add.
+#[test]
+fn i45_4_a_pod_never_sees_the_nodes_environment() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbenv");
+    let secret = format!("node-only-{}", std::process::id());
+    let _node = Node::start_with_env(
+        "n-sbenv",
+        "127.0.0.1",
+        &[],
+        &[("NODE_ONLY_SECRET", &secret)],
+    );
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: printenv}\nspec:\n  nodeName: n-sbenv\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [env]\n    env: [{name: MINE, value: mine}]\n",
+    );
+    let logs = logs_when_done(&ns, "printenv");
+    assert!(!logs.contains(&secret), "{logs}");
+    let mut names: Vec<&str> = logs
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k)
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "HOSTNAME",
+            "KUBERNETES_SERVICE_HOST",
+            "KUBERNETES_SERVICE_PORT",
+            "MINE",
+            "PATH",
+            "PROBELET_SERVICE_ACCOUNT_DIR"
+        ],
+        "{logs}"
+    );
+    assert!(logs.contains("HOSTNAME=printenv\n"), "{logs}");
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45 item 1: a tenant pod runs as the user it asks for with containerd's default
+/// capability set and no_new_privs, never as root with every capability; `runAsNonRoot` that
+/// cannot hold and `privileged` on a node without `--allow-privileged` are refused with one
+/// event each, the kubelet's text.
+#[test]
+fn i45_1_a_tenant_pod_runs_as_its_user_with_the_default_capabilities() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbuser");
+    let _node = Node::start("n-sbuser");
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: tenant}\nspec:\n  nodeName: n-sbuser\n  restartPolicy: Never\n  securityContext: {runAsUser: 1000, runAsGroup: 1000, supplementalGroups: [3000]}\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'id -u; id -g; id -G; grep -E \"^(Cap|NoNewPrivs)\" /proc/self/status']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: nonroot}\nspec:\n  nodeName: n-sbuser\n  securityContext: {runAsNonRoot: true}\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600']}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: privileged}\nspec:\n  nodeName: n-sbuser\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600'], securityContext: {privileged: true}}\n",
+    );
+    let logs = logs_when_done(&ns, "tenant");
+    assert!(logs.starts_with("1000\n1000\n1000 3000\n"), "{logs}");
+    for set in ["CapEff", "CapPrm", "CapBnd"] {
+        assert!(
+            logs.contains(&format!("{set}:\t00000000a80425fb")),
+            "{set}: {logs}"
+        );
+    }
+    assert!(logs.contains("NoNewPrivs:\t1"), "{logs}");
+    for (pod, text) in [
+        (
+            "nonroot",
+            "container has runAsNonRoot and image will run as root (pod: \"nonroot_",
+        ),
+        (
+            "privileged",
+            "securityContext.privileged: privileged containers are not allowed on this node",
+        ),
+    ] {
+        let events = wait_until(&format!("the {pod} event"), Duration::from_secs(10), || {
+            Some(events_of(&ns, pod)).filter(|e| !e.is_empty())
+        });
+        assert_eq!(
+            (events.len(), &events[0]["reason"]),
+            (1, &Value::from("Failed")),
+            "{events:?}"
+        );
+        assert!(
+            events[0]["message"].as_str().unwrap().contains(text),
+            "{}",
+            events[0]
+        );
+        assert_eq!(pod_json(&ns, pod)["status"]["phase"], "Pending");
+    }
+    assert!(process_with("sleep 600").is_none());
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
