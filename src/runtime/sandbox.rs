@@ -710,7 +710,7 @@ mod tests {
     }
 
     #[test]
-    fn i45_6_a_node_without_root_refuses_every_pod_with_one_error() {
+    fn i45_1_a_node_without_root_refuses_every_pod_with_one_error() {
         let (spec, _) =
             one("  containers:\n  - {name: c, command: [x]}\n  - {name: d, command: [x]}\n");
         let refused = refusals(

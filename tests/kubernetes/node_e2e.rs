@@ -1337,3 +1337,38 @@ fn i45_1_a_tenant_pod_runs_as_its_user_with_the_default_capabilities() {
     assert!(process_with("sleep 600").is_none());
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// Issue 45 item 5: the pods' credentials live under the node's run directory, never in a
+/// predictable `/tmp` path; a run directory another user pre-created (`nobody`, mode 777) is
+/// refused with one clear error, and nothing is written into it.
+#[test]
+fn i45_5_a_run_directory_pre_created_by_another_user_is_refused() {
+    let _shared = shared_server();
+    let c = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let planted = dir.path().join("run");
+    std::fs::create_dir(&planted).unwrap();
+    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .arg("node")
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .args(["--name", "n-sbplant", "--kubelet-listen", "127.0.0.1:0"])
+        .args(["--pod-network", "host", "--run-dir"])
+        .arg(&planted)
+        .output()
+        .unwrap();
+    let _ = kubectl(&["delete", "node", "n-sbplant", "--wait=false"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} belongs to uid 65534, not to this node's user",
+            planted.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(&planted).unwrap().count(), 0);
+}
