@@ -198,6 +198,12 @@ impl Process {
         })
     }
 
+    /// Its cgroup's `cgroup.procs`, where cgroup v2 containment is in force: what an exec
+    /// probe or hook of the container joins ([`crate::runtime::sandbox::Sandbox::cgroup`]).
+    pub fn cgroup_procs(&self) -> Option<std::ffi::CString> {
+        self.cgroup.as_ref().map(ContainerCgroup::procs_path)
+    }
+
     /// The process (and process group) ID.
     pub fn pid(&self) -> i32 {
         self.pid

@@ -437,6 +437,9 @@ pub fn default_capabilities() -> u64 {
 pub struct Sandbox {
     /// The pod's network namespace; `None`: the host's network.
     pub netns: Option<Netns>,
+    /// The running container's cgroup (`cgroup.procs`), for an exec probe or hook: joined
+    /// first, so whatever it starts (`setsid`, double fork) is killed with the container.
+    pub cgroup: Option<std::ffi::CString>,
     /// The confinement, on `probelet node`: `Err` when the container cannot run here, so that
     /// nothing is started unconfined by mistake (the spawn fails with EPERM).
     pub confined: Option<Arc<Result<Identity, String>>>,
@@ -446,6 +449,7 @@ impl From<Netns> for Sandbox {
     fn from(netns: Netns) -> Sandbox {
         Sandbox {
             netns: Some(netns),
+            cgroup: None,
             confined: None,
         }
     }
@@ -476,13 +480,24 @@ impl Sandbox {
                 });
             Arc::new(identity)
         });
-        Sandbox { netns, confined }
+        Sandbox {
+            netns,
+            cgroup: None,
+            confined,
+        }
     }
 
     /// Makes the process `cmd` starts enter this sandbox before it executes the program: a
     /// failure to enter is a failure to start, never a process outside its sandbox. Call it
     /// once the command's own environment is set.
     pub fn enter_on_spawn(&self, cmd: &mut tokio::process::Command) {
+        if let Some(procs) = self.cgroup.clone() {
+            // SAFETY: open and write on a path prepared before the fork. First: moving into a
+            // cgroup takes the privileges the identity drops.
+            unsafe {
+                cmd.pre_exec(move || super::containment::ContainerCgroup::enter_path(&procs));
+            }
+        }
         if let Some(netns) = &self.netns {
             // First: entering a namespace needs CAP_SYS_ADMIN, which the identity drops.
             netns.enter_on_spawn(cmd);
@@ -746,8 +761,8 @@ mod tests {
 
     fn confined(identity: Identity) -> Sandbox {
         Sandbox {
-            netns: None,
             confined: Some(Arc::new(Ok(identity))),
+            ..Sandbox::default()
         }
     }
 
@@ -812,8 +827,8 @@ mod tests {
     #[tokio::test]
     async fn i45_1_a_container_that_cannot_be_confined_does_not_start() {
         let sandbox = Sandbox {
-            netns: None,
             confined: Some(Arc::new(Err("refused".into()))),
+            ..Sandbox::default()
         };
         let spec = ProcessSpec {
             argv: vec!["true".into()],

@@ -1372,3 +1372,36 @@ fn i45_5_a_run_directory_pre_created_by_another_user_is_refused() {
     );
     assert_eq!(std::fs::read_dir(&planted).unwrap().count(), 0);
 }
+
+/// Issue 45 item 3: an exec readiness probe runs inside its container's cgroup, as the
+/// kubelet's runs inside the container, so what it leaves behind (`setsid sleep &`) dies with
+/// the pod, like what the container itself started.
+#[test]
+fn i45_3_setsid_descendants_of_a_container_and_of_an_exec_probe_die_with_the_pod() {
+    let _slot = crate::common::two_at_a_time();
+    let case = Case::new("sbleak");
+    let ns = case.ns.clone();
+    let marker = std::process::id() % 10_000 + 40_000;
+    let (from_container, from_probe) = (format!("sleep {marker}1"), format!("sleep {marker}2"));
+    kubectl_apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: leaky}}\nspec:\n  nodeName: n-sbleak\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'setsid {from_container} & exec sleep 600']\n    readinessProbe: {{exec: {{command: [sh, -c, 'setsid {from_probe} > /dev/null 2>&1 &']}}, periodSeconds: 1}}\n"
+        ),
+    );
+    wait_until("the pod Ready", Duration::from_secs(30), || {
+        let p = pod_json(&ns, "leaky");
+        (condition(&p, "Ready")?["status"] == "True").then_some(())
+    });
+    assert!(process_with(&from_container).is_some());
+    assert!(process_with(&from_probe).is_some());
+    kubectl_ok(&["delete", "pod", "-n", &ns, "leaky", "--wait=true"]);
+    for leftover in [&from_container, &from_probe] {
+        wait_until(
+            &format!("no {leftover} left"),
+            Duration::from_secs(5),
+            || process_with(leftover).is_none().then_some(()),
+        );
+    }
+    assert!(!case.node.output().contains("panicked"));
+}

@@ -103,6 +103,13 @@ impl Supervisor {
         let now = self.now();
         match spawned {
             Ok(mut process) => {
+                if let Some(c) = self
+                    .pods
+                    .get_mut(&pod)
+                    .and_then(|p| p.containers.get_mut(name))
+                {
+                    c.cgroup = process.cgroup_procs();
+                }
                 let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<KillGrace>();
                 let hooks = self.hook_context(pod, name);
                 // A fresh one per instance: no turn of an earlier instance carries over.
@@ -216,13 +223,15 @@ impl Supervisor {
         let run = self.pods.get(&pod)?;
         let c = run.containers.get(name)?;
         let full_name = self.manager.pod_info(pod)?.full_name();
-        Some(Sandbox::for_container(
+        let mut sandbox = Sandbox::for_container(
             run.netns.clone(),
             &run.template.spec,
             &run.template.name,
             &full_name,
             &c.spec,
-        ))
+        );
+        sandbox.cgroup = c.cgroup.clone();
+        Some(sandbox)
     }
 
     /// What a container's hooks need, cloned into its task.

@@ -102,6 +102,9 @@ struct ContainerRun {
     turn: Arc<tokio::sync::Notify>,
     logs: Arc<Mutex<ContainerLogs>>,
     instances: u32,
+    /// The running instance's cgroup (`cgroup.procs`), where exec probes and hooks join it,
+    /// so that what they leave behind dies with the container.
+    cgroup: Option<std::ffi::CString>,
 }
 
 struct PodRun {
@@ -289,6 +292,7 @@ impl Supervisor {
                     turn: Arc::default(),
                     logs: Arc::new(Mutex::new(logs)),
                     instances: 0,
+                    cgroup: None,
                 };
                 (c.name.clone(), run)
             })
