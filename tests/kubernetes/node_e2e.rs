@@ -1252,10 +1252,11 @@ fn i45_4_a_pod_never_sees_the_nodes_environment() {
     let _shared = shared_server();
     let ns = namespace("sbenv");
     let secret = format!("node-only-{}", std::process::id());
+    // The host network: these tests are about the sandbox, not the pod network.
     let _node = Node::start_with_env(
         "n-sbenv",
         "127.0.0.1",
-        &[],
+        &["--pod-network", "host"],
         &[("NODE_ONLY_SECRET", &secret)],
     );
     kubectl_apply(
@@ -1295,7 +1296,7 @@ fn i45_1_a_tenant_pod_runs_as_its_user_with_the_default_capabilities() {
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let ns = namespace("sbuser");
-    let _node = Node::start("n-sbuser");
+    let _node = Node::start_at("n-sbuser", "127.0.0.1", &["--pod-network", "host"]);
     kubectl_apply(
         &ns,
         "apiVersion: v1\nkind: Pod\nmetadata: {name: tenant}\nspec:\n  nodeName: n-sbuser\n  restartPolicy: Never\n  securityContext: {runAsUser: 1000, runAsGroup: 1000, supplementalGroups: [3000]}\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'id -u; id -g; id -G; grep -E \"^(Cap|NoNewPrivs)\" /proc/self/status']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: nonroot}\nspec:\n  nodeName: n-sbuser\n  securityContext: {runAsNonRoot: true}\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600']}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: privileged}\nspec:\n  nodeName: n-sbuser\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600'], securityContext: {privileged: true}}\n",
@@ -1351,18 +1352,31 @@ fn i45_5_a_run_directory_pre_created_by_another_user_is_refused() {
     std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+    let deadline = Instant::now() + Duration::from_secs(29);
+    let log = dir.path().join("node.out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
         .arg("node")
         .arg("--kubeconfig")
         .arg(&c.kubeconfig)
         .args(["--name", "n-sbplant", "--kubelet-listen", "127.0.0.1:0"])
         .args(["--pod-network", "host", "--run-dir"])
         .arg(&planted)
-        .output()
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
         .unwrap();
+    // A node that accepts the directory keeps running: bounded, then it is a failure.
+    let status = wait_until("the node to refuse", Duration::from_secs(30), || {
+        let status = child.try_wait().unwrap();
+        if status.is_none() && Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        status
+    });
     let _ = kubectl(&["delete", "node", "n-sbplant", "--wait=false"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "{} belongs to uid 65534, not to this node's user",
@@ -1379,8 +1393,9 @@ fn i45_5_a_run_directory_pre_created_by_another_user_is_refused() {
 #[test]
 fn i45_3_setsid_descendants_of_a_container_and_of_an_exec_probe_die_with_the_pod() {
     let _slot = crate::common::two_at_a_time();
-    let case = Case::new("sbleak");
-    let ns = case.ns.clone();
+    let _shared = shared_server();
+    let ns = namespace("sbleak");
+    let node = Node::start_at("n-sbleak", "127.0.0.1", &["--pod-network", "host"]);
     let marker = std::process::id() % 10_000 + 40_000;
     let (from_container, from_probe) = (format!("sleep {marker}1"), format!("sleep {marker}2"));
     kubectl_apply(
@@ -1389,10 +1404,11 @@ fn i45_3_setsid_descendants_of_a_container_and_of_an_exec_probe_die_with_the_pod
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: leaky}}\nspec:\n  nodeName: n-sbleak\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'setsid {from_container} & exec sleep 600']\n    readinessProbe: {{exec: {{command: [sh, -c, 'setsid {from_probe} > /dev/null 2>&1 &']}}, periodSeconds: 1}}\n"
         ),
     );
-    wait_until("the pod Ready", Duration::from_secs(30), || {
-        let p = pod_json(&ns, "leaky");
-        (condition(&p, "Ready")?["status"] == "True").then_some(())
-    });
+    let ready = Instant::now() + Duration::from_secs(30);
+    while condition(&pod_json(&ns, "leaky"), "Ready").is_none_or(|c| c["status"] != "True") {
+        assert!(Instant::now() < ready, "not Ready:\n{}", node.output());
+        std::thread::sleep(Duration::from_millis(200));
+    }
     assert!(process_with(&from_container).is_some());
     assert!(process_with(&from_probe).is_some());
     kubectl_ok(&["delete", "pod", "-n", &ns, "leaky", "--wait=true"]);
@@ -1403,5 +1419,6 @@ fn i45_3_setsid_descendants_of_a_container_and_of_an_exec_probe_die_with_the_pod
             || process_with(leftover).is_none().then_some(()),
         );
     }
-    assert!(!case.node.output().contains("panicked"));
+    assert!(!node.output().contains("panicked"));
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
