@@ -15,6 +15,8 @@
 //!     effective, inheritable and ambient sets (ambient so that a non-root user keeps them
 //!     across `exec`, as runc does); every capability if `privileged` and the node allows it;
 //!   - `no_new_privs` unless `allowPrivilegeEscalation: true` (or `privileged`), as runc does.
+//!   - its own UTS namespace, with the pod's name (or `spec.hostname`) as host name, and its own
+//!     IPC namespace (one per process started, not yet one shared by the pod's containers).
 //!
 //! What a node cannot honour is refused before a pod runs ([`refusals`]), with the kubelet's
 //! message where it has one: nothing in a `securityContext` is ignored silently.
@@ -517,6 +519,7 @@ impl Sandbox {
         };
         clean_env(cmd, identity);
         let prepared = Prepared {
+            hostname: identity.hostname.clone().into_bytes(),
             uid: Uid::from_raw(identity.uid),
             gid: Gid::from_raw(identity.gid),
             groups: identity.groups.iter().map(|g| Gid::from_raw(*g)).collect(),
@@ -547,6 +550,7 @@ fn clean_env(cmd: &mut tokio::process::Command, identity: &Identity) {
 
 /// An [`Identity`] in the form the system calls take, ready before the fork.
 struct Prepared {
+    hostname: Vec<u8>,
     uid: Uid,
     gid: Gid,
     groups: Vec<Gid>,
@@ -559,6 +563,15 @@ impl Prepared {
     /// with the capabilities kept, then the capability sets and the ambient set).
     fn apply(&self) -> io::Result<()> {
         use rustix::thread as t;
+        // Its own UTS namespace, with the pod's name as host name, and its own IPC namespace
+        // (System V IPC and POSIX message queues), while it may still make them.
+        // SAFETY: the child is single-threaded between fork and exec, so a namespace change of
+        // the calling thread is one of the whole process.
+        unsafe { t::unshare_unsafe(t::UnshareFlags::NEWUTS | t::UnshareFlags::NEWIPC)? };
+        // SAFETY: the pointer and length are those of a live byte vector.
+        if unsafe { libc::sethostname(self.hostname.as_ptr().cast(), self.hostname.len()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
         for bit in 0..64u32 {
             let cap = CapabilitySet::from_bits_retain(1 << bit);
             if self.capabilities.contains(cap) {
@@ -822,6 +835,15 @@ mod tests {
             assert_eq!(field(set), "00000000a80425fb", "{set}");
         }
         assert_eq!(field("NoNewPrivs"), "1");
+    }
+
+    #[tokio::test]
+    async fn i45_1_a_confined_process_has_the_pods_name_as_host_name() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let out = output_of(&["hostname"], &[], confined(tenant())).await;
+        assert_eq!(out, ["p"]);
     }
 
     #[tokio::test]

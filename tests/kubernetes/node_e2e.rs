@@ -1299,10 +1299,13 @@ fn i45_1_a_tenant_pod_runs_as_its_user_with_the_default_capabilities() {
     let _node = Node::start_at("n-sbuser", "127.0.0.1", &["--pod-network", "host"]);
     kubectl_apply(
         &ns,
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: tenant}\nspec:\n  nodeName: n-sbuser\n  restartPolicy: Never\n  securityContext: {runAsUser: 1000, runAsGroup: 1000, supplementalGroups: [3000]}\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'id -u; id -g; id -G; grep -E \"^(Cap|NoNewPrivs)\" /proc/self/status']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: nonroot}\nspec:\n  nodeName: n-sbuser\n  securityContext: {runAsNonRoot: true}\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600']}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: privileged}\nspec:\n  nodeName: n-sbuser\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600'], securityContext: {privileged: true}}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: tenant}\nspec:\n  nodeName: n-sbuser\n  restartPolicy: Never\n  securityContext: {runAsUser: 1000, runAsGroup: 1000, supplementalGroups: [3000]}\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'hostname; id -u; id -g; id -G; grep -E \"^(Cap|NoNewPrivs)\" /proc/self/status']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: nonroot}\nspec:\n  nodeName: n-sbuser\n  securityContext: {runAsNonRoot: true}\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600']}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: privileged}\nspec:\n  nodeName: n-sbuser\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600'], securityContext: {privileged: true}}\n",
     );
     let logs = logs_when_done(&ns, "tenant");
-    assert!(logs.starts_with("1000\n1000\n1000 3000\n"), "{logs}");
+    assert!(
+        logs.starts_with("tenant\n1000\n1000\n1000 3000\n"),
+        "{logs}"
+    );
     for set in ["CapEff", "CapPrm", "CapBnd"] {
         assert!(
             logs.contains(&format!("{set}:\t00000000a80425fb")),
