@@ -49,7 +49,9 @@ impl Supervisor {
 
     pub(super) fn start_container(&mut self, pod: PodId, name: &str) {
         let pod_name = self.pod_name(pod);
-        let sandbox = self.sandbox(pod, name).unwrap_or_default();
+        let mut sandbox = self.sandbox(pod, name).unwrap_or_default();
+        // A new instance gets a cgroup of its own (`Process::spawn`), not the last one's.
+        sandbox.cgroup = None;
         let Some(run) = self.pods.get_mut(&pod) else {
             return;
         };
