@@ -776,11 +776,8 @@ fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
     wait_until("the pod's process", Duration::from_secs(30), || {
         process_with(&marker)
     });
-    // The pod's service-account token, in the node's own directory (named by its PID).
-    let tokens = std::env::temp_dir().join(format!(
-        "probelet-node-sa-{}",
-        node.child.as_ref().unwrap().id()
-    ));
+    // The pod's service-account token, under the node's run directory (issue 45 item 5).
+    let tokens = cluster().dir.join("run-n-restart").join("tokens");
     assert!(tokens.is_dir(), "{} missing", tokens.display());
     let status = node.terminate();
     assert!(status.success(), "{status:?}\n{}", node.output());
