@@ -57,9 +57,14 @@ pub struct Args {
     /// The pod network's bridge (default: `pb` and a hash of the node's name).
     #[arg(long, value_name = "NAME")]
     pub bridge: Option<String>,
-    /// Where the pod network records its sandboxes (default: /run/probelet/NODE).
+    /// The node's run directory: the pods' credentials and the pod network's sandboxes
+    /// (default: /run/probelet/NODE). It must belong to the node's user; it is made mode 700.
     #[arg(long, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
+    /// Run `securityContext.privileged: true` containers, with every capability (refused
+    /// otherwise: a privileged container owns the node).
+    #[arg(long)]
+    pub allow_privileged: bool,
     /// How to print events and container output: `text` or `json` lines.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: EventFormat,
@@ -102,12 +107,17 @@ pub fn run(args: Args) -> ExitCode {
         args.seed,
         args.max_container_restart_period,
     );
+    let run_dir = args
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/run/probelet").join(&name));
     let config = NodeConfig {
         kubeconfig: args.kubeconfig.clone(),
         name: name.clone(),
         address: args.node_ip.clone(),
         kubelet_listen: args.kubelet_listen,
         tls,
+        allow_privileged: args.allow_privileged,
         pod_network: match args
             .pod_network
             .unwrap_or(if rustix::process::geteuid().is_root() {
@@ -118,12 +128,10 @@ pub fn run(args: Args) -> ExitCode {
             PodNetwork::Host => PodNetworkMode::Host,
             PodNetwork::Pod => PodNetworkMode::Pod {
                 bridge: args.bridge.clone(),
-                run_dir: args
-                    .run_dir
-                    .clone()
-                    .unwrap_or_else(|| PathBuf::from("/run/probelet").join(&name)),
+                run_dir: run_dir.clone(),
             },
         },
+        run_dir,
     };
     let format = args.output;
     let Some(runtime) = supervisor_runtime() else {

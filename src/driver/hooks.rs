@@ -3,7 +3,7 @@
 
 use crate::outcome::{ProbeOutcome, RawResult};
 use crate::probe::{ProbeConfig, ProbeTarget, run_probe_in};
-use crate::runtime::netns::Netns;
+use crate::runtime::sandbox::Sandbox;
 use k8s_openapi::api::core::v1::{LifecycleHandler, Probe};
 use std::time::Duration;
 
@@ -28,13 +28,13 @@ impl HookKind {
 }
 
 /// Runs `handler` for `container` of `pod` (`name_namespace(uid)`), within `timeout`; an exec
-/// handler inside the pod's network sandbox `netns` when it has one. The error is the
-/// kubelet's sync error (`Exec lifecycle hook (...) ... failed - error: ...`): it goes to the
-/// log, never into an event (R9.4, [`HookKind::event`]).
+/// handler inside the container's `sandbox` when it has one. The error is the kubelet's sync
+/// error (`Exec lifecycle hook (...) ... failed - error: ...`): it goes to the log, never into
+/// an event (R9.4, [`HookKind::event`]).
 pub async fn run_hook(
     handler: &LifecycleHandler,
     target: &ProbeTarget,
-    netns: Option<&Netns>,
+    sandbox: Option<&Sandbox>,
     cfg: &ProbeConfig,
     timeout: Duration,
     container: &str,
@@ -79,7 +79,7 @@ pub async fn run_hook(
             "Cannot run handler: invalid handler: {container} in pod {pod}"
         ));
     };
-    match run_probe_in(&probe, target, cfg, netns).await.0 {
+    match run_probe_in(&probe, target, cfg, sandbox).await.0 {
         ProbeOutcome::Completed {
             result: RawResult::Success | RawResult::Warning,
             ..

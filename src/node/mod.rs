@@ -45,6 +45,11 @@ pub struct NodeConfig {
     pub tls: Option<kubelet::KubeletTls>,
     /// How pods are networked.
     pub pod_network: PodNetworkMode,
+    /// `--allow-privileged`: `privileged: true` containers run with every capability.
+    pub allow_privileged: bool,
+    /// The node's run directory (`/run/probelet/NODE`): the pods' credentials, and the pod
+    /// network's sandboxes.
+    pub run_dir: PathBuf,
 }
 
 /// How a node's pods are networked.
@@ -135,9 +140,12 @@ pub async fn run(
     stop: impl std::future::Future<Output = ()>,
     note: impl Fn(String) + Send + Sync + Clone + 'static,
 ) -> Result<(), NodeError> {
+    // Every pod process from here on runs in its sandbox (docs/node.md, the isolation model).
+    crate::runtime::sandbox::confine(crate::runtime::sandbox::Policy {
+        allow_privileged: config.allow_privileged,
+        root: rustix::process::geteuid().is_root(),
+    });
     let client = client::connect(&config.kubeconfig).await?;
-    // What pods get for in-cluster clients (issue 30): the API server's address and CA.
-    service_account::init(&config.kubeconfig).await?;
     // The kubelet endpoints first: the node object carries their port.
     let listener = tokio::net::TcpListener::bind(config.kubelet_listen)
         .await
@@ -160,6 +168,10 @@ pub async fn run(
             Arc::new(pod_network(&client, &config.name, bridge, run_dir).await?)
         }
     };
+    // What pods get for in-cluster clients (issue 30): the API server's address and CA, and
+    // their credentials directory, made afresh once the pod network holds the run directory's
+    // lock (so a second node on it fails there, before touching its tokens).
+    service_account::init(&config.kubeconfig, &config.run_dir).await?;
 
     let report = {
         let note = note.clone();

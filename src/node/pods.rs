@@ -118,6 +118,25 @@ pub fn unrunnable(spec: &core::PodSpec) -> Option<String> {
     })
 }
 
+/// Why a pod cannot run in a sandbox on this node, if it cannot: the kubelet's
+/// `CreateContainerConfigError` texts and the fields the node cannot honour
+/// ([`crate::runtime::sandbox::refusals`]).
+pub fn unconfinable(pod: &core::Pod, spec: &core::PodSpec) -> Option<String> {
+    let policy = crate::runtime::sandbox::policy()?;
+    let m = &pod.metadata;
+    let full_name = format!(
+        "{}_{}({})",
+        m.name.as_deref().unwrap_or_default(),
+        m.namespace.as_deref().unwrap_or("default"),
+        m.uid.as_deref().unwrap_or_default()
+    );
+    let refusals = crate::runtime::sandbox::refusals(spec, &full_name, policy);
+    (!refusals.is_empty()).then(|| {
+        let lines: Vec<String> = refusals.iter().map(ToString::to_string).collect();
+        format!("Error: {}", lines.join("; "))
+    })
+}
+
 /// What of a pod's spec probelet does not do, one line each (reported once per pod as a
 /// `Warning` event, never ignored silently).
 pub fn unsupported(spec: &core::PodSpec) -> Vec<String> {
@@ -361,7 +380,8 @@ async fn apply(
         return;
     }
     let spec = pod.spec.clone().unwrap_or_default();
-    let (ip, netns) = match unrunnable(&spec).map_or_else(|| ips.assign(&uid), Err) {
+    let why_not = unrunnable(&spec).or_else(|| unconfinable(&pod, &spec));
+    let (ip, netns) = match why_not.map_or_else(|| ips.assign(&uid), Err) {
         Ok(assigned) => assigned,
         Err(message) => {
             refused.insert(uid);

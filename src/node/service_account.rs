@@ -3,9 +3,16 @@
 //! service variables, and a service-account token bound to the pod (TokenRequest API).
 //!
 //! probelet runs containers as local processes without volumes, so the token and the CA are
-//! written to a per-pod directory (mode 700, token 600) whose path the containers get in
+//! written to a per-pod directory whose path the containers get in
 //! `PROBELET_SERVICE_ACCOUNT_DIR` (where a kubelet would mount
 //! `/var/run/secrets/kubernetes.io/serviceaccount`); `probelet sidecar` reads it from there.
+//!
+//! The credentials live under the node's run directory, never in a shared `/tmp` (issue 45
+//! item 5): the run directory must be the node user's own and is made mode 700; its `tokens`
+//! directory is created afresh and exclusively at every start (mode 700); each pod's directory
+//! is created exclusively (mode 700), and every file is written to a new temporary file
+//! (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 600) renamed over the old one, so nothing another user
+//! placed there beforehand is ever accepted or written through.
 //! The service variables name the API server of the node's kubeconfig: there is no kube-proxy
 //! to route the `kubernetes` Service's ClusterIP.
 
@@ -38,8 +45,9 @@ struct ServiceEnv {
 
 static SERVICE: OnceLock<ServiceEnv> = OnceLock::new();
 
-/// Reads the API server's address and CA from the node's kubeconfig, once at node start.
-pub async fn init(kubeconfig: &Path) -> Result<(), NodeError> {
+/// Reads the API server's address and CA from the node's kubeconfig, once at node start, and
+/// makes the pods' credentials directory under `run_dir` ([`private_root`]).
+pub async fn init(kubeconfig: &Path, run_dir: &Path) -> Result<(), NodeError> {
     let bad = |message: String| NodeError::Kubeconfig {
         path: kubeconfig.to_path_buf(),
         message,
@@ -68,7 +76,12 @@ pub async fn init(kubeconfig: &Path) -> Result<(), NodeError> {
             )
         })
         .collect();
-    let root = std::env::temp_dir().join(format!("probelet-node-sa-{}", std::process::id()));
+    let root = private_root(run_dir).map_err(|e| {
+        NodeError::Server(format!(
+            "the pods' credentials directory under {}: {e}",
+            run_dir.display()
+        ))
+    })?;
     let _ = SERVICE.set(ServiceEnv {
         host: host.trim_matches(['[', ']']).to_string(),
         port,
@@ -117,7 +130,7 @@ pub async fn provide(
         extra.push(("KUBERNETES_SERVICE_HOST", s.host.clone()));
         extra.push(("KUBERNETES_SERVICE_PORT", s.port.clone()));
         if spec.automount_service_account_token != Some(false) {
-            match token_dir(client, pod, s).await {
+            match token_dir(client, pod, s, false).await {
                 Ok(dir) => {
                     extra.push((DIR_ENV, dir.display().to_string()));
                     tokio::spawn(refresh(client.clone(), pod.clone(), s.clone(), dir));
@@ -166,6 +179,7 @@ async fn token_dir(
     client: &kube::Client,
     pod: &core::Pod,
     s: &ServiceEnv,
+    renewal: bool,
 ) -> Result<PathBuf, NodeError> {
     let ns = pod
         .metadata
@@ -205,6 +219,14 @@ async fn token_dir(
     .unwrap_or_default();
     let dir = s.root.join(&uid);
     let io = |e: std::io::Error| NodeError::Server(format!("{}: {e}", dir.display()));
+    if renewal {
+        // Still ours: a pod's directory is only ever created once, exclusively.
+        if !dir.is_dir() {
+            return Ok(dir);
+        }
+    } else {
+        create_private_dir(&dir).map_err(io)?;
+    }
     write_private(&dir, "token", &token).map_err(io)?;
     write_private(&dir, "ca.crt", &s.ca_pem).map_err(io)?;
     write_private(&dir, "namespace", &ns).map_err(io)?;
@@ -221,7 +243,7 @@ async fn refresh(client: kube::Client, pod: core::Pod, s: ServiceEnv, dir: PathB
         if !dir.exists() {
             return;
         }
-        wait = match token_dir(&client, &pod, &s).await {
+        wait = match token_dir(&client, &pod, &s, true).await {
             Ok(_) => std::time::Duration::from_secs(TOKEN_SECONDS as u64 * 8 / 10),
             Err(e) => {
                 eprintln!("node: {e} (retrying in 1m)");
@@ -231,20 +253,59 @@ async fn refresh(client: kube::Client, pod: core::Pod, s: ServiceEnv, dir: PathB
     }
 }
 
-/// Writes `dir/name` readable by this user only (the token is a credential).
-fn write_private(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+/// Makes `run_dir` (mode 700 where created) and, afresh, its `tokens` directory: the root of
+/// the pods' credentials. The run directory must be a directory of the node's own user (not a
+/// symbolic link); it is made mode 700, so that nothing in it can come from another user.
+pub fn private_root(run_dir: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(dir)?;
+        .create(run_dir)?;
+    let meta = std::fs::symlink_metadata(run_dir)?;
+    if !meta.is_dir() {
+        return Err(refuse(format!("{} is not a directory", run_dir.display())));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(refuse(format!(
+            "{} belongs to uid {}, not to this node's user (uid {me}): another user could place credentials there; remove it or choose another --run-dir",
+            run_dir.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o777 != 0o700 {
+        std::fs::set_permissions(run_dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let root = run_dir.join("tokens");
+    match std::fs::symlink_metadata(&root) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(&root)?,
+        Ok(_) => std::fs::remove_file(&root)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    create_private_dir(&root)?;
+    Ok(root)
+}
+
+/// Creates `dir`, mode 700; an existing one (whoever made it) is an error.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(0o700).create(dir)
+}
+
+/// Writes `dir/name` readable by this user only: to a new file (never one that exists, nor
+/// through a symbolic link) renamed over the old one.
+fn write_private(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = dir.join(format!(".{name}.tmp"));
     {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(text.as_bytes())?;
@@ -259,9 +320,8 @@ pub fn forget(uid: &str) {
     }
 }
 
-/// Removes every pod's directory and their root when the node stops: the directory is this
-/// process's own (named by its PID), so no later node would reuse it, and the tokens in it
-/// must not outlive the pods' processes.
+/// Removes every pod's directory and their root when the node stops: the tokens in it must
+/// not outlive the pods' processes (the next start makes the root afresh anyway).
 pub fn forget_all() {
     if let Some(s) = SERVICE.get() {
         let _ = std::fs::remove_dir_all(&s.root);
@@ -271,6 +331,79 @@ pub fn forget_all() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    #[test]
+    fn i45_5_the_credentials_root_is_made_afresh_private_under_the_run_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join("run/node");
+        let root = private_root(&run).unwrap();
+        assert_eq!(root, run.join("tokens"));
+        for dir in [&run, &root] {
+            assert_eq!(std::fs::metadata(dir).unwrap().mode() & 0o777, 0o700);
+        }
+        // Whatever was left in it is gone at the next start.
+        std::fs::write(root.join("planted"), "x").unwrap();
+        let root = private_root(&run).unwrap();
+        assert!(!root.join("planted").exists());
+        // A run directory opened to others is closed again (it is ours).
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o777)).unwrap();
+        private_root(&run).unwrap();
+        assert_eq!(std::fs::metadata(&run).unwrap().mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn i45_5_a_run_directory_of_another_user_or_a_link_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        let err = private_root(&link).unwrap_err();
+        assert!(err.to_string().contains("is not a directory"), "{err}");
+        if rustix::process::geteuid().is_root() {
+            // `nobody` pre-created it, mode 777.
+            let planted = tmp.path().join("planted");
+            std::fs::create_dir(&planted).unwrap();
+            std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+            std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+            let err = private_root(&planted).unwrap_err();
+            assert!(err.to_string().contains("belongs to uid 65534"), "{err}");
+            assert!(!planted.join("tokens").exists());
+        }
+    }
+
+    #[test]
+    fn i45_5_a_pre_created_pod_directory_or_file_is_not_accepted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("pod");
+        std::fs::create_dir(&dir).unwrap();
+        assert_eq!(
+            create_private_dir(&dir).unwrap_err().kind(),
+            std::io::ErrorKind::AlreadyExists
+        );
+        // A file (or a link to one) planted where the temporary file goes receives nothing.
+        let target = tmp.path().join("attacker");
+        std::fs::write(&target, "").unwrap();
+        std::os::unix::fs::symlink(&target, dir.join(".token.tmp")).unwrap();
+        assert!(write_private(&dir, "token", "secret").is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
+        std::fs::remove_file(dir.join(".token.tmp")).unwrap();
+        std::fs::write(dir.join(".token.tmp"), "planted").unwrap();
+        assert!(write_private(&dir, "token", "secret").is_err());
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".token.tmp")).unwrap(),
+            "planted"
+        );
+        std::fs::remove_file(dir.join(".token.tmp")).unwrap();
+        write_private(&dir, "token", "secret").unwrap();
+        let meta = std::fs::metadata(dir.join("token")).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("token")).unwrap(),
+            "secret"
+        );
+    }
 
     #[test]
     fn i30_1_downward_api_fields() {

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::{MAX_OUTPUT, ProbeConfig, ProbeStats, go_duration, os_error_text};
 use crate::outcome::{FailureKind, ProbeOutcome, RawResult};
-use crate::runtime::netns::Netns;
+use crate::runtime::sandbox::Sandbox;
 use crate::spec::env::expand;
 
 /// How long to wait for a killed command to be reaped before leaving it to tokio's orphan
@@ -43,16 +43,17 @@ pub async fn probe(
     probe_in(command, env, timeout, cfg, None).await
 }
 
-/// [`probe`], run inside the pod's network namespace when `netns` is given (the pod's
-/// sandbox, [`crate::runtime::netns`]), as an exec probe or hook runs inside the container.
+/// [`probe`], run inside the pod's sandbox when `sandbox` is given ([`crate::runtime::sandbox`]:
+/// its network namespace, and on a node the container's user and environment), as an exec
+/// probe or hook runs inside the container.
 pub async fn probe_in(
     command: &[String],
     env: &[EnvVar],
     timeout: Duration,
     cfg: &ProbeConfig,
-    netns: Option<&Netns>,
+    sandbox: Option<&Sandbox>,
 ) -> (ProbeOutcome, ProbeStats) {
-    probe_in_dir(command, env, None, timeout, cfg, netns).await
+    probe_in_dir(command, env, None, timeout, cfg, sandbox).await
 }
 
 /// [`probe_in`] in the container's working directory `working_dir` when it has one (R7.21:
@@ -64,7 +65,7 @@ pub async fn probe_in_dir(
     working_dir: Option<&str>,
     timeout: Duration,
     cfg: &ProbeConfig,
-    netns: Option<&Netns>,
+    sandbox: Option<&Sandbox>,
 ) -> (ProbeOutcome, ProbeStats) {
     let mut stats = ProbeStats::default();
     let vars = static_env(env);
@@ -89,8 +90,8 @@ pub async fn probe_in_dir(
     if let Some(dir) = working_dir.filter(|d| !d.is_empty()) {
         cmd.current_dir(dir);
     }
-    if let Some(netns) = netns {
-        netns.enter_on_spawn(&mut cmd);
+    if let Some(sandbox) = sandbox {
+        sandbox.enter_on_spawn(&mut cmd);
     }
     // Recorded, so that probelet's orphan reaper (when it is PID 1) leaves it to us.
     let (mut child, _registration) = match crate::children::spawn(&mut cmd) {

@@ -179,14 +179,14 @@ pub async fn run_probe_with_stats(
     run_probe_in(probe, target, cfg, None).await
 }
 
-/// [`run_probe_with_stats`] for a pod in its own network sandbox: an exec handler runs inside
-/// `netns` (as inside the container); HTTP, TCP and gRPC stay in probelet's namespace and
+/// [`run_probe_with_stats`] for a pod in its own sandbox: an exec handler runs inside
+/// `sandbox` (as inside the container); HTTP, TCP and gRPC stay in probelet's namespace and
 /// reach the pod IP (`target.host`) through the bridge, as the kubelet does in a cluster.
 pub async fn run_probe_in(
     probe: &Probe,
     target: &ProbeTarget,
     cfg: &ProbeConfig,
-    netns: Option<&crate::runtime::netns::Netns>,
+    sandbox: Option<&crate::runtime::sandbox::Sandbox>,
 ) -> (ProbeOutcome, ProbeStats) {
     let timeout = probe_timeout(probe);
     // A probe that cannot run is an error of class `other` (R7.24).
@@ -194,7 +194,7 @@ pub async fn run_probe_in(
     if let Some(action) = &probe.exec {
         let command = action.command.clone().unwrap_or_default();
         let dir = target.working_dir.as_deref();
-        return exec::probe_in_dir(&command, &target.env, dir, timeout, cfg, netns).await;
+        return exec::probe_in_dir(&command, &target.env, dir, timeout, cfg, sandbox).await;
     }
     if let Some(action) = &probe.http_get {
         let port = match resolve_port(&action.port, &target.ports) {

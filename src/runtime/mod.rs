@@ -14,4 +14,5 @@ pub mod fuzzing {
 }
 pub mod netns;
 pub mod process;
+pub mod sandbox;
 pub mod signals;

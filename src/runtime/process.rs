@@ -8,7 +8,7 @@
 
 pub use super::containment::kill_all_groups;
 use super::containment::{self, ContainerCgroup};
-use super::netns::Netns;
+use super::sandbox::Sandbox;
 use crate::logs::Stream;
 use crate::spec::env::{EnvError, container_env, expand_all};
 use k8s_openapi::api::core::v1::Container;
@@ -29,13 +29,14 @@ pub const MAX_LINE: usize = 16 * 1024;
 pub struct ProcessSpec {
     /// Program and arguments, `$(VAR)`-expanded.
     pub argv: Vec<String>,
-    /// Variables set on top of probelet's own environment.
+    /// The container's variables: set on top of probelet's own environment, or, in a confined
+    /// sandbox, instead of it.
     pub env: Vec<(String, String)>,
     /// `workingDir`.
     pub working_dir: Option<PathBuf>,
-    /// The pod's network sandbox, entered before the program starts; `None`: the host's
-    /// network (`--pod-network host`).
-    pub netns: Option<Netns>,
+    /// The pod's sandbox, entered before the program starts (the default: none, as for
+    /// `probelet run`).
+    pub sandbox: Sandbox,
 }
 
 /// Why a container process could not be described or started.
@@ -77,7 +78,7 @@ impl ProcessSpec {
             argv: expand_all(&raw, &env),
             env,
             working_dir: c.working_dir.as_ref().map(PathBuf::from),
-            netns: None,
+            sandbox: Sandbox::default(),
         })
     }
 }
@@ -145,21 +146,26 @@ impl Process {
         }
         let cgroup = ContainerCgroup::create();
         let enter = cgroup.as_ref().map(|c| c.procs_path());
-        // SAFETY: the closure makes only async-signal-safe system calls (prctl, open, write)
-        // and allocates nothing: the cgroup path was prepared before the fork.
+        // SAFETY: the closure makes only async-signal-safe system calls (open, write) and
+        // allocates nothing: the cgroup path was prepared before the fork.
         unsafe {
             cmd.pre_exec(move || {
-                // Entering the cgroup first: a failure leaves the process group containment,
-                // and starting the container matters more.
+                // Entering the cgroup first, while the process still has the privileges to:
+                // a failure leaves the process group containment, and starting the container
+                // matters more.
                 if let Some(path) = &enter {
                     let _ = ContainerCgroup::enter_path(path);
                 }
+                Ok(())
+            });
+        }
+        spec.sandbox.enter_on_spawn(&mut cmd);
+        // SAFETY: one prctl. After the sandbox: a change of user clears the death signal.
+        unsafe {
+            cmd.pre_exec(|| {
                 rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
                     .map_err(io::Error::from)
             });
-        }
-        if let Some(netns) = &spec.netns {
-            netns.enter_on_spawn(&mut cmd);
         }
         let (mut child, registration) = match crate::children::spawn(&mut cmd) {
             Ok(spawned) => spawned,
@@ -190,6 +196,12 @@ impl Process {
             cgroup,
             cleaned: false,
         })
+    }
+
+    /// Its cgroup's `cgroup.procs`, where cgroup v2 containment is in force: what an exec
+    /// probe or hook of the container joins ([`crate::runtime::sandbox::Sandbox::cgroup`]).
+    pub fn cgroup_procs(&self) -> Option<std::ffi::CString> {
+        self.cgroup.as_ref().map(ContainerCgroup::procs_path)
     }
 
     /// The process (and process group) ID.
@@ -339,7 +351,7 @@ mod tests {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             env: vec![("GREETING".into(), "hello".into())],
             working_dir: None,
-            netns: None,
+            sandbox: Sandbox::default(),
         }
     }
 
@@ -422,9 +434,10 @@ mod tests {
     #[tokio::test]
     async fn a_sandbox_that_cannot_be_entered_is_a_start_failure_not_a_host_process() {
         // setns refuses a descriptor that is not a namespace (EINVAL) before anything runs.
-        let not_a_namespace = Netns::open(std::path::Path::new("/dev/null")).unwrap();
+        let not_a_namespace =
+            crate::runtime::netns::Netns::open(std::path::Path::new("/dev/null")).unwrap();
         let mut s = spec(&["true"]);
-        s.netns = Some(not_a_namespace);
+        s.sandbox = Sandbox::from(not_a_namespace);
         let err = Process::spawn(&s, |_, _| {}).unwrap_err();
         let SpawnError::Start { source, .. } = err else {
             panic!("{err:?}");

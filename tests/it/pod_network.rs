@@ -15,6 +15,7 @@ use probelet::probe::{ProbeConfig, ProbeTarget, exec, run_probe_in};
 use probelet::runtime::ipam::IpamError;
 use probelet::runtime::netns::{NetnsError, PodNetwork, PodNetworkConfig};
 use probelet::runtime::process::{Process, ProcessSpec};
+use probelet::runtime::sandbox::Sandbox;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::Path;
@@ -233,7 +234,7 @@ fn pod_network_two_sandboxes_serve_the_same_port_each_at_its_own_pod_ip() {
                         .to_vec(),
                     env: vec![],
                     working_dir: Some(root),
-                    netns: Some(sandbox.netns.clone()),
+                    sandbox: Sandbox::from(sandbox.netns.clone()),
                 };
                 let process = rt
                     .block_on(async { Process::spawn(&spec, |_, _| {}) })
@@ -262,7 +263,7 @@ fn pod_network_two_sandboxes_serve_the_same_port_each_at_its_own_pod_ip() {
                 &exec_probe(&["python3", "-c", &fetch]),
                 &ProbeTarget::default(),
                 &ProbeConfig::default(),
-                Some(&sandboxes[0].netns),
+                Some(&Sandbox::from(sandboxes[0].netns.clone())),
             ));
             assert_eq!(output(outcome).trim(), "pod-b");
             // An HTTP probe runs from the host namespace against the pod IP, as the kubelet's does; so
@@ -273,7 +274,8 @@ fn pod_network_two_sandboxes_serve_the_same_port_each_at_its_own_pod_ip() {
                     host: sandbox.ip.to_string(),
                     ..Default::default()
                 };
-                for netns in [None, Some(&sandbox.netns)] {
+                let entered = Sandbox::from(sandbox.netns.clone());
+                for netns in [None, Some(&entered)] {
                     let (outcome, stats) = rt.block_on(run_probe_in(
                         &http_probe(8080, "/who"),
                         &target,
@@ -316,13 +318,14 @@ fn pod_network_exec_in_a_sandbox_sees_only_lo_and_eth0_and_the_default_route() {
             let rt = runtime();
             let cfg = ProbeConfig::default();
             let target = ProbeTarget::default();
+            let entered = Sandbox::from(sandbox.netns.clone());
             let run = |argv: &[&str], netns| {
                 output(
                     rt.block_on(run_probe_in(&exec_probe(argv), &target, &cfg, netns))
                         .0,
                 )
             };
-            let inside = run(&["cat", "/proc/net/dev"], Some(&sandbox.netns));
+            let inside = run(&["cat", "/proc/net/dev"], Some(&entered));
             assert_eq!(interfaces(&inside), ["eth0", "lo"]);
             // Without the sandbox the same exec sees the host side: the bridge and the veth.
             let outside = run(&["cat", "/proc/net/dev"], None);
@@ -331,7 +334,7 @@ fn pod_network_exec_in_a_sandbox_sees_only_lo_and_eth0_and_the_default_route() {
             assert!(interfaces(&outside).contains(&sandbox.host_veth));
             // The default route goes via the bridge address on eth0 (/proc/net/route: hex, in the
             // kernel's byte order).
-            let routes = run(&["cat", "/proc/net/route"], Some(&sandbox.netns));
+            let routes = run(&["cat", "/proc/net/route"], Some(&entered));
             let gateway = format!("{:08X}", u32::from_ne_bytes(network.gateway().octets()));
             assert!(
                 routes.lines().any(|l| {
@@ -349,7 +352,7 @@ fn pod_network_exec_in_a_sandbox_sees_only_lo_and_eth0_and_the_default_route() {
                     "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(); \
                  socket.create_connection(s.getsockname(), timeout=2); print('lo up')",
                 ],
-                Some(&sandbox.netns),
+                Some(&entered),
             );
             assert_eq!(lo.trim(), "lo up");
             // The pod reaches its gateway: a server on the bridge address answers the sandbox.
@@ -359,7 +362,7 @@ fn pod_network_exec_in_a_sandbox_sees_only_lo_and_eth0_and_the_default_route() {
                 "import socket; c=socket.create_connection(('{}',{port}), timeout=2); print(c.getsockname()[0])",
                 network.gateway()
             );
-            let seen_from = run(&["python3", "-c", &reach], Some(&sandbox.netns));
+            let seen_from = run(&["python3", "-c", &reach], Some(&entered));
             assert_eq!(
                 seen_from.trim(),
                 sandbox.ip.to_string(),
@@ -371,7 +374,7 @@ fn pod_network_exec_in_a_sandbox_sees_only_lo_and_eth0_and_the_default_route() {
                 argv: ["cat", "/proc/net/dev"].map(String::from).to_vec(),
                 env: vec![],
                 working_dir: None,
-                netns: Some(sandbox.netns.clone()),
+                sandbox: Sandbox::from(sandbox.netns.clone()),
             };
             rt.block_on(async {
                 let mut p = Process::spawn(&spec, move |_, line| {
@@ -393,7 +396,7 @@ fn pod_network_exec_in_a_sandbox_sees_only_lo_and_eth0_and_the_default_route() {
                 &[],
                 Duration::from_secs(10),
                 &cfg,
-                Some(&netns),
+                Some(&Sandbox::from(netns)),
             ));
             assert_eq!(interfaces(&output(after)), ["lo"]);
         },
@@ -476,7 +479,7 @@ fn pod_network_removal_leaves_no_veth_namespace_mount_or_own_bridge() {
                 argv: ["sleep", "600"].map(String::from).to_vec(),
                 env: vec![],
                 working_dir: None,
-                netns: Some(a.netns.clone()),
+                sandbox: Sandbox::from(a.netns.clone()),
             };
             let mut sleeper = rt
                 .block_on(async { Process::spawn(&spec, |_, _| {}) })

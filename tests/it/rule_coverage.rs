@@ -10,14 +10,12 @@ use std::path::{Path, PathBuf};
 
 /// Rules of the law without a rule-named test yet, and why. An entry that has a test fails this
 /// test, so the list only shrinks.
-const PENDING: &[(&str, &str)] = &[
-    (
-        "R14.2",
-        "node status every 10 s, written on change or at least every 5 min: \
+const PENDING: &[(&str, &str)] = &[(
+    "R14.2",
+    "node status every 10 s, written on change or at least every 5 min: \
          i29_2_steady_state_costs_no_status_write proves the first half; the 5 min half needs a \
          settable period",
-    ),
-];
+)];
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -164,6 +164,11 @@ impl Node {
     }
 
     fn start_at(name: &str, ip: &str, extra: &[&str]) -> Node {
+        Self::start_with_env(name, ip, extra, &[])
+    }
+
+    /// [`Node::start_at`], with `env` added to the node's own environment.
+    fn start_with_env(name: &str, ip: &str, extra: &[&str], env: &[(&str, &str)]) -> Node {
         let c = cluster();
         let cert = Command::new(script())
             .args(["node-cert"])
@@ -190,6 +195,7 @@ impl Node {
             .arg("--run-dir")
             .arg(c.dir.join(format!("run-{name}")))
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::options().append(true).open(&out).unwrap())
             .spawn()
@@ -770,11 +776,8 @@ fn i29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
     wait_until("the pod's process", Duration::from_secs(30), || {
         process_with(&marker)
     });
-    // The pod's service-account token, in the node's own directory (named by its PID).
-    let tokens = std::env::temp_dir().join(format!(
-        "probelet-node-sa-{}",
-        node.child.as_ref().unwrap().id()
-    ));
+    // The pod's service-account token, under the node's run directory (issue 45 item 5).
+    let tokens = cluster().dir.join("run-n-restart").join("tokens");
     assert!(tokens.is_dir(), "{} missing", tokens.display());
     let status = node.terminate();
     assert!(status.success(), "{status:?}\n{}", node.output());
@@ -1404,4 +1407,212 @@ fn r14_3_the_node_runs_only_its_pods_and_deletes_a_deleted_pod_after_its_contain
         "the container's process survived"
     );
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// The events of object `name` in `ns`.
+fn events_of(ns: &str, name: &str) -> Vec<Value> {
+    let selector = format!("involvedObject.name={name}");
+    let v = json(&[
+        "get",
+        "events",
+        "-n",
+        ns,
+        "--field-selector",
+        &selector,
+        "-o",
+        "json",
+    ]);
+    v["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// The logs of pod `name` once it has run to completion.
+fn logs_when_done(ns: &str, name: &str) -> String {
+    wait_until(
+        &format!("pod {name} Succeeded"),
+        Duration::from_secs(30),
+        || (pod_json(ns, name)["status"]["phase"] == "Succeeded").then_some(()),
+    );
+    kubectl_ok(&["logs", "-n", ns, name])
+}
+
+/// Issue 45 item 4: the node's own environment (a secret set only for it) never reaches a pod;
+/// a container gets its spec's variables plus what the kubelet and a runtime add.
+#[test]
+fn i45_4_a_pod_never_sees_the_nodes_environment() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbenv");
+    let secret = format!("node-only-{}", std::process::id());
+    // The host network: these tests are about the sandbox, not the pod network.
+    let _node = Node::start_with_env(
+        "n-sbenv",
+        "127.0.0.1",
+        &["--pod-network", "host"],
+        &[("NODE_ONLY_SECRET", &secret)],
+    );
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: printenv}\nspec:\n  nodeName: n-sbenv\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [env]\n    env: [{name: MINE, value: mine}]\n",
+    );
+    let logs = logs_when_done(&ns, "printenv");
+    assert!(!logs.contains(&secret), "{logs}");
+    let mut names: Vec<&str> = logs
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k)
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "HOSTNAME",
+            "KUBERNETES_SERVICE_HOST",
+            "KUBERNETES_SERVICE_PORT",
+            "MINE",
+            "PATH",
+            "PROBELET_SERVICE_ACCOUNT_DIR"
+        ],
+        "{logs}"
+    );
+    assert!(logs.contains("HOSTNAME=printenv\n"), "{logs}");
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45 item 1: a tenant pod runs as the user it asks for with containerd's default
+/// capability set and no_new_privs, never as root with every capability; `runAsNonRoot` that
+/// cannot hold and `privileged` on a node without `--allow-privileged` are refused with one
+/// event each, the kubelet's text.
+#[test]
+fn i45_1_a_tenant_pod_runs_as_its_user_with_the_default_capabilities() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbuser");
+    let _node = Node::start_at("n-sbuser", "127.0.0.1", &["--pod-network", "host"]);
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: tenant}\nspec:\n  nodeName: n-sbuser\n  restartPolicy: Never\n  securityContext: {runAsUser: 1000, runAsGroup: 1000, supplementalGroups: [3000]}\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'hostname; id -u; id -g; id -G; grep -E \"^(Cap|NoNewPrivs)\" /proc/self/status']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: nonroot}\nspec:\n  nodeName: n-sbuser\n  securityContext: {runAsNonRoot: true}\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600']}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: privileged}\nspec:\n  nodeName: n-sbuser\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600'], securityContext: {privileged: true}}\n",
+    );
+    let logs = logs_when_done(&ns, "tenant");
+    assert!(
+        logs.starts_with("tenant\n1000\n1000\n1000 3000\n"),
+        "{logs}"
+    );
+    for set in ["CapEff", "CapPrm", "CapBnd"] {
+        assert!(
+            logs.contains(&format!("{set}:\t00000000a80425fb")),
+            "{set}: {logs}"
+        );
+    }
+    assert!(logs.contains("NoNewPrivs:\t1"), "{logs}");
+    for (pod, text) in [
+        (
+            "nonroot",
+            "container has runAsNonRoot and image will run as root (pod: \"nonroot_",
+        ),
+        (
+            "privileged",
+            "securityContext.privileged: privileged containers are not allowed on this node",
+        ),
+    ] {
+        let events = wait_until(&format!("the {pod} event"), Duration::from_secs(10), || {
+            Some(events_of(&ns, pod)).filter(|e| !e.is_empty())
+        });
+        assert_eq!(
+            (events.len(), &events[0]["reason"]),
+            (1, &Value::from("Failed")),
+            "{events:?}"
+        );
+        assert!(
+            events[0]["message"].as_str().unwrap().contains(text),
+            "{}",
+            events[0]
+        );
+        assert_eq!(pod_json(&ns, pod)["status"]["phase"], "Pending");
+    }
+    assert!(process_with("sleep 600").is_none());
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45 item 5: the pods' credentials live under the node's run directory, never in a
+/// predictable `/tmp` path; a run directory another user pre-created (`nobody`, mode 777) is
+/// refused with one clear error, and nothing is written into it.
+#[test]
+fn i45_5_a_run_directory_pre_created_by_another_user_is_refused() {
+    let _shared = shared_server();
+    let c = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let planted = dir.path().join("run");
+    std::fs::create_dir(&planted).unwrap();
+    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(29);
+    let log = dir.path().join("node.out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .arg("node")
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .args(["--name", "n-sbplant", "--kubelet-listen", "127.0.0.1:0"])
+        .args(["--pod-network", "host", "--run-dir"])
+        .arg(&planted)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    // A node that accepts the directory keeps running: bounded, then it is a failure.
+    let status = wait_until("the node to refuse", Duration::from_secs(30), || {
+        let status = child.try_wait().unwrap();
+        if status.is_none() && Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        status
+    });
+    let _ = kubectl(&["delete", "node", "n-sbplant", "--wait=false"]);
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} belongs to uid 65534, not to this node's user",
+            planted.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(&planted).unwrap().count(), 0);
+}
+
+/// Issue 45 item 3: an exec readiness probe runs inside its container's cgroup, as the
+/// kubelet's runs inside the container, so what it leaves behind (`setsid sleep &`) dies with
+/// the pod, like what the container itself started.
+#[test]
+fn i45_3_setsid_descendants_of_a_container_and_of_an_exec_probe_die_with_the_pod() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbleak");
+    let node = Node::start_at("n-sbleak", "127.0.0.1", &["--pod-network", "host"]);
+    let marker = std::process::id() % 10_000 + 40_000;
+    let (from_container, from_probe) = (format!("sleep {marker}1"), format!("sleep {marker}2"));
+    kubectl_apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: leaky}}\nspec:\n  nodeName: n-sbleak\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'setsid {from_container} & exec sleep 600']\n    readinessProbe: {{exec: {{command: [sh, -c, 'setsid {from_probe} > /dev/null 2>&1 &']}}, periodSeconds: 1}}\n"
+        ),
+    );
+    let ready = Instant::now() + Duration::from_secs(30);
+    while condition(&pod_json(&ns, "leaky"), "Ready").is_none_or(|c| c["status"] != "True") {
+        assert!(Instant::now() < ready, "not Ready:\n{}", node.output());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(process_with(&from_container).is_some());
+    assert!(process_with(&from_probe).is_some());
+    kubectl_ok(&["delete", "pod", "-n", &ns, "leaky", "--wait=true"]);
+    for leftover in [&from_container, &from_probe] {
+        wait_until(
+            &format!("no {leftover} left"),
+            Duration::from_secs(5),
+            || process_with(leftover).is_none().then_some(()),
+        );
+    }
+    assert!(!node.output().contains("panicked"));
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }

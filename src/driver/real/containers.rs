@@ -20,7 +20,7 @@ impl Supervisor {
         let Some(probe) = probe else { return };
         let run = self.pods.get(&req.pod);
         let host = run.map_or_else(|| self.config.pod_ip.clone(), |p| p.ip.clone());
-        let netns = run.and_then(|p| p.netns.clone());
+        let sandbox = self.sandbox(req.pod, &req.container);
         let target = ProbeTarget {
             host,
             ports: c.spec.ports.clone().unwrap_or_default(),
@@ -38,7 +38,11 @@ impl Supervisor {
         tokio::spawn(async move {
             let outcome = match refused {
                 Some(addr) => ProbeOutcome::errored(crate::probe::link_local::refusal(addr)),
-                None => run_probe_in(&probe, &target, &cfg, netns.as_ref()).await.0,
+                None => {
+                    run_probe_in(&probe, &target, &cfg, sandbox.as_ref())
+                        .await
+                        .0
+                }
             };
             let _ = tx.send(Msg::ProbeDone { worker, outcome });
         });
@@ -46,10 +50,12 @@ impl Supervisor {
 
     pub(super) fn start_container(&mut self, pod: PodId, name: &str) {
         let pod_name = self.pod_name(pod);
+        let mut sandbox = self.sandbox(pod, name).unwrap_or_default();
+        // A new instance gets a cgroup of its own (`Process::spawn`), not the last one's.
+        sandbox.cgroup = None;
         let Some(run) = self.pods.get_mut(&pod) else {
             return;
         };
-        let netns = run.netns.clone();
         let Some(c) = run.containers.get_mut(name) else {
             return;
         };
@@ -59,7 +65,7 @@ impl Supervisor {
             c.logs.lock().unwrap_or_else(|e| e.into_inner()).rotate();
         }
         let spawned = ProcessSpec::from_container(&c.spec).and_then(|mut spec| {
-            spec.netns = netns;
+            spec.sandbox = sandbox;
             // `probelet ...` runs this very binary (the demo app needs nothing installed).
             if spec.argv[0] == "probelet"
                 && let Ok(me) = std::env::current_exe()
@@ -100,6 +106,13 @@ impl Supervisor {
         let now = self.now();
         match spawned {
             Ok(mut process) => {
+                if let Some(c) = self
+                    .pods
+                    .get_mut(&pod)
+                    .and_then(|p| p.containers.get_mut(name))
+                {
+                    c.cgroup = process.cgroup_procs();
+                }
                 let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<KillGrace>();
                 let hooks = self.hook_context(pod, name);
                 // A fresh one per instance: no turn of an earlier instance carries over.
@@ -207,6 +220,23 @@ impl Supervisor {
         }
     }
 
+    /// The sandbox container `name` of `pod` runs in: its processes, exec probes and exec
+    /// hooks alike.
+    pub(super) fn sandbox(&self, pod: PodId, name: &str) -> Option<Sandbox> {
+        let run = self.pods.get(&pod)?;
+        let c = run.containers.get(name)?;
+        let full_name = self.manager.pod_info(pod)?.full_name();
+        let mut sandbox = Sandbox::for_container(
+            run.netns.clone(),
+            &run.template.spec,
+            &run.template.name,
+            &full_name,
+            &c.spec,
+        );
+        sandbox.cgroup = c.cgroup.clone();
+        Some(sandbox)
+    }
+
     /// What a container's hooks need, cloned into its task.
     pub(super) fn hook_context(&self, pod: PodId, name: &str) -> HookContext {
         let run = self.pods.get(&pod);
@@ -215,7 +245,7 @@ impl Supervisor {
         HookContext {
             post_start: lifecycle.and_then(|l| l.post_start.clone()),
             pre_stop: lifecycle.and_then(|l| l.pre_stop.clone()),
-            netns: run.and_then(|p| p.netns.clone()),
+            sandbox: self.sandbox(pod, name),
             target: ProbeTarget {
                 host: run.map_or_else(|| self.config.pod_ip.clone(), |p| p.ip.clone()),
                 ports: c.and_then(|c| c.ports.clone()).unwrap_or_default(),
@@ -295,7 +325,7 @@ pub(super) struct HookContext {
     pub(super) post_start: Option<LifecycleHandler>,
     pub(super) pre_stop: Option<LifecycleHandler>,
     pub(super) target: ProbeTarget,
-    pub(super) netns: Option<Netns>,
+    pub(super) sandbox: Option<Sandbox>,
     pub(super) config: Arc<ProbeConfig>,
     pub(super) container: String,
     pub(super) pod: String,
@@ -311,7 +341,7 @@ impl HookContext {
         let hook = run_hook(
             handler,
             &self.target,
-            self.netns.as_ref(),
+            self.sandbox.as_ref(),
             &self.config,
             timeout,
             &self.container,

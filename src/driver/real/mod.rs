@@ -27,6 +27,7 @@ use crate::outcome::ProbeOutcome;
 use crate::probe::{ProbeConfig, ProbeTarget, run_probe_in};
 use crate::runtime::netns::Netns;
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
+use crate::runtime::sandbox::Sandbox;
 use crate::spec::{PodTemplate, ProbeType};
 use crate::wall::{format_rfc3339, new_uid};
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
@@ -101,6 +102,9 @@ struct ContainerRun {
     turn: Arc<tokio::sync::Notify>,
     logs: Arc<Mutex<ContainerLogs>>,
     instances: u32,
+    /// The running instance's cgroup (`cgroup.procs`), where exec probes and hooks join it,
+    /// so that what they leave behind dies with the container.
+    cgroup: Option<std::ffi::CString>,
 }
 
 struct PodRun {
@@ -290,6 +294,7 @@ impl Supervisor {
                     turn: Arc::default(),
                     logs: Arc::new(Mutex::new(logs)),
                     instances: 0,
+                    cgroup: None,
                 };
                 (c.name.clone(), run)
             })
