@@ -36,6 +36,7 @@ mod lint_fuzz;
 mod lint_rules;
 mod monitor_e2e;
 mod monitor_etcd;
+mod pictures;
 mod pod_network;
 mod probe;
 mod rules;
