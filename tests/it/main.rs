@@ -28,6 +28,7 @@ mod check_link_local;
 mod cli_check;
 mod containment;
 mod docs_commands;
+mod docs_excerpts;
 mod engine;
 mod kubeconfig_concurrent;
 mod lint_cli;
