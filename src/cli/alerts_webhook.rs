@@ -33,7 +33,7 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: PathBuf,
     /// Where to listen, overriding the file's `listen` (port 0: any free port, printed).
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = probelet::server::parse_listen)]
     pub listen: Option<SocketAddr>,
 }
 

@@ -46,6 +46,7 @@ mod run_vs_simulate;
 mod server_edge;
 mod sidecar_e2e;
 mod simulate;
+mod small_things;
 mod spec_cli;
 mod spec_fuzz;
 mod spec_load;

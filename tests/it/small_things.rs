@@ -1,0 +1,79 @@
+//! Issue 48 item 12, the small things a newcomer trips over, each as the binary shows it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+fn probelet() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_probelet"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+/// (exit code, stderr) of `probelet ARGS`.
+fn fails(args: &[&str]) -> (i32, String) {
+    let out = probelet().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A monitor of one target says `1 target`, not `1 targets`.
+#[test]
+fn i48_12_a_monitor_of_one_target_says_1_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("one.yaml");
+    std::fs::write(
+        &file,
+        "targets:\n- name: one\n  probe: {tcpSocket: {port: 1}}\n",
+    )
+    .unwrap();
+    let mut child = probelet()
+        .arg("monitor")
+        .arg(&file)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        first.starts_with("probelet monitor: 1 target from ")
+            && first.contains("one.yaml, serving"),
+        "{first}"
+    );
+}
+
+/// `--listen 10256` (a port alone) says the form it wants.
+#[test]
+fn i48_12_listen_with_a_port_alone_says_host_port() {
+    let (code, err) = fails(&[
+        "monitor",
+        "examples/monitor/targets.yaml",
+        "--listen",
+        "10256",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("'--listen <HOST:PORT>': expected HOST:PORT, e.g. 127.0.0.1:10256"),
+        "{err}"
+    );
+}
+
+/// `probelet get deploy` names `get`'s own limits; the server is not blamed (nor asked).
+#[test]
+fn i48_12_get_of_another_resource_names_gets_limits() {
+    let (code, err) = fails(&["get", "deploy", "--server", "http://127.0.0.1:1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "probelet get lists pods (pod, po) and events (event, ev) only, not \"deploy\""
+        ),
+        "{err}"
+    );
+}
