@@ -77,3 +77,30 @@ fn i48_12_get_of_another_resource_names_gets_limits() {
         "{err}"
     );
 }
+
+/// `scripts/control-plane --help` (and `-h`) prints every command, `restart` too, and exits 0;
+/// a wrong command line still exits 2 with the usage.
+#[test]
+fn i48_12_control_plane_help_exits_0_and_names_restart() {
+    for flag in ["--help", "-h"] {
+        let out = Command::new("scripts/control-plane")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .arg(flag)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{flag}: {text}");
+        assert!(
+            text.contains("scripts/control-plane restart DIR COMPONENT")
+                && text.contains("PROBELET_CP_CACHE"),
+            "{text}"
+        );
+    }
+    let out = Command::new("scripts/control-plane")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("frobnicate")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("usage: "));
+}
