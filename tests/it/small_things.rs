@@ -104,3 +104,58 @@ fn i48_12_control_plane_help_exits_0_and_names_restart() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("usage: "));
 }
+
+/// The comments of the examples point at pages that say what they claim: a `docs/NAME.md`
+/// exists, and a `README "SECTION"` is a heading of README.md (the README became a hub, and
+/// examples/sidecar still sent readers to its old "probelet sidecar" section).
+#[test]
+fn i48_12_example_comments_point_at_what_exists() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let headings: Vec<&str> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|l| l.trim_start_matches('#').trim())
+        .collect();
+    let mut stack = vec![repo.join("examples")];
+    let mut checked = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            for (n, line) in text.lines().enumerate() {
+                let Some((_, comment)) = line.split_once('#') else {
+                    continue;
+                };
+                let at = format!("{}:{}", path.display(), n + 1);
+                for (i, _) in comment.match_indices("README") {
+                    let rest = comment[i + "README".len()..].trim_start();
+                    let section = rest.strip_prefix('"').and_then(|r| r.split('"').next());
+                    assert!(
+                        section.is_some_and(|s| headings.contains(&s)),
+                        "{at}: {comment:?} points at README without a section it has"
+                    );
+                    checked += 1;
+                }
+                for (i, _) in comment.match_indices("docs/") {
+                    let name: String = comment[i..]
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || "/-_.".contains(*c))
+                        .collect();
+                    let name = name.trim_end_matches('.');
+                    if name.ends_with(".md") {
+                        assert!(repo.join(name).is_file(), "{at}: {name} does not exist");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 0, "no reference checked");
+}
