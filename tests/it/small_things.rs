@@ -159,3 +159,42 @@ fn i48_12_example_comments_point_at_what_exists() {
     }
     assert!(checked > 0, "no reference checked");
 }
+
+/// `run -o json`: `reason` and `type` on events only; a status line or a line of container
+/// output carries neither (no `"reason":"","type":""`).
+#[test]
+fn i48_12_run_json_lines_carry_reason_and_type_on_events_only() {
+    use crate::common::json_lines::JsonLines;
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: quiet}\nspec:\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo hello; exec sleep 30']\n    readinessProbe: {exec: {command: ['true']}, periodSeconds: 1}\n",
+    )
+    .unwrap();
+    let mut child = probelet()
+        .arg("run")
+        .arg(&pod)
+        .args(["-o", "json", "--listen", "off"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = JsonLines::read(child.stdout.take().unwrap());
+    let limit = std::time::Duration::from_secs(20);
+    let event = lines.wait_for("Started", limit, |v| v["reason"] == "Started");
+    let output = lines.wait_for("hello", limit, |v| v["kind"] == "stdout");
+    let status = lines.wait_for("ready", limit, |v| v["kind"] == "status");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(event["type"], "Normal", "{event}");
+    assert_eq!(event["kind"], "event", "{event}");
+    for line in [output, status] {
+        let keys: Vec<&String> = line.as_object().unwrap().keys().collect();
+        assert!(
+            line.get("reason").is_none() && line.get("type").is_none(),
+            "{line}"
+        );
+        assert_eq!(keys.len(), 5, "time, pod, container, kind, message: {line}");
+    }
+}
