@@ -198,3 +198,27 @@ fn i48_12_run_json_lines_carry_reason_and_type_on_events_only() {
         assert_eq!(keys.len(), 5, "time, pod, container, kind, message: {line}");
     }
 }
+
+/// `check https://` against a server that accepts the connection and never answers the TLS
+/// hello says what it waited for, after the kubelet's own `context deadline exceeded` text.
+#[test]
+fn i48_12_check_says_it_waited_for_the_tls_handshake() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts and holds the connection, reading nothing and writing nothing.
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().take(1).collect();
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        drop(held);
+    });
+    let out = probelet()
+        .args(["check", &format!("https://127.0.0.1:{port}/healthz")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("context deadline exceeded (Client.Timeout exceeded while awaiting headers); connected, then waited 1s for the server's TLS handshake: it never answered the ClientHello"),
+        "{text}"
+    );
+}
