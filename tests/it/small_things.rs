@@ -222,3 +222,46 @@ fn i48_12_check_says_it_waited_for_the_tls_handshake() {
         "{text}"
     );
 }
+
+/// `run` prints the same warnings as `validate`, placed the same way: an unknown field and a
+/// skipped kind both start with `file:line:col`.
+#[test]
+fn i48_12_run_places_its_warnings_like_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: unk}\nspec:\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '30']\n    readinessProbe:\n      exec: {command: ['true']}\n      periodSecondz: 3\n---\napiVersion: v1\nkind: Service\nmetadata: {name: svc}\n",
+    )
+    .unwrap();
+    let file = pod.display().to_string();
+    let expected = [
+        format!("warning: {file}:13:1: Service/svc: skipped: v1 Service has no pod template"),
+        format!(
+            "warning: {file}:11:7: Pod/unk: unknown field \"spec.containers[0].readinessProbe.periodSecondz\""
+        ),
+    ];
+    let validate = probelet().arg("validate").arg(&pod).output().unwrap();
+    let validate_err = String::from_utf8_lossy(&validate.stderr);
+    let validate_lines: Vec<&str> = validate_err.lines().collect();
+    assert_eq!(validate_lines, expected, "validate");
+    let mut child = probelet()
+        .arg("run")
+        .arg(&pod)
+        .args(["--listen", "off"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let run_lines: Vec<String> = (0..2)
+        .map(|_| {
+            let mut l = String::new();
+            err.read_line(&mut l).unwrap();
+            l.trim_end().to_string()
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(run_lines, expected, "run");
+}
