@@ -229,7 +229,8 @@ fn a_paused_postgres_fails_readiness_and_never_liveness() {
     assert!(!all.contains("app-secret"));
 }
 
-/// All three password methods over a real server, and a wrong password's reason.
+/// All three password methods over a real server (MD5 allowed by the DSN's require_auth), and a
+/// wrong password's reason.
 #[test]
 fn postgres_logs_in_with_scram_md5_and_trust() {
     let _slot = common::two_at_a_time();
@@ -242,7 +243,7 @@ fn postgres_logs_in_with_scram_md5_and_trust() {
 - name: scram
   postgres: {{dsn: \"postgres://app@127.0.0.1:{p}/postgres\", passwordFrom: {{env: PGPW}}, periodSeconds: 1}}
 - name: md5
-  postgres: {{dsn: \"postgres://legacy@127.0.0.1:{p}/postgres\", passwordFrom: {{file: {pw}}}, periodSeconds: 1}}
+  postgres: {{dsn: \"postgres://legacy@127.0.0.1:{p}/postgres?require_auth=md5\", passwordFrom: {{file: {pw}}}, periodSeconds: 1}}
 - name: trust
   postgres: {{dsn: \"postgres://trusty@127.0.0.1:{p}/postgres\", periodSeconds: 1}}
 - name: wrong

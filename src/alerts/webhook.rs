@@ -10,11 +10,24 @@
 //!
 //! Bounded and refusing: `Authorization: Bearer` must carry the configured token (401
 //! otherwise); the body is capped ([`MAX_BODY`], 413), the alerts per request too
-//! (`maxAlerts`, 413), the pods per alert (`maxPodsPerAlert`, 422); a label key outside
-//! `allowedPrefixes` refuses the request (422). Every refusal is decided before anything is
-//! patched. A re-sent firing alert only refreshes its TTL: no write.
+//! (`maxAlerts`, 413), the pods per alert (`maxPodsPerAlert`, 422), the labels per alert
+//! (`maxLabelsPerAlert`, 422) and the alerts held at once (`maxActiveAlerts`, 503). Alert
+//! labels come from metrics, i.e. from the monitored workloads, so they are hostile: a
+//! `namespace` must be a DNS-1123 label and a `pod` a DNS-1123 subdomain (kube-rs puts names
+//! into the request path unescaped: `victim?` or `t2/status` would reach other objects), and
+//! every label key and value must be one the API server accepts and start with one of
+//! `allowedPrefixes` (422). Every refusal is decided before anything is written; 502 means the
+//! API server failed (Alertmanager retries), never that the request was wrong.
 //!
-//! The decisions ([`plan`]) are pure; the edge (server, API writes, TTL sweep) is [`serve`].
+//! Writes are reconciled per pod: the labels the active alerts hold on a pod are compared
+//! before and after a request, and each pod gets at most one merge patch (and each selector
+//! one LIST) per request. A re-sent firing alert only refreshes its TTL: no write. Alerts whose
+//! pods do not exist (404) are not kept. The state lock is never held across an API call;
+//! requests that write take their turn on a separate write lock, so a re-send or a refusal
+//! never waits for the API server.
+//!
+//! The decisions ([`plan`], [`patches`]) are pure; the edge (server, API writes, TTL sweep) is
+//! [`serve`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -67,6 +80,8 @@ struct ConfigDoc {
     allowed_prefixes: Vec<String>,
     max_pods_per_alert: Option<usize>,
     max_alerts: Option<usize>,
+    max_active_alerts: Option<usize>,
+    max_labels_per_alert: Option<usize>,
     #[serde(default)]
     rules: Vec<RuleDoc>,
 }
@@ -108,12 +123,22 @@ pub struct WebhookConfig {
     pub max_pods_per_alert: usize,
     /// Alerts per request at most.
     pub max_alerts: usize,
+    /// Alerts held (firing, with pods) at once at most.
+    pub max_active_alerts: usize,
+    /// Labels one alert may set at most (its rule's and its `podLabels`).
+    pub max_labels_per_alert: usize,
     /// The rules, by alert name.
     pub rules: Vec<Rule>,
 }
 
 /// TTL when a rule names none (seed 003 §4.4: 5 min).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
+
+/// Upper bound of every `max*` setting: the state stays within a few hundred MB at worst.
+const MAX_LIMIT: usize = 100_000;
+
+/// Longest alert fingerprint kept (Alertmanager's are 16 hex digits).
+const MAX_FINGERPRINT: usize = 128;
 
 impl WebhookConfig {
     /// Reads and validates the config at `path`.
@@ -154,12 +179,33 @@ impl WebhookConfig {
                     .into(),
             ));
         }
+        let limit = |name: &str, v: Option<usize>, default: usize| match v {
+            None => Ok(default),
+            Some(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+            Some(n) => Err(bad(format!(
+                "{name}: Invalid value: {n}: must be between 1 and {MAX_LIMIT}"
+            ))),
+        };
+        let max_pods_per_alert = limit("maxPodsPerAlert", doc.max_pods_per_alert, 50)?;
+        let max_alerts = limit("maxAlerts", doc.max_alerts, 1000)?;
+        let max_active_alerts = limit("maxActiveAlerts", doc.max_active_alerts, 1000)?;
+        let max_labels_per_alert = limit("maxLabelsPerAlert", doc.max_labels_per_alert, 16)?;
         let mut rules = Vec::new();
         for (i, r) in doc.rules.into_iter().enumerate() {
-            for k in r.labels.keys() {
-                if let Some(m) = label_refusal(k, &doc.allowed_prefixes) {
+            if r.labels.len() > max_labels_per_alert {
+                return Err(bad(format!(
+                    "rules[{i}].labels: Too many: {}: must have at most {max_labels_per_alert} items (maxLabelsPerAlert)",
+                    r.labels.len()
+                )));
+            }
+            for (k, v) in &r.labels {
+                if let Some(m) = label_refusal(k, v, &doc.allowed_prefixes) {
                     return Err(bad(format!("rules[{i}].labels[{k}]: {m}")));
                 }
+            }
+            for (service, selector) in &r.selectors {
+                crate::api::selector::LabelSelector::parse(selector)
+                    .map_err(|e| bad(format!("rules[{i}].selectors[{service}]: {e}")))?;
             }
             let ttl = match &r.ttl {
                 None => DEFAULT_TTL,
@@ -179,22 +225,56 @@ impl WebhookConfig {
                 .unwrap_or_else(|| "127.0.0.1:9095".parse().expect("constant")),
             token,
             allowed_prefixes: doc.allowed_prefixes,
-            max_pods_per_alert: doc.max_pods_per_alert.unwrap_or(50),
-            max_alerts: doc.max_alerts.unwrap_or(1000),
+            max_pods_per_alert,
+            max_alerts,
+            max_active_alerts,
+            max_labels_per_alert,
             rules,
         })
     }
 }
 
-/// Why the webhook may not set label `key`, if it may not.
-fn label_refusal(key: &str, prefixes: &[String]) -> Option<String> {
+/// Why the webhook may not set label `key` to `value`, if it may not: the key must start with
+/// an allowed prefix, and key and value must be what the API server accepts in
+/// `metadata.labels` (so that a request refused by the API server is refused here, before
+/// anything is written).
+fn label_refusal(key: &str, value: &str, prefixes: &[String]) -> Option<String> {
     if !prefixes.iter().any(|p| key.starts_with(p.as_str())) {
         return Some(format!(
             "label {key:?} is outside the allowed prefixes ({})",
             prefixes.join(", ")
         ));
     }
+    let key_errors = crate::spec::validate::is_qualified_name(key);
+    if !key_errors.is_empty() {
+        return Some(format!(
+            "label key {key:?} is invalid: {}",
+            key_errors.join("; ")
+        ));
+    }
+    let value_errors = crate::spec::validate::is_valid_label_value(value);
+    if !value_errors.is_empty() {
+        return Some(format!(
+            "label value {value:?} is invalid: {}",
+            value_errors.join("; ")
+        ));
+    }
     None
+}
+
+/// Why an alert's `namespace` or `pod` label cannot name a pod, if it cannot: the names go
+/// into the request path, so only what the API server allows as names passes.
+fn name_refusal(namespace: &str, pod: Option<&str>) -> Option<String> {
+    let errs = crate::spec::validate::is_dns1123_label(namespace);
+    if !errs.is_empty() {
+        return Some(format!(
+            "labels.namespace: Invalid value: {namespace:?}: {}",
+            errs.join("; ")
+        ));
+    }
+    let pod = pod?;
+    let errs = crate::spec::validate::is_dns1123_subdomain(pod);
+    (!errs.is_empty()).then(|| format!("labels.pod: Invalid value: {pod:?}: {}", errs.join("; ")))
 }
 
 /// Alertmanager's webhook payload (the fields used).
@@ -221,7 +301,7 @@ pub struct WebhookAlert {
 }
 
 /// Which pods an alert names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
     /// `namespace` + `pod` labels.
     Pod {
@@ -303,10 +383,20 @@ pub fn plan(body: &[u8], config: &WebhookConfig) -> Result<(Vec<Action>, usize),
                     )
                 })?;
                 labels.insert(k.trim().to_string(), v.trim().to_string());
+                // Checked as it grows: a flood of pairs is refused, never held.
+                if labels.len() > config.max_labels_per_alert {
+                    return Err(refuse(
+                        422,
+                        format!(
+                            "alerts[{i}] ({name}): more than {} labels (maxLabelsPerAlert)",
+                            config.max_labels_per_alert
+                        ),
+                    ));
+                }
             }
         }
-        for k in labels.keys() {
-            if let Some(m) = label_refusal(k, &config.allowed_prefixes) {
+        for (k, v) in &labels {
+            if let Some(m) = label_refusal(k, v, &config.allowed_prefixes) {
                 return Err(refuse(422, format!("alerts[{i}] ({name}): {m}")));
             }
         }
@@ -314,8 +404,20 @@ pub fn plan(body: &[u8], config: &WebhookConfig) -> Result<(Vec<Action>, usize),
             ignored += 1;
             continue;
         }
+        if a.fingerprint.len() > MAX_FINGERPRINT {
+            return Err(refuse(
+                422,
+                format!("alerts[{i}].fingerprint: longer than {MAX_FINGERPRINT} characters"),
+            ));
+        }
         let key = if a.fingerprint.is_empty() {
-            format!("{:?}", a.labels)
+            // The labels are the alert's identity; a digest keeps the key small.
+            let d =
+                ring::digest::digest(&ring::digest::SHA256, format!("{:?}", a.labels).as_bytes());
+            d.as_ref()[..16]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
         } else {
             a.fingerprint.clone()
         };
@@ -324,7 +426,13 @@ pub fn plan(body: &[u8], config: &WebhookConfig) -> Result<(Vec<Action>, usize),
             continue;
         }
         let namespace = a.labels.get("namespace").cloned();
-        let target = match (namespace, a.labels.get("pod"), a.labels.get("service")) {
+        let pod = a.labels.get("pod");
+        if let Some(ns) = &namespace
+            && let Some(m) = name_refusal(ns, pod.map(String::as_str))
+        {
+            return Err(refuse(422, format!("alerts[{i}].{m}")));
+        }
+        let target = match (namespace, pod, a.labels.get("service")) {
             (Some(namespace), Some(pod), _) => Target::Pod {
                 namespace,
                 name: pod.clone(),
@@ -356,12 +464,181 @@ pub fn plan(body: &[u8], config: &WebhookConfig) -> Result<(Vec<Action>, usize),
     Ok((actions, ignored))
 }
 
+/// A pod, by namespace and name.
+type PodRef = (String, String);
+
 /// An alert whose labels are on pods.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Active {
-    pods: Vec<(String, String)>,
+    pods: Vec<PodRef>,
     labels: BTreeMap<String, String>,
     expires: tokio::time::Instant,
+    /// When it was last set: of two alerts setting one key on one pod, the later wins.
+    seq: u64,
+}
+
+/// The active alerts, by key.
+#[derive(Debug, Default)]
+struct State {
+    active: HashMap<String, Active>,
+    seq: u64,
+}
+
+/// What one request (or one TTL sweep) changes: alerts set (new, or with other pods or
+/// labels) and alerts removed.
+#[derive(Debug, Default)]
+struct Change {
+    set: BTreeMap<String, Active>,
+    remove: Vec<String>,
+}
+
+impl Change {
+    fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.remove.is_empty()
+    }
+
+    fn touches(&self, key: &str) -> bool {
+        self.set.contains_key(key) || self.remove.iter().any(|k| k == key)
+    }
+}
+
+/// A merge patch of one pod's labels: `Some` sets, `None` removes.
+pub type LabelPatch = BTreeMap<String, Option<String>>;
+
+/// The labels `alerts` hold on `pod`: a later alert (higher `seq`) wins a key two set.
+fn held<'a>(alerts: impl Iterator<Item = &'a Active>, pod: &PodRef) -> BTreeMap<String, String> {
+    let mut on_pod: Vec<&Active> = alerts.filter(|a| a.pods.contains(pod)).collect();
+    on_pod.sort_by_key(|a| a.seq);
+    let mut labels = BTreeMap::new();
+    for a in on_pod {
+        labels.extend(a.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    labels
+}
+
+/// One merge patch per pod that `change` touches, from the labels held before to those held
+/// after; pods whose labels do not change get none. Pure: one PATCH per pod per request.
+fn patches(active: &HashMap<String, Active>, change: &Change) -> BTreeMap<PodRef, LabelPatch> {
+    let mut pods: Vec<&PodRef> = change.set.values().flat_map(|a| &a.pods).collect();
+    for key in change.set.keys().chain(&change.remove) {
+        pods.extend(active.get(key).into_iter().flat_map(|a| &a.pods));
+    }
+    pods.sort();
+    pods.dedup();
+    let mut out = BTreeMap::new();
+    for pod in pods {
+        let before = held(active.values(), pod);
+        let kept = active
+            .iter()
+            .filter(|(k, _)| !change.touches(k))
+            .map(|(_, a)| a);
+        let after = held(kept.chain(change.set.values()), pod);
+        let mut patch: LabelPatch = after
+            .iter()
+            .filter(|(k, v)| before.get(*k) != Some(v))
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect();
+        patch.extend(
+            before
+                .keys()
+                .filter(|k| !after.contains_key(*k))
+                .map(|k| (k.clone(), None)),
+        );
+        if !patch.is_empty() {
+            out.insert(pod.clone(), patch);
+        }
+    }
+    out
+}
+
+/// The change of a request's `actions` (with each target's pods resolved), refreshing in
+/// place the TTL of re-sent alerts that change nothing. Refused (503) when it would hold more
+/// than `max_active` alerts.
+fn change_of(
+    state: &mut State,
+    actions: &[Action],
+    pods_of: &HashMap<Target, Vec<PodRef>>,
+    now: tokio::time::Instant,
+    max_active: usize,
+) -> Result<Change, Refusal> {
+    let mut change = Change::default();
+    for a in actions {
+        match a {
+            Action::Fire {
+                key,
+                target,
+                labels,
+                ttl,
+            } => {
+                let pods = pods_of.get(target).cloned().unwrap_or_default();
+                change.remove.retain(|k| k != key);
+                if pods.is_empty() {
+                    // Nothing to label: not kept, and what it held is released.
+                    change.set.remove(key);
+                    if state.active.contains_key(key) {
+                        change.remove.push(key.clone());
+                    }
+                    continue;
+                }
+                state.seq += 1;
+                change.set.insert(
+                    key.clone(),
+                    Active {
+                        pods,
+                        labels: labels.clone(),
+                        expires: now + *ttl,
+                        seq: state.seq,
+                    },
+                );
+            }
+            Action::Resolve { key } => {
+                change.set.remove(key);
+                if state.active.contains_key(key) && !change.remove.contains(key) {
+                    change.remove.push(key.clone());
+                }
+            }
+        }
+    }
+    // A re-send that changes nothing only refreshes its TTL.
+    change
+        .set
+        .retain(|key, new| match state.active.get_mut(key) {
+            Some(old) if old.pods == new.pods && old.labels == new.labels => {
+                old.expires = new.expires;
+                false
+            }
+            _ => true,
+        });
+    let added = change
+        .set
+        .keys()
+        .filter(|k| !state.active.contains_key(*k))
+        .count();
+    if state.active.len() + added > max_active {
+        return Err(refuse(
+            503,
+            format!(
+                "{} alerts held and {added} new ones, at most {max_active} (maxActiveAlerts): nothing labelled",
+                state.active.len()
+            ),
+        ));
+    }
+    Ok(change)
+}
+
+/// Applies `change` to the state once its patches were written; pods that do not exist
+/// (`gone`) are dropped from every alert, and alerts left with no pod are not kept.
+fn commit(state: &mut State, change: Change, gone: &[PodRef]) {
+    for key in &change.remove {
+        state.active.remove(key);
+    }
+    state.active.extend(change.set);
+    if !gone.is_empty() {
+        state.active.retain(|_, a| {
+            a.pods.retain(|p| !gone.contains(p));
+            !a.pods.is_empty()
+        });
+    }
 }
 
 /// The receiver's state: active alerts, by key.
@@ -369,7 +646,11 @@ struct Active {
 struct Webhook {
     client: kube::Client,
     config: Arc<WebhookConfig>,
-    active: Arc<tokio::sync::Mutex<HashMap<String, Active>>>,
+    /// Held only while deciding or committing, never across an API call.
+    state: Arc<Mutex<State>>,
+    /// Taken by whatever writes to the API server (a request, the TTL sweep), one at a time,
+    /// so that the state each computes its patches from is the one the API server has.
+    writes: Arc<tokio::sync::Mutex<()>>,
     log: Arc<Mutex<()>>,
 }
 
@@ -450,8 +731,12 @@ impl Webhook {
         eprintln!("webhook: {}", crate::display::terminal(line));
     }
 
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The pods of `target`, at most `max_pods_per_alert` (more: refused).
-    async fn pods_of(&self, target: &Target) -> Result<Vec<(String, String)>, Refusal> {
+    async fn pods_of(&self, target: &Target) -> Result<Vec<PodRef>, Refusal> {
         match target {
             Target::Pod { namespace, name } => Ok(vec![(namespace.clone(), name.clone())]),
             Target::Selector {
@@ -461,7 +746,11 @@ impl Webhook {
                 let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
                 let max = self.config.max_pods_per_alert;
                 let list = api
-                    .list_metadata(&ListParams::default().labels(selector).limit(max as u32 + 1))
+                    .list_metadata(
+                        &ListParams::default()
+                            .labels(selector)
+                            .limit(u32::try_from(max + 1).unwrap_or(u32::MAX)),
+                    )
                     .await
                     .map_err(|e| api_refusal(NodeError::from_kube("listing pods", e)))?;
                 if list.items.len() > max || list.metadata.continue_.is_some_and(|c| !c.is_empty())
@@ -482,118 +771,79 @@ impl Webhook {
         }
     }
 
-    /// Applies the actions: resolves every target first (a refusal then patches nothing),
-    /// then writes. Answers (pods labelled, pods cleared).
+    /// Applies the actions: resolves every target first, one LIST per selector (a refusal
+    /// then writes nothing), decides the change, then writes one patch per pod. Answers
+    /// (pods labelled, pods cleared).
     async fn apply(&self, actions: Vec<Action>) -> Result<(usize, usize), Refusal> {
-        let mut resolved = Vec::new();
+        let mut pods_of: HashMap<Target, Vec<PodRef>> = HashMap::new();
         for a in &actions {
-            if let Action::Fire { target, .. } = a {
-                resolved.push(Some(self.pods_of(target).await?));
+            if let Action::Fire { target, .. } = a
+                && !pods_of.contains_key(target)
+            {
+                let pods = self.pods_of(target).await?;
+                pods_of.insert(target.clone(), pods);
+            }
+        }
+        let max = self.config.max_active_alerts;
+        let now = tokio::time::Instant::now();
+        // Most requests are re-sends that change nothing: decided without waiting for writes.
+        if change_of(&mut self.state(), &actions, &pods_of, now, max)?.is_empty() {
+            return Ok((0, 0));
+        }
+        let _turn = self.writes.lock().await;
+        let (change, todo) = {
+            let mut state = self.state();
+            let change = change_of(&mut state, &actions, &pods_of, now, max)?;
+            let todo = patches(&state.active, &change);
+            (change, todo)
+        };
+        self.write(change, todo).await
+    }
+
+    /// Writes the patches (no state lock held), then commits `change`. On an API failure
+    /// nothing is committed: the retry computes the same patches again.
+    async fn write(
+        &self,
+        change: Change,
+        todo: BTreeMap<PodRef, LabelPatch>,
+    ) -> Result<(usize, usize), Refusal> {
+        let (mut set, mut cleared, mut gone) = (0, 0, Vec::new());
+        for ((ns, name), patch) in todo {
+            if self.patch(&ns, &name, &patch).await? {
+                if patch.values().any(Option::is_some) {
+                    set += 1;
+                } else {
+                    cleared += 1;
+                }
             } else {
-                resolved.push(None);
+                gone.push((ns, name));
             }
         }
-        let (mut set, mut cleared) = (0, 0);
-        let mut active = self.active.lock().await;
-        for (a, pods) in actions.into_iter().zip(resolved) {
-            match a {
-                Action::Fire {
-                    key, labels, ttl, ..
-                } => {
-                    let pods = pods.unwrap_or_default();
-                    let expires = tokio::time::Instant::now() + ttl;
-                    let same_as_before = active
-                        .get(&key)
-                        .is_some_and(|x| x.pods == pods && x.labels == labels);
-                    if !same_as_before {
-                        for (ns, name) in &pods {
-                            if self.patch(ns, name, &labels, false).await? {
-                                set += 1;
-                            }
-                        }
-                    }
-                    active.insert(
-                        key,
-                        Active {
-                            pods,
-                            labels,
-                            expires,
-                        },
-                    );
-                }
-                Action::Resolve { key } => {
-                    if let Some(gone) = active.remove(&key) {
-                        cleared += self.clear(&active, &gone).await?;
-                    }
-                }
-            }
-        }
+        commit(&mut self.state(), change, &gone);
         Ok((set, cleared))
     }
 
-    /// Removes what `gone` set, except labels another active alert still sets on that pod.
-    async fn clear(
-        &self,
-        active: &HashMap<String, Active>,
-        gone: &Active,
-    ) -> Result<usize, Refusal> {
-        let mut n = 0;
-        for (ns, name) in &gone.pods {
-            let keep = |k: &String| {
-                active.values().any(|a| {
-                    a.labels.contains_key(k) && a.pods.contains(&(ns.clone(), name.clone()))
-                })
-            };
-            let labels: BTreeMap<String, String> = gone
-                .labels
-                .iter()
-                .filter(|(k, _)| !keep(k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            if !labels.is_empty() && self.patch(ns, name, &labels, true).await? {
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
-    /// Merge-patches `labels` onto (or, with `remove`, off) a pod; `false` when the pod is
-    /// gone (nothing to do).
-    async fn patch(
-        &self,
-        ns: &str,
-        name: &str,
-        labels: &BTreeMap<String, String>,
-        remove: bool,
-    ) -> Result<bool, Refusal> {
+    /// Merge-patches a pod's labels; `false` when the pod is gone (nothing to do).
+    async fn patch(&self, ns: &str, name: &str, patch: &LabelPatch) -> Result<bool, Refusal> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        let values: serde_json::Map<String, serde_json::Value> = labels
-            .iter()
-            .map(|(k, v)| {
-                let v = if remove {
-                    serde_json::Value::Null
-                } else {
-                    serde_json::Value::String(v.clone())
-                };
-                (k.clone(), v)
-            })
-            .collect();
-        let patch = serde_json::json!({"metadata": {"labels": values}});
+        let body = serde_json::json!({"metadata": {"labels": patch}});
         let what = format!("labelling pod {ns}/{name}");
         let r = crate::node::client::retry(3, || async {
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
                 .await
                 .map_err(|e| NodeError::from_kube(&what, e))
         })
         .await;
         match r {
             Ok(_) => {
-                let shown: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                self.note(&format!(
-                    "pod {ns}/{name}: {} {}",
-                    if remove { "removed" } else { "set" },
-                    shown.join(",")
-                ));
+                let shown: Vec<String> = patch
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Some(v) => format!("{k}={v}"),
+                        None => format!("{k}-"),
+                    })
+                    .collect();
+                self.note(&format!("pod {ns}/{name}: {}", shown.join(",")));
                 Ok(true)
             }
             Err(e) if e.code() == 404 => Ok(false),
@@ -605,34 +855,115 @@ impl Webhook {
     async fn sweep(self) {
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let mut active = self.active.lock().await;
-            let now = tokio::time::Instant::now();
-            let expired: Vec<String> = active
-                .iter()
-                .filter(|(_, a)| a.expires <= now)
-                .map(|(k, _)| k.clone())
-                .collect();
-            for key in expired {
-                if let Some(gone) = active.remove(&key) {
-                    self.note(&format!("alert {key}: TTL passed without a re-send"));
-                    if let Err(r) = self.clear(&active, &gone).await {
-                        self.note(&r.message);
-                        // Keep it, to try again next sweep.
-                        active.insert(key, gone);
-                    }
-                }
+            let expired = |state: &State| -> Vec<String> {
+                let now = tokio::time::Instant::now();
+                let mut keys: Vec<String> = state
+                    .active
+                    .iter()
+                    .filter(|(_, a)| a.expires <= now)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                keys.sort();
+                keys
+            };
+            if expired(&self.state()).is_empty() {
+                continue;
+            }
+            let _turn = self.writes.lock().await;
+            let (change, todo) = {
+                let state = self.state();
+                let change = Change {
+                    set: BTreeMap::new(),
+                    remove: expired(&state),
+                };
+                let todo = patches(&state.active, &change);
+                (change, todo)
+            };
+            for key in &change.remove {
+                self.note(&format!("alert {key}: TTL passed without a re-send"));
+            }
+            if let Err(r) = self.write(change, todo).await {
+                // Kept, to try again next sweep.
+                self.note(&r.message);
             }
         }
     }
 }
 
 /// An API failure as an answer: Alertmanager retries on 5xx.
+/// A 4xx of the API server is answered as such (Alertmanager does not retry it): it is not a
+/// failure of the API server, and the same request would be refused again.
 fn api_refusal(e: NodeError) -> Refusal {
     let status = match e.code() {
         403 => 403,
+        400..=499 => 422,
         _ => 502,
     };
     refuse(status, e.to_string())
+}
+
+/// What `status` allows beyond what the webhook needs (`list` and `patch` on pods), as
+/// `verb resource` items; the self-reviews every account may create are not counted.
+pub fn excess_permissions(
+    status: &k8s_openapi::api::authorization::v1::SubjectRulesReviewStatus,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for rule in &status.resource_rules {
+        let groups = rule.api_groups.as_deref().unwrap_or_default();
+        let resources = rule.resources.as_deref().unwrap_or_default();
+        for resource in resources {
+            let self_review = resource.starts_with("selfsubject")
+                && groups.iter().all(|g| {
+                    g.starts_with("authorization.k8s.io") || g.starts_with("authentication.k8s.io")
+                });
+            for verb in &rule.verbs {
+                let needed = resource == "pods"
+                    && groups.iter().all(String::is_empty)
+                    && matches!(verb.as_str(), "list" | "patch");
+                let allowed = needed || (self_review && verb == "create");
+                if !allowed {
+                    let group = groups.join(",");
+                    out.push(if group.is_empty() {
+                        format!("{verb} {resource}")
+                    } else {
+                        format!("{verb} {resource}.{group}")
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One line when the webhook's credentials can do more than it needs (a
+/// `SelfSubjectRulesReview` in `default`): an alert that steered it could do the rest.
+pub async fn privilege_warning(client: &kube::Client) -> Option<String> {
+    use k8s_openapi::api::authorization::v1::{SelfSubjectRulesReview, SelfSubjectRulesReviewSpec};
+    let review = SelfSubjectRulesReview {
+        spec: SelfSubjectRulesReviewSpec {
+            namespace: Some("default".into()),
+        },
+        ..Default::default()
+    };
+    let api: Api<SelfSubjectRulesReview> = Api::all(client.clone());
+    let status = match api.create(&Default::default(), &review).await {
+        Ok(r) => r.status?,
+        Err(e) => {
+            return Some(format!(
+                "warning: could not review its own permissions: {}",
+                NodeError::from_kube("reviewing permissions", e)
+            ));
+        }
+    };
+    let excess = excess_permissions(&status);
+    let shown: Vec<&str> = excess.iter().take(3).map(String::as_str).collect();
+    (!excess.is_empty()).then(|| {
+        format!(
+            "warning: its credentials can do more than list and patch pods ({}{}): give it a least-privilege account (deploy/kubernetes/webhook-rbac.yaml)",
+            shown.join(", "),
+            if excess.len() > 3 { ", ..." } else { "" }
+        )
+    })
 }
 
 /// Serves the webhook on `listener` until the task is dropped (the TTL sweep runs alongside).
@@ -640,7 +971,8 @@ pub async fn serve(listener: tokio::net::TcpListener, client: kube::Client, conf
     let webhook = Webhook {
         client,
         config: Arc::new(config),
-        active: Arc::default(),
+        state: Arc::default(),
+        writes: Arc::default(),
         log: Arc::default(),
     };
     let sweep = tokio::spawn(webhook.clone().sweep());
@@ -665,6 +997,8 @@ mod tests {
             allowed_prefixes: vec!["probe/".into(), "strategy/".into()],
             max_pods_per_alert: 2,
             max_alerts: 3,
+            max_active_alerts: 2,
+            max_labels_per_alert: 4,
             rules: vec![Rule {
                 alert: "HighLatencyAlert".into(),
                 labels: [("probe/debug".to_string(), "latency".to_string())].into(),
@@ -763,6 +1097,264 @@ mod tests {
             )
         );
         assert_eq!(plan(other.as_bytes(), &c).unwrap(), (vec![], 1));
+    }
+
+    fn one(labels: &str, annotations: &str) -> String {
+        format!(r#"{{"alerts":[{}]}}"#, alert("firing", labels, annotations))
+    }
+
+    #[test]
+    fn i44_7_names_that_would_reach_other_objects_are_refused() {
+        let c = config();
+        for (ns, pod, field) in [
+            ("victim?", "p", "namespace"),
+            ("kube-system/configmaps/kube-root-ca.crt?", "p", "namespace"),
+            ("tenant/serviceaccounts/dev?", "p", "namespace"),
+            ("ns", "t2/status", "pod"),
+            ("ns", "t2?dryRun=All&x=", "pod"),
+            ("ns", "..", "pod"),
+            ("NS", "p", "namespace"),
+        ] {
+            let labels =
+                serde_json::json!({"alertname": "HighLatencyAlert", "namespace": ns, "pod": pod});
+            let r = plan(one(&labels.to_string(), "{}").as_bytes(), &c).unwrap_err();
+            assert_eq!(r.status, 422, "{ns}/{pod}: {}", r.message);
+            assert!(
+                r.message
+                    .starts_with(&format!("alerts[0].labels.{field}: Invalid value: ")),
+                "{}",
+                r.message
+            );
+        }
+        // A service alert's namespace too.
+        let labels = r#"{"alertname":"HighLatencyAlert","namespace":"a/b","service":"orders"}"#;
+        assert_eq!(
+            plan(one(labels, "{}").as_bytes(), &c).unwrap_err().status,
+            422
+        );
+    }
+
+    #[test]
+    fn i44_8_labels_the_api_server_would_refuse_refuse_the_whole_request() {
+        let c = config();
+        let good = alert(
+            "firing",
+            r#"{"alertname":"HighLatencyAlert","namespace":"ns","pod":"p"}"#,
+            "{}",
+        );
+        let long = format!("probe/x={}", "v".repeat(64));
+        for pair in [
+            "probe/a/b=x",
+            "probe/=x",
+            long.as_str(),
+            "probe/\u{e9}=1",
+            "probe/x=a b",
+            "probe/x=-",
+        ] {
+            let annotations = serde_json::json!({"podLabels": pair}).to_string();
+            let bad = alert(
+                "firing",
+                r#"{"alertname":"Other","namespace":"ns","pod":"p"}"#,
+                &annotations,
+            );
+            let body = format!(r#"{{"alerts":[{good},{bad}]}}"#);
+            let r = plan(body.as_bytes(), &c).unwrap_err();
+            assert_eq!(r.status, 422, "{pair}: {}", r.message);
+            assert!(
+                r.message.starts_with("alerts[1] (Other): label "),
+                "{}",
+                r.message
+            );
+        }
+    }
+
+    #[test]
+    fn i44_9_labels_per_alert_are_capped_as_they_are_read() {
+        let c = config();
+        let flood: Vec<String> = (0..33_000).map(|i| format!("probe/l{i}=v")).collect();
+        let annotations = serde_json::json!({"podLabels": flood.join(",")}).to_string();
+        let r = plan(
+            one(
+                r#"{"alertname":"X","namespace":"ns","pod":"nope"}"#,
+                &annotations,
+            )
+            .as_bytes(),
+            &c,
+        )
+        .unwrap_err();
+        assert_eq!(r.status, 422);
+        assert!(
+            r.message.contains("more than 4 labels (maxLabelsPerAlert)"),
+            "{}",
+            r.message
+        );
+        let r = plan(
+            one(r#"{"alertname":"X","namespace":"ns","pod":"p"}"#, "{}")
+                .replace(
+                    r#""fingerprint":"f1""#,
+                    &format!(r#""fingerprint":"{}""#, "f".repeat(129)),
+                )
+                .replace(
+                    r#""annotations":{}"#,
+                    r#""annotations":{"podLabels":"probe/a=1"}"#,
+                )
+                .as_bytes(),
+            &c,
+        )
+        .unwrap_err();
+        assert_eq!(r.status, 422, "{}", r.message);
+    }
+
+    fn fire(key: &str, label: (&str, &str)) -> Action {
+        Action::Fire {
+            key: key.into(),
+            target: Target::Selector {
+                namespace: "ns".into(),
+                selector: format!("app={key}"),
+            },
+            labels: [(label.0.to_string(), label.1.to_string())].into(),
+            ttl: Duration::from_secs(60),
+        }
+    }
+
+    fn resolved(actions: &[Action], pods: &[&str]) -> HashMap<Target, Vec<PodRef>> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Fire { target, .. } => Some((
+                    target.clone(),
+                    pods.iter()
+                        .map(|p| ("ns".to_string(), p.to_string()))
+                        .collect(),
+                )),
+                Action::Resolve { .. } => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn i44_10_one_patch_per_pod_per_request_and_resends_write_nothing() {
+        let now = tokio::time::Instant::now();
+        let mut state = State::default();
+        // 1,000 alerts matching the same 2 pods: 2 patches.
+        let actions: Vec<Action> = (0..1000)
+            .map(|i| fire(&format!("a{i}"), ("probe/debug", "latency")))
+            .collect();
+        let pods = resolved(&actions, &["p1", "p2"]);
+        let change = change_of(&mut state, &actions, &pods, now, 10_000).unwrap();
+        let todo = patches(&state.active, &change);
+        let want: LabelPatch = [("probe/debug".to_string(), Some("latency".to_string()))].into();
+        assert_eq!(todo.len(), 2);
+        assert!(todo.values().all(|p| *p == want));
+        commit(&mut state, change, &[]);
+        // The same request again: only TTLs, no write.
+        let later = now + Duration::from_secs(5);
+        let change = change_of(&mut state, &actions, &pods, later, 10_000).unwrap();
+        assert!(change.is_empty());
+        assert!(
+            state
+                .active
+                .values()
+                .all(|a| a.expires == later + Duration::from_secs(60))
+        );
+        // Resolving 999 of them removes nothing; the last one removes the label from both.
+        let resolve = |keys: std::ops::Range<usize>| -> Vec<Action> {
+            keys.map(|i| Action::Resolve {
+                key: format!("a{i}"),
+            })
+            .collect()
+        };
+        let change =
+            change_of(&mut state, &resolve(0..999), &HashMap::new(), later, 10_000).unwrap();
+        assert!(patches(&state.active, &change).is_empty());
+        commit(&mut state, change, &[]);
+        let change = change_of(
+            &mut state,
+            &resolve(999..1000),
+            &HashMap::new(),
+            later,
+            10_000,
+        )
+        .unwrap();
+        let todo = patches(&state.active, &change);
+        let gone: LabelPatch = [("probe/debug".to_string(), None)].into();
+        assert_eq!(todo.len(), 2);
+        assert!(todo.values().all(|p| *p == gone));
+        commit(&mut state, change, &[]);
+        assert!(state.active.is_empty());
+    }
+
+    #[test]
+    fn i44_9_alerts_for_missing_pods_are_not_kept_and_active_alerts_are_capped() {
+        let now = tokio::time::Instant::now();
+        let mut state = State::default();
+        let actions = vec![fire("a", ("probe/x", "1"))];
+        let pods = resolved(&actions, &["missing"]);
+        let change = change_of(&mut state, &actions, &pods, now, 2).unwrap();
+        commit(
+            &mut state,
+            change,
+            &[("ns".to_string(), "missing".to_string())],
+        );
+        assert!(state.active.is_empty(), "{:?}", state.active);
+        // A selector that matches nothing is not kept either.
+        let change = change_of(&mut state, &actions, &resolved(&actions, &[]), now, 2).unwrap();
+        assert!(change.is_empty());
+        // The cap: 2 held, a third new one refused whole.
+        let two = vec![fire("a", ("probe/x", "1")), fire("b", ("probe/x", "2"))];
+        let change = change_of(&mut state, &two, &resolved(&two, &["p"]), now, 2).unwrap();
+        commit(&mut state, change, &[]);
+        let third = vec![fire("c", ("probe/x", "3"))];
+        let r = change_of(&mut state, &third, &resolved(&third, &["p"]), now, 2).unwrap_err();
+        assert_eq!(r.status, 503);
+        assert_eq!(state.active.len(), 2);
+    }
+
+    #[test]
+    fn i44_10_a_later_alert_wins_a_shared_key_and_the_earlier_one_shows_again_when_it_goes() {
+        let now = tokio::time::Instant::now();
+        let mut state = State::default();
+        for (key, v) in [("a", "1"), ("b", "2")] {
+            let act = vec![fire(key, ("probe/x", v))];
+            let change = change_of(&mut state, &act, &resolved(&act, &["p"]), now, 10).unwrap();
+            commit(&mut state, change, &[]);
+        }
+        let change = change_of(
+            &mut state,
+            &[Action::Resolve { key: "b".into() }],
+            &HashMap::new(),
+            now,
+            10,
+        )
+        .unwrap();
+        let todo = patches(&state.active, &change);
+        let want: LabelPatch = [("probe/x".to_string(), Some("1".to_string()))].into();
+        assert_eq!(todo.values().collect::<Vec<_>>(), [&want]);
+    }
+
+    #[test]
+    fn i44_7_permissions_beyond_list_and_patch_pods_are_named() {
+        let status: k8s_openapi::api::authorization::v1::SubjectRulesReviewStatus =
+            serde_json::from_value(serde_json::json!({
+                "incomplete": false,
+                "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/api"]}],
+                "resourceRules": [
+                    {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]},
+                    {"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"]},
+                    {"verbs": ["list", "patch"], "apiGroups": [""], "resources": ["pods"]},
+                ]
+            }))
+            .unwrap();
+        assert_eq!(excess_permissions(&status), Vec::<String>::new());
+        let admin: k8s_openapi::api::authorization::v1::SubjectRulesReviewStatus =
+            serde_json::from_value(serde_json::json!({
+                "incomplete": false,
+                "nonResourceRules": [],
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
+                    {"verbs": ["patch"], "apiGroups": [""], "resources": ["pods/status"]}]
+            }))
+            .unwrap();
+        assert_eq!(excess_permissions(&admin), ["* *.*", "patch pods/status"]);
     }
 
     #[test]

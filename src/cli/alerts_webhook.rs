@@ -26,7 +26,8 @@ pub enum AlertsCommand {
 /// `probelet alerts webhook`.
 #[derive(Debug, clap::Args)]
 pub struct WebhookArgs {
-    /// The config: listen, tokenFile, allowedPrefixes, maxPodsPerAlert, maxAlerts, rules.
+    /// The config: listen, tokenFile, allowedPrefixes, maxPodsPerAlert, maxAlerts,
+    /// maxActiveAlerts, maxLabelsPerAlert, rules.
     #[arg(value_name = "CONFIG.yaml")]
     pub config: PathBuf,
     /// The API server and credentials.
@@ -75,6 +76,9 @@ pub fn run(args: Args) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        if let Some(w) = webhook::privilege_warning(&client).await {
+            eprintln!("webhook: {}", probelet::display::terminal(&w));
+        }
         let addr = listener.local_addr().map_or(config.listen, |a| a);
         eprintln!("webhook: listening on {addr} (POST /alerts)");
         tokio::select! {

@@ -85,7 +85,8 @@ pub struct Args {
 }
 
 /// Runs the subcommand: 0 with a report, 2 on bad input or when nothing could be measured,
-/// 130 when interrupted (every container stopped).
+/// 130 when Ctrl-C or SIGTERM interrupts the runs (every container stopped; README "Exit
+/// codes": an interruption that leaves the result unfinished).
 pub fn run(args: Args) -> ExitCode {
     match run_inner(args) {
         Ok(code) => code,
@@ -159,6 +160,14 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     let mut runs = Vec::new();
     let mut walls = Vec::new();
     let interrupted = rt.block_on(async {
+        // Registered before any container starts (a handler registered at its first poll
+        // left a window for the default action); SIGTERM like Ctrl-C: its default action
+        // would end calibrate and leave the containers of the current run behind.
+        use tokio::signal::unix::{SignalKind, signal};
+        let (mut int, mut term) = (
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
+        );
         // Orphans of the containers are reaped here, as in `probelet run`.
         if probelet::runtime::process::become_subreaper().is_ok()
             && let Ok(mut exits) =
@@ -180,7 +189,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
             let t0 = Instant::now();
             tokio::select! {
                 r = observe_run(&containers, &cfg) => runs.push(r?),
-                _ = tokio::signal::ctrl_c() => {
+                _ = async { tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} } } => {
                     probelet::runtime::process::kill_all_groups();
                     return Ok::<bool, anyhow::Error>(true);
                 }
@@ -190,7 +199,9 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         Ok(false)
     })?;
     if interrupted {
-        eprintln!("calibrate: interrupted; every container was stopped");
+        eprintln!(
+            "calibrate: interrupted before its runs ended; every container was stopped, nothing proposed (exit 130)"
+        );
         return Ok(ExitCode::from(130));
     }
     let reports = calibrate::report(&template, &runs, &margins, args.simulate, args.seed)?;

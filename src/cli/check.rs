@@ -72,12 +72,12 @@ Options:
   -H, --header <NAME: VALUE>   Add an HTTP request header (repeatable). An empty value removes
                                a default header (User-Agent, Accept); Host sets the virtual host
       --timeout <DURATION>     The probe's timeout (1s, 500ms, 2m, or plain seconds), covering
-                               connect, request and response. Default: 1s like the kubelet, or
-                               the manifest's timeoutSeconds with --from
+                               connect, request and response [default: 1s, the kubelet's]
   -o, --output <FORMAT>        text: one line `<result>: <output>`; json: {\"result\": ...,
                                \"output\": ..., \"durationSeconds\": ...} [default: text]
       --from <FILE>            Run a probe from a manifest (a Pod, or a workload with a pod
-                               template) instead of TARGET
+                               template) instead of TARGET, with the probe's timeoutSeconds
+                               unless --timeout is given
       --container <NAME>       With --from: the container whose probe runs (needed when several
                                containers have the probe)
       --probe <TYPE>           With --from: liveness, readiness or startup
@@ -211,10 +211,7 @@ pub fn main<I: IntoIterator<Item = std::ffi::OsString>>(
     match parse(argv) {
         Ok(Parsed::Check(args)) => run(args, manifests),
         Ok(Parsed::Help) => {
-            let help = HELP
-                .replace("{bin}", bin)
-                .replace("{kubelet}", probe::DEFAULT_KUBELET_VERSION);
-            println!("{ABOUT}\n\n{help}");
+            println!("{ABOUT}\n\n{}", help(bin, manifests.is_some()));
             ExitCode::SUCCESS
         }
         Ok(Parsed::Version) => {
@@ -228,6 +225,40 @@ pub fn main<I: IntoIterator<Item = std::ffi::OsString>>(
             ExitCode::from(EXIT_USAGE)
         }
     }
+}
+
+/// The options that read a manifest: a binary without the manifest loader (`probelet-check`)
+/// does not show them, since they always fail there.
+const MANIFEST_OPTIONS: [&str; 4] = ["--from ", "--container ", "--probe ", "--host "];
+
+/// The help text for `bin`; without `manifests`, the usage line and options of `--from` are
+/// left out.
+fn help(bin: &str, manifests: bool) -> String {
+    let full = HELP
+        .replace("{bin}", bin)
+        .replace("{kubelet}", probe::DEFAULT_KUBELET_VERSION);
+    if manifests {
+        return full;
+    }
+    let mut out = String::new();
+    // Whether the current option's block (its first line and the more-indented lines after
+    // it) is left out.
+    let mut skipping = false;
+    for line in full.lines() {
+        let option = line.trim_start();
+        let starts_block = line.starts_with("  ") && option.starts_with('-');
+        if starts_block {
+            skipping = MANIFEST_OPTIONS.iter().any(|o| option.starts_with(o));
+        } else if !line.starts_with("    ") {
+            skipping = false;
+        }
+        let from_usage = line.contains("--from <FILE> --probe");
+        if !skipping && !from_usage {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// How the result is printed.

@@ -245,6 +245,15 @@ async fn serve(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // SIGHUP is ignored, not fatal: `kill -HUP` meant for a probelet beside it (a monitor's
+    // reload) or a closed terminal must not end the app the probes watch.
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("demo-app: cannot handle SIGHUP: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let exit_at = args
         .exit_after
         .map(|d| tokio::time::Instant::from_std(start + d));
@@ -307,6 +316,7 @@ async fn serve(args: Args) -> ExitCode {
                 eprintln!("demo-app: exiting with code {} as asked", args.exit_code);
                 return ExitCode::from(args.exit_code);
             }
+            _ = hup.recv() => eprintln!("demo-app: SIGHUP ignored"),
             _ = term.recv() => {
                 if args.ignore_sigterm {
                     eprintln!("demo-app: SIGTERM ignored");

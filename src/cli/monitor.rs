@@ -286,6 +286,11 @@ pub fn run(args: Args) -> ExitCode {
         pending: live_table.then(Arc::default),
     };
     runtime.block_on(async move {
+        // Ctrl-C and SIGTERM are taken from here on: registered only when the stop future was
+        // first polled, a Ctrl-C just after "serving" killed the monitor by the signal's
+        // default action instead of a graceful exit 0 (issue 48 item 4).
+        let mut int = signal(SignalKind::interrupt()).ok();
+        let mut term = signal(SignalKind::terminate()).ok();
         let listener = match tokio::net::TcpListener::bind(args.listen).await {
             Ok(l) => l,
             Err(e) => {
@@ -398,10 +403,9 @@ pub fn run(args: Args) -> ExitCode {
             tokio::spawn(live_view(shared, pending));
         }
         let stop = async {
-            let mut term = signal(SignalKind::terminate()).ok();
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+                _ = next_signal(int.as_mut()) => {}
+                _ = next_signal(term.as_mut()) => {}
             }
         };
         let events = out.clone();
@@ -425,6 +429,16 @@ pub fn run(args: Args) -> ExitCode {
 enum Loaded {
     Prepared(runner::Prepared),
     Cluster(config::TargetsFile),
+}
+
+/// The next delivery of a signal whose handler is registered; never, when it could not be.
+async fn next_signal(signal: Option<&mut tokio::signal::unix::Signal>) {
+    match signal {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// Applies a reloaded file; an unreadable file keeps the current targets.

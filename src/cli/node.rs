@@ -172,6 +172,11 @@ pub fn run(args: Args) -> ExitCode {
         probelet::runtime::containment::sweep_descendants();
         match result {
             Ok(()) => ExitCode::SUCCESS,
+            // A kubeconfig that is missing or does not parse is bad input (README: exit 2).
+            Err(e @ probelet::node::error::NodeError::Kubeconfig { .. }) => {
+                eprintln!("error: {}", terminal(&e.to_string()));
+                ExitCode::from(2)
+            }
             Err(e) => {
                 eprintln!("error: {}", terminal(&e.to_string()));
                 ExitCode::FAILURE

@@ -264,9 +264,10 @@ pub fn run(args: Args) -> ExitCode {
             supervisor.add_pod(t);
         }
         let api = match start_api(&args, &mut supervisor) {
-            Ok(store) => {
-                super::alerting::start_run_alerts(&args.alerts, store.clone());
-                store
+            Ok(api) => {
+                let store = api.as_ref().map(|a| a.store.clone());
+                super::alerting::start_run_alerts(&args.alerts, store);
+                api
             }
             Err(message) => {
                 eprintln!("error: {}", terminal(&message));
@@ -314,8 +315,8 @@ pub fn run(args: Args) -> ExitCode {
         // Every container stopped: whatever they left reparented to probelet goes too.
         probelet::runtime::containment::sweep_descendants();
         // Open watches get the last changes (a deleted pod's DELETED) and end cleanly.
-        if let Some(store) = api {
-            store.close(Duration::from_secs(2)).await;
+        if let Some(api) = api {
+            api.close().await;
         }
         if stopped {
             return ExitCode::SUCCESS;
@@ -369,10 +370,7 @@ fn closing_summary(
 /// (so requests never queue behind the supervisor's work, nor delay a probe). An explicit
 /// `--listen` that cannot be bound is an error; the default address being taken (another
 /// probelet) only turns the API off, with a note.
-fn start_api(
-    args: &Args,
-    supervisor: &mut Supervisor,
-) -> Result<Option<Arc<probelet::api::store::ApiStore>>, String> {
+fn start_api(args: &Args, supervisor: &mut Supervisor) -> Result<Option<Api>, String> {
     let explicit = args.listen.is_some();
     let addr = args.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
     if addr == "off" {
@@ -401,7 +399,7 @@ fn start_api(
         .clone()
         .unwrap_or_else(probelet::api::kubeconfig::default_path);
     // A kubeconfig that cannot be written costs kubectl's convenience, never the run.
-    let kubeconfig_written = probelet::api::kubeconfig::write(
+    let registration = probelet::api::kubeconfig::write(
         &path,
         &format!("https://{local}"),
         &identity.cert_pem,
@@ -413,7 +411,7 @@ fn start_api(
             path.display()
         )
     })
-    .is_ok();
+    .ok();
     let store = supervisor.enable_api(token);
     let alert_store = store.clone();
     let mut limits =
@@ -442,15 +440,42 @@ fn start_api(
             }
         })
         .map_err(|e| format!("cannot start the API thread: {e}"))?;
-    if kubeconfig_written {
-        eprintln!(
-            "API on http://{local} (KUBECONFIG={} kubectl get pods)",
-            path.display()
-        );
-    } else {
-        eprintln!("API on http://{local}");
+    match &registration {
+        // The context by name: the file's current context follows the instance started last.
+        Some(r) => eprintln!(
+            "API on http://{local} (KUBECONFIG={} kubectl --context {} get pods)",
+            path.display(),
+            r.context()
+        ),
+        None => eprintln!("API on http://{local}"),
     }
-    Ok(Some(alert_store))
+    Ok(Some(Api {
+        store: alert_store,
+        registration,
+    }))
+}
+
+/// The API `run` serves, and its context in the kubeconfig (removed at exit).
+struct Api {
+    store: Arc<probelet::api::store::ApiStore>,
+    registration: Option<probelet::api::kubeconfig::Registration>,
+}
+
+impl Api {
+    /// At the end of the run: open watches get the last changes and end; this instance's
+    /// context leaves the kubeconfig (the one it replaced is current again).
+    async fn close(self) {
+        self.store.close(Duration::from_secs(2)).await;
+        if let Some(r) = self.registration
+            && let Err(e) = r.remove()
+        {
+            eprintln!(
+                "warning: cannot remove context {} from the kubeconfig {}: {e}",
+                r.context(),
+                r.path().display()
+            );
+        }
+    }
 }
 
 /// The terminal's width in columns (80 when unknown).

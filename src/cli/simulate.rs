@@ -37,8 +37,9 @@ pub struct Args {
     pub manifest: Option<PathBuf>,
 
     /// The scenario file: how each container's process and probe targets behave over time.
+    /// Without it, the healthy case: every probe target answers ok, no container exits.
     #[arg(long, short = 's')]
-    pub scenario: PathBuf,
+    pub scenario: Option<PathBuf>,
 
     /// Virtual time to simulate (e.g. 30m, 2h, 90s). Default: the scenario's `duration`, else 30m.
     #[arg(long, short = 'd', value_parser = parse_duration)]
@@ -83,20 +84,33 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn run_inner(args: Args) -> anyhow::Result<bool> {
-    let text = std::fs::read_to_string(&args.scenario)
-        .with_context(|| format!("reading {}", args.scenario.display()))?;
-    let scenario = Scenario::parse(&text, &args.scenario)?;
-    let manifest = match args.manifest {
-        Some(m) => m,
-        None => {
-            probelet::sim::scenario::manifest_comment(&text, &args.scenario).with_context(|| {
-                format!(
-                    "no MANIFEST given and {} has no `# manifest: PATH` line",
-                    args.scenario.display()
-                )
-            })?
+    let (scenario, manifest) = match (&args.scenario, args.manifest) {
+        (Some(path), manifest) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let scenario = Scenario::parse(&text, path)?;
+            let manifest = match manifest {
+                Some(m) => m,
+                None => {
+                    probelet::sim::scenario::manifest_comment(&text, path).with_context(|| {
+                        format!(
+                            "no MANIFEST given and {} has no `# manifest: PATH` line",
+                            path.display()
+                        )
+                    })?
+                }
+            };
+            (scenario, manifest)
         }
+        // No scenario: the healthy case (an empty scenario gives every target `ok`).
+        (None, Some(manifest)) => (Scenario::default(), manifest),
+        (None, None) => anyhow::bail!(
+            "give a MANIFEST, a --scenario FILE, or both (a scenario may name its manifest with a first line `# manifest: PATH`)"
+        ),
     };
+    // Where the scenario's errors point: its file, else the manifest (no scenario, no errors
+    // of its own).
+    let scenario_path = args.scenario.clone().unwrap_or_else(|| manifest.clone());
     let pod = load_pod_template(&manifest)?;
     let opts = SimOptions {
         duration: args
@@ -117,7 +131,7 @@ fn run_inner(args: Args) -> anyhow::Result<bool> {
         let mut rows = Vec::new();
         for &value in &sweep.values {
             let spec = sweep.apply(&pod.spec, value)?;
-            let plan = Plan::compile(&scenario, &spec, &args.scenario)?;
+            let plan = Plan::compile(&scenario, &spec, &scenario_path)?;
             rows.push((value, simulate(&spec, &plan, &opts)));
         }
         let rendered = match args.output {
@@ -129,7 +143,7 @@ fn run_inner(args: Args) -> anyhow::Result<bool> {
         write_out(&args.out_file, &rendered)?;
         return Ok(true);
     }
-    let plan = Plan::compile(&scenario, &pod.spec, &args.scenario)?;
+    let plan = Plan::compile(&scenario, &pod.spec, &scenario_path)?;
     let timeline = simulate(&pod.spec, &plan, &opts);
 
     let rendered = match args.output {

@@ -28,8 +28,13 @@ pub async fn connect(path: &Path) -> Result<kube::Client, NodeError> {
         path: path.to_path_buf(),
         message,
     };
-    let kubeconfig =
-        Kubeconfig::read_from(path).map_err(|e| bad(crate::display::error_chain(&e)))?;
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| match e {
+        // kube's own text repeats the path, quoted twice (`'"/x"'`); the error names it.
+        kube::config::KubeconfigError::ReadConfig(io, _) => {
+            bad(format!("cannot read: {}", crate::display::error_chain(&io)))
+        }
+        e => bad(crate::display::error_chain(&e)),
+    })?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| bad(crate::display::error_chain(&e)))?;

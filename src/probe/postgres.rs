@@ -4,7 +4,11 @@
 //! starting up`, `too many connections`), and a stopped or paused one accepts and never
 //! answers. This handler speaks the frontend/backend protocol version 3 directly: the startup
 //! message, authentication (trust, cleartext password, MD5 and SCRAM-SHA-256, the methods
-//! `pg_hba.conf` offers over TCP without TLS), one simple-protocol query, and `Terminate`. The
+//! `pg_hba.conf` offers over TCP without TLS), one simple-protocol query, and `Terminate`.
+//! Which methods a server may use is the DSN's `require_auth` (as libpq's): by default, with a
+//! password configured, only SCRAM-SHA-256, whose last step proves the server knows the
+//! password; a server that asks for it in clear or MD5, or lets the check in without asking,
+//! is refused (it may be an impostor collecting passwords or faking health). The
 //! query must complete without an `ErrorResponse`. Everything is bounded by the timeout and no
 //! backend message larger than [`MAX_MESSAGE`] is read. TLS (`sslmode=require`) is not
 //! supported and is refused when the DSN asks for it.
@@ -40,6 +44,70 @@ pub struct PostgresTarget {
     pub password: Option<Secret>,
     /// The query run once logged in (`SELECT 1` by default).
     pub query: String,
+    /// The DSN's `require_auth`: the methods the server may use; `None`: the default (see
+    /// [`PostgresTarget::allowed_methods`]).
+    pub require_auth: Option<Vec<AuthMethod>>,
+}
+
+/// An authentication method a server may ask for (libpq's `require_auth` names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMethod {
+    /// `none`: no authentication (`trust`).
+    None,
+    /// `password`: the password in clear.
+    Password,
+    /// `md5`: PostgreSQL's salted MD5.
+    Md5,
+    /// `scram-sha-256`: SCRAM, which proves the server knows the password too.
+    ScramSha256,
+}
+
+impl AuthMethod {
+    /// The name `require_auth` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthMethod::None => "none",
+            AuthMethod::Password => "password",
+            AuthMethod::Md5 => "md5",
+            AuthMethod::ScramSha256 => "scram-sha-256",
+        }
+    }
+}
+
+impl PostgresTarget {
+    /// The methods the server may use: `require_auth` when the DSN has it; otherwise
+    /// `scram-sha-256` when a password is configured (like libpq's `require_auth=scram-sha-256`),
+    /// and any method when none is (a server that asks for a password then fails anyway).
+    pub fn allowed_methods(&self) -> Vec<AuthMethod> {
+        match (&self.require_auth, &self.password) {
+            (Some(methods), _) => methods.clone(),
+            (None, Some(_)) => vec![AuthMethod::ScramSha256],
+            (None, None) => vec![
+                AuthMethod::None,
+                AuthMethod::Password,
+                AuthMethod::Md5,
+                AuthMethod::ScramSha256,
+            ],
+        }
+    }
+
+    /// Refuses `method` unless [`Self::allowed_methods`] has it.
+    fn allow(&self, method: AuthMethod, what: &str) -> Result<(), Failed> {
+        let allowed = self.allowed_methods();
+        if allowed.contains(&method) {
+            return Ok(());
+        }
+        let names: Vec<&str> = allowed.iter().map(|m| m.name()).collect();
+        Err(Failed::new(
+            FailureKind::Status,
+            format!(
+                "the server {what} ({}), but require_auth={}: refused (it may not be the real server); add {} to the DSN's require_auth to allow it",
+                method.name(),
+                names.join(","),
+                method.name()
+            ),
+        ))
+    }
 }
 
 impl std::fmt::Display for PostgresTarget {
@@ -71,6 +139,9 @@ pub enum DsnError {
     /// A parameter this handler does not know.
     #[error("unsupported parameter {0:?}")]
     Param(String),
+    /// A `require_auth` method that is not `none`, `password`, `md5` or `scram-sha-256`.
+    #[error("require_auth: unknown method {0:?} (none, password, md5, scram-sha-256)")]
+    RequireAuth(String),
 }
 
 impl PostgresTarget {
@@ -93,8 +164,12 @@ impl PostgresTarget {
             return Err(DsnError::NoUser);
         }
         let (host, port) = split_host_port(hostport)?;
+        let mut require_auth = None;
         for param in params.split('&').filter(|p| !p.is_empty()) {
             match param.split_once('=') {
+                Some(("require_auth", methods)) => {
+                    require_auth = Some(parse_require_auth(&percent_decode(methods)?)?);
+                }
                 Some(("sslmode", "disable" | "allow" | "prefer")) => {}
                 Some(("sslmode", mode)) => return Err(DsnError::Tls(mode.to_string())),
                 _ => return Err(DsnError::Param(param.to_string())),
@@ -111,8 +186,23 @@ impl PostgresTarget {
             database,
             password,
             query: "SELECT 1".into(),
+            require_auth,
         })
     }
+}
+
+/// `require_auth=scram-sha-256,md5`: the methods named (libpq's `!method` negations are not
+/// supported: a list says what is allowed).
+fn parse_require_auth(list: &str) -> Result<Vec<AuthMethod>, DsnError> {
+    list.split(',')
+        .map(|m| match m.trim() {
+            "none" => Ok(AuthMethod::None),
+            "password" => Ok(AuthMethod::Password),
+            "md5" => Ok(AuthMethod::Md5),
+            "scram-sha-256" => Ok(AuthMethod::ScramSha256),
+            other => Err(DsnError::RequireAuth(other.to_string())),
+        })
+        .collect()
 }
 
 fn split_host_port(s: &str) -> Result<(String, u16), DsnError> {
@@ -292,6 +382,22 @@ async fn exchange(t: &PostgresTarget, deadline: Instant) -> Result<String, Faile
     result
 }
 
+/// Where a SCRAM exchange is: `AuthenticationOk` is accepted only once the server's signature
+/// was verified, so a man in the middle cannot skip `SASLFinal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Progress {
+    /// No method asked for yet.
+    Start,
+    /// A password (clear or MD5) was sent.
+    PasswordSent,
+    /// SCRAM: client-first sent.
+    ScramStarted,
+    /// SCRAM: client-final sent.
+    ScramProofSent,
+    /// SCRAM: the server's signature matched.
+    ScramVerified,
+}
+
 /// The authentication exchange, up to `AuthenticationOk`.
 async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), Failed> {
     let password = || {
@@ -301,6 +407,7 @@ async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), Failed> {
             .ok_or_else(|| "the server asks for a password and none is configured".to_string())
     };
     let mut scram: Option<Scram> = None;
+    let mut progress = Progress::Start;
     loop {
         let m = c.recv().await?;
         match m.tag {
@@ -318,27 +425,45 @@ async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), Failed> {
             .get(..4)
             .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
         let data = m.body.get(4..).unwrap_or_default();
-        match code {
-            Some(0) => return Ok(()),
-            Some(3) => {
-                let mut body = Vec::new();
-                cstr(&mut body, password()?);
-                c.send(Some(b'p'), &body).await?;
+        progress = match (code, progress) {
+            (Some(0), Progress::Start) => {
+                t.allow(AuthMethod::None, "let the check in without a password")?;
+                return Ok(());
             }
-            Some(5) => {
+            (Some(0), Progress::PasswordSent | Progress::ScramVerified) => return Ok(()),
+            (Some(0), _) => {
+                return Err(Failed::new(
+                    FailureKind::Status,
+                    "SCRAM: the server said AuthenticationOk without proving it knows the password (no valid SASLFinal): refused, it may not be the real server",
+                ));
+            }
+            (Some(3), Progress::Start) => {
+                let pw = password()?;
+                t.allow(AuthMethod::Password, "asks for the password in clear")?;
+                let mut body = Vec::new();
+                cstr(&mut body, pw);
+                c.send(Some(b'p'), &body).await?;
+                Progress::PasswordSent
+            }
+            (Some(5), Progress::Start) => {
+                let pw = password()?;
+                t.allow(AuthMethod::Md5, "asks for an MD5 password")?;
                 let salt = data.get(..4).ok_or("short MD5 salt")?;
-                let inner = md5_hex(&[password()?.as_bytes(), t.user.as_bytes()].concat());
+                let inner = md5_hex(&[pw.as_bytes(), t.user.as_bytes()].concat());
                 let outer = md5_hex(&[inner.as_bytes(), salt].concat());
                 let mut body = Vec::new();
                 cstr(&mut body, &format!("md5{outer}"));
                 c.send(Some(b'p'), &body).await?;
+                Progress::PasswordSent
             }
-            Some(10) => {
+            (Some(10), Progress::Start) => {
                 let offers_scram = data.split(|b| *b == 0).any(|mech| mech == b"SCRAM-SHA-256");
                 if !offers_scram {
                     return Err("the server offers no SASL mechanism probelet knows".into());
                 }
-                let s = Scram::new(password()?)?;
+                let pw = password()?;
+                t.allow(AuthMethod::ScramSha256, "asks for SCRAM-SHA-256")?;
+                let s = Scram::new(pw)?;
                 let mut body = Vec::new();
                 cstr(&mut body, "SCRAM-SHA-256");
                 let first = s.client_first();
@@ -346,8 +471,9 @@ async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), Failed> {
                 body.extend_from_slice(first.as_bytes());
                 c.send(Some(b'p'), &body).await?;
                 scram = Some(s);
+                Progress::ScramStarted
             }
-            Some(11) => {
+            (Some(11), Progress::ScramStarted) => {
                 let mut s = scram.take().ok_or("SASL continue without a SASL start")?;
                 let server_first = String::from_utf8_lossy(data).into_owned();
                 // PBKDF2 is CPU-bound: off the runtime thread, so that the check's timeout
@@ -359,14 +485,24 @@ async fn authenticate(c: &mut Conn, t: &PostgresTarget) -> Result<(), Failed> {
                 .map_err(|e| format!("SCRAM: {e}"))??;
                 scram = Some(s);
                 c.send(Some(b'p'), fin.as_bytes()).await?;
+                Progress::ScramProofSent
             }
-            Some(12) => {
+            (Some(12), Progress::ScramProofSent) => {
                 let s = scram.as_ref().ok_or("SASL final without a SASL start")?;
                 s.verify_server(&String::from_utf8_lossy(data))?;
+                Progress::ScramVerified
             }
-            Some(n) => return Err(format!("authentication method {n} is not supported").into()),
-            None => return Err("short authentication message".into()),
-        }
+            (Some(n @ (3 | 5 | 10 | 11 | 12)), p) => {
+                return Err(format!(
+                    "authentication message {n} out of order (after {p:?}): refused"
+                )
+                .into());
+            }
+            (Some(n), _) => {
+                return Err(format!("authentication method {n} is not supported").into());
+            }
+            (None, _) => return Err("short authentication message".into()),
+        };
     }
 }
 
@@ -414,6 +550,14 @@ struct Scram {
 
 impl Scram {
     fn new(password: &str) -> Result<Scram, String> {
+        // SASLprep leaves ASCII as it is (PostgreSQL uses the raw bytes of a password it
+        // prohibits), so ASCII is exact; other characters would need its normalisation.
+        if !password.is_ascii() {
+            return Err(
+                "SCRAM: the password has non-ASCII characters, which SASLprep would normalise and probelet does not: use an ASCII password"
+                    .into(),
+            );
+        }
         let mut raw = [0u8; 18];
         rustix::rand::getrandom(&mut raw, rustix::rand::GetRandomFlags::empty())
             .map_err(|e| format!("random nonce: {e}"))?;
@@ -540,6 +684,274 @@ fn md5_hex(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::net::TcpListener;
+
+    /// The result and the output (or error) of an outcome.
+    fn r(o: &ProbeOutcome) -> (RawResult, &str) {
+        match o {
+            ProbeOutcome::Completed { result, output } => (*result, output),
+            ProbeOutcome::Errored { result, error } => (*result, error),
+        }
+    }
+
+    fn message(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![tag];
+        m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    fn auth(code: u32, data: &[u8]) -> Vec<u8> {
+        message(b'R', &[&code.to_be_bytes()[..], data].concat())
+    }
+
+    /// What a logged-in server sends up to the query's answer (ReadyForQuery, then for the
+    /// query: a command tag and ReadyForQuery).
+    fn logged_in() -> Vec<u8> {
+        [
+            message(b'Z', b"I"),
+            message(b'C', b"SELECT 1\0"),
+            message(b'Z', b"I"),
+        ]
+        .concat()
+    }
+
+    /// How the fake server ends a SCRAM exchange.
+    #[derive(Clone, Copy)]
+    enum Final {
+        /// AuthenticationOk at once, without SASLFinal (the man in the middle).
+        Skip,
+        /// A SASLFinal with a made-up signature.
+        Forged,
+    }
+
+    /// A one-connection fake PostgreSQL server playing the attacker, on 127.0.0.1; answers
+    /// every byte it received.
+    async fn fake(
+        script: impl FnOnce(Vec<u8>) -> Option<Vec<u8>> + Send + 'static,
+        first: Vec<u8>,
+    ) -> (PostgresTarget, tokio::task::JoinHandle<Vec<u8>>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let h = tokio::spawn(async move {
+            let (mut c, _) = l.accept().await.unwrap();
+            let mut seen = Vec::new();
+            let mut buf = vec![0u8; 4096];
+            let n = c.read(&mut buf).await.unwrap_or(0);
+            seen.extend_from_slice(&buf[..n]);
+            let _ = c.write_all(&first).await;
+            let n = c.read(&mut buf).await.unwrap_or(0);
+            let answer = buf[..n].to_vec();
+            seen.extend_from_slice(&answer);
+            if let Some(next) = script(answer) {
+                let _ = c.write_all(&next).await;
+                let n = c.read(&mut buf).await.unwrap_or(0);
+                seen.extend_from_slice(&buf[..n]);
+            }
+            seen
+        });
+        let mut t =
+            PostgresTarget::from_dsn(&format!("postgres://app@127.0.0.1:{port}/db")).unwrap();
+        t.password = Some(Secret::new("pencil"));
+        (t, h)
+    }
+
+    /// A fake that runs SCRAM up to the server-first message, then ends as `how`.
+    async fn scram_mitm(how: Final) -> ProbeOutcome {
+        let script = move |client_first: Vec<u8>| {
+            let text = String::from_utf8_lossy(&client_first).into_owned();
+            let nonce = text.split("r=").nth(1)?.to_string();
+            let first = format!("r={nonce}srv,s=AAAAAAAAAAAAAAAAAAAAAA==,i=4096");
+            let mut out = auth(11, first.as_bytes());
+            if let Final::Forged = how {
+                out.extend(auth(12, b"v=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="));
+            }
+            out.extend(auth(0, b""));
+            out.extend(logged_in());
+            Some(out)
+        };
+        let (t, _h) = fake(script, auth(10, b"SCRAM-SHA-256\0\0")).await;
+        probe(&t, Duration::from_secs(5)).await
+    }
+
+    #[tokio::test]
+    async fn i44_pg_authentication_ok_without_sasl_final_is_refused() {
+        let out = scram_mitm(Final::Skip).await;
+        assert_eq!(r(&out).0, RawResult::Failure, "{out:?}");
+        assert!(
+            r(&out)
+                .1
+                .contains("AuthenticationOk without proving it knows the password"),
+            "{out:?}"
+        );
+        let out = scram_mitm(Final::Forged).await;
+        assert_eq!(r(&out).0, RawResult::Failure, "{out:?}");
+        assert!(r(&out).1.contains("signature does not match"), "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn i44_pg_a_server_asking_for_the_password_in_clear_or_md5_is_refused_by_default() {
+        for (code, data, method) in [(3, &b""[..], "password"), (5, &b"salt"[..], "md5")] {
+            let (t, h) = fake(|_| None, auth(code, data)).await;
+            let out = probe(&t, Duration::from_secs(5)).await;
+            assert_eq!(r(&out).0, RawResult::Failure, "{out:?}");
+            assert!(
+                r(&out).1.contains(&format!(
+                    "({method}), but require_auth=scram-sha-256: refused"
+                )),
+                "{out:?}"
+            );
+            let seen = h.await.unwrap();
+            assert!(
+                !String::from_utf8_lossy(&seen).contains("pencil"),
+                "the password was sent"
+            );
+        }
+        // Allowed when the DSN says so.
+        let (mut t, h) = fake(|_| Some(logged_in()), auth(3, b"")).await;
+        t.require_auth = Some(vec![AuthMethod::Password]);
+        // The fake answers ReadyForQuery after the password without AuthenticationOk: the
+        // handler must not take that as a login.
+        let out = probe(&t, Duration::from_secs(5)).await;
+        assert_eq!(r(&out).0, RawResult::Failure, "{out:?}");
+        assert!(String::from_utf8_lossy(&h.await.unwrap()).contains("pencil"));
+        let ok = [auth(0, b""), logged_in()].concat();
+        let (mut t, _h) = fake(move |_| Some(ok), auth(5, b"salt")).await;
+        t.require_auth = Some(vec![AuthMethod::Md5]);
+        let out = probe(&t, Duration::from_secs(5)).await;
+        assert_eq!(r(&out).0, RawResult::Success, "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn i44_pg_trust_is_refused_when_a_password_is_configured_unless_allowed() {
+        let ok = [auth(0, b""), logged_in()].concat();
+        let (t, _h) = fake(|_| None, ok.clone()).await;
+        let out = probe(&t, Duration::from_secs(5)).await;
+        assert!(r(&out).1.contains("without a password (none)"), "{out:?}");
+        let (mut t, _h) = fake(|_| None, ok.clone()).await;
+        t.password = None;
+        assert_eq!(
+            r(&probe(&t, Duration::from_secs(5)).await).0,
+            RawResult::Success
+        );
+        let (mut t, _h) = fake(|_| None, ok).await;
+        t.require_auth = Some(vec![AuthMethod::ScramSha256, AuthMethod::None]);
+        assert_eq!(
+            r(&probe(&t, Duration::from_secs(5)).await).0,
+            RawResult::Success
+        );
+    }
+
+    #[test]
+    fn i44_pg_require_auth_and_non_ascii_passwords() {
+        let t = PostgresTarget::from_dsn("postgres://a@db?require_auth=md5,scram-sha-256").unwrap();
+        assert_eq!(
+            t.require_auth,
+            Some(vec![AuthMethod::Md5, AuthMethod::ScramSha256])
+        );
+        assert_eq!(
+            PostgresTarget::from_dsn("postgres://a@db?require_auth=gss")
+                .unwrap_err()
+                .to_string(),
+            "require_auth: unknown method \"gss\" (none, password, md5, scram-sha-256)"
+        );
+        let e = Scram::new("pässword").err().unwrap();
+        assert!(e.contains("non-ASCII characters"), "{e}");
+    }
+
+    fn fuzz_config() -> proptest::test_runner::Config {
+        proptest::test_runner::Config {
+            cases: 48,
+            failure_persistence: None,
+            ..Default::default()
+        }
+    }
+
+    /// Serves `bytes` as the server's whole answer to one probe; the outcome.
+    fn serve_bytes(bytes: Vec<u8>, password: bool) -> ProbeOutcome {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = l.local_addr().unwrap().port();
+            let _server = tokio::spawn(async move {
+                let (mut c, _) = l.accept().await.unwrap();
+                let mut buf = vec![0u8; 4096];
+                let _ = c.read(&mut buf).await;
+                let _ = c.write_all(&bytes).await;
+                // Then drain, and close: the client's reads end in EOF, never a wait.
+                let _ = c.shutdown().await;
+                while c.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+            });
+            let mut t =
+                PostgresTarget::from_dsn(&format!("postgres://app@127.0.0.1:{port}/db")).unwrap();
+            if password {
+                t.password = Some(Secret::new("pencil"));
+                t.require_auth = Some(vec![
+                    AuthMethod::None,
+                    AuthMethod::Password,
+                    AuthMethod::Md5,
+                    AuthMethod::ScramSha256,
+                ]);
+            }
+            probe(&t, Duration::from_secs(5)).await
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(fuzz_config())]
+
+        /// Random bytes as the server's replies: a failure with a reason, never a panic
+        /// (the reads are bounded by MAX_MESSAGE).
+        #[test]
+        fn i44_fuzz_postgres_random_replies_never_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048),
+            password in proptest::prelude::any::<bool>(),
+        ) {
+            let out = serve_bytes(bytes, password);
+            proptest::prop_assert!(r(&out).0 == RawResult::Failure || r(&out).0 == RawResult::Success);
+        }
+
+        /// A valid login and query with bytes flipped, cut or inserted.
+        #[test]
+        fn i44_fuzz_postgres_mutated_replies_never_panic(
+            edits in proptest::collection::vec((0usize..200, proptest::prelude::any::<u8>(), 0u8..3), 1..8),
+            scram in proptest::prelude::any::<bool>(),
+        ) {
+            let mut bytes = if scram {
+                [auth(10, b"SCRAM-SHA-256\0\0"), auth(11, b"r=x,s=AA==,i=1"), auth(12, b"v=AA=="), auth(0, b"")].concat()
+            } else {
+                [auth(5, b"salt"), auth(0, b""), message(b'S', b"a\0b\0"), message(b'K', &[0; 8])].concat()
+            };
+            bytes.extend(logged_in());
+            bytes.extend(message(b'E', b"SFATAL\0C28P01\0Mno\0\0"));
+            for (at, byte, how) in edits {
+                let at = at % (bytes.len() + 1);
+                match how {
+                    0 if at < bytes.len() => bytes[at] = byte,
+                    1 => bytes.insert(at, byte),
+                    _ => bytes.truncate(at),
+                }
+            }
+            let _ = serve_bytes(bytes, true);
+        }
+
+        /// The SCRAM and error parsers over any text.
+        #[test]
+        fn i44_fuzz_scram_and_error_parsers_never_panic(
+            text in "[ -~]{0,200}",
+            raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        ) {
+            let mut s = Scram::new("pencil").unwrap();
+            let first = format!("r={}{text}", s.nonce);
+            let _ = s.client_final(&first);
+            let _ = s.client_final(&text);
+            let _ = s.verify_server(&text);
+            let _ = error_response(&raw);
+        }
+    }
 
     #[test]
     fn md5_matches_rfc_1321_vectors() {

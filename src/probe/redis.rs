@@ -207,6 +207,69 @@ mod tests {
         );
     }
 
+    /// Serves `bytes` as the server's whole answer (then EOF) to one probe; the outcome.
+    fn serve_bytes(bytes: Vec<u8>, password: bool) -> ProbeOutcome {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = l.local_addr().unwrap().port();
+            let _server = tokio::spawn(async move {
+                let (mut c, _) = l.accept().await.unwrap();
+                let mut buf = vec![0u8; 4096];
+                let _ = c.read(&mut buf).await;
+                let _ = c.write_all(&bytes).await;
+                let _ = c.shutdown().await;
+                while c.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+            });
+            let pw = password.then_some("s3cret");
+            probe(&target(port, pw), Duration::from_secs(5)).await
+        })
+    }
+
+    fn fuzz_config() -> proptest::test_runner::Config {
+        proptest::test_runner::Config {
+            cases: 48,
+            failure_persistence: None,
+            ..Default::default()
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(fuzz_config())]
+
+        /// Random bytes as the server's replies: an outcome, never a panic, and no reply line
+        /// read past its bound.
+        #[test]
+        fn i44_fuzz_redis_random_replies_never_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048),
+            password in proptest::prelude::any::<bool>(),
+        ) {
+            let _ = serve_bytes(bytes, password);
+        }
+
+        /// Valid replies with bytes flipped, cut or inserted.
+        #[test]
+        fn i44_fuzz_redis_mutated_replies_never_panic(
+            edits in proptest::collection::vec((0usize..64, proptest::prelude::any::<u8>(), 0u8..3), 1..6),
+            which in 0usize..4,
+        ) {
+            let valid = ["+OK\r\n+PONG\r\n", "-LOADING busy\r\n", "$4\r\nPONG\r\n", "-NOAUTH x\r\n+PONG\r\n"];
+            let mut bytes = valid[which].as_bytes().to_vec();
+            for (at, byte, how) in edits {
+                let at = at % (bytes.len() + 1);
+                match how {
+                    0 if at < bytes.len() => bytes[at] = byte,
+                    1 => bytes.insert(at, byte),
+                    _ => bytes.truncate(at),
+                }
+            }
+            let _ = serve_bytes(bytes, which == 0);
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_silent_server_fails_at_the_timeout() {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -92,6 +92,8 @@ pub fn spawn_stop_thread(
             requested.store(true, Ordering::Release);
             let _ = first_tx.send(());
             if next_signal(&read) {
+                // Said before the exit, so the 130 is not a silent surprise (issue 48 item 4).
+                eprintln!("\nsecond stop signal: killing every container at once (exit 130)");
                 super::containment::kill_all_and_exit(130);
             }
         })?;

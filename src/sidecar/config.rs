@@ -792,34 +792,41 @@ fn name_error(name: &str) -> Option<&'static str> {
     }
 }
 
-/// Why `t` cannot be a pod condition type a readiness gate names (a qualified name, as the
-/// API server validates `readinessGates[].conditionType`), if it cannot.
-pub fn condition_type_error(t: &str) -> Option<&'static str> {
-    let (prefix, name) = match t.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, t),
-    };
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|l| {
-                !l.is_empty()
-                    && l.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                    && l.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                    && l.chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            })
-    });
-    (!(name_ok && prefix_ok)).then_some(
-        "must be a qualified name (an optional DNS subdomain prefix and '/', then at most 63 alphanumeric characters, '-', '_' or '.'), e.g. cloud.example.com/dependency-check",
-    )
+/// Pod condition types the kubelet or the control plane's controllers write: a gate on one of
+/// them would make the sidecar fight their owner (a sidecar writing `Ready=True` would put the
+/// pod in its Services whatever its probes say). `kubetypes.PodConditionsByKubelet`, the
+/// feature-gated kubelet conditions, and the disruption controllers' `DisruptionTarget`.
+pub const BUILT_IN_POD_CONDITIONS: &[&str] = &[
+    "PodScheduled",
+    "Ready",
+    "Initialized",
+    "ContainersReady",
+    "PodReadyToStartContainers",
+    "PodHasNetwork",
+    "DisruptionTarget",
+    "PodResizePending",
+    "PodResizeInProgress",
+];
+
+/// Why `t` cannot be a pod condition type a readiness gate names, if it cannot: it must be a
+/// qualified name (as the API server validates `readinessGates[].conditionType`) and not a
+/// condition another component owns ([`BUILT_IN_POD_CONDITIONS`]).
+pub fn condition_type_error(t: &str) -> Option<String> {
+    if let Some(owned) = BUILT_IN_POD_CONDITIONS
+        .iter()
+        .find(|c| c.eq_ignore_ascii_case(t))
+    {
+        return Some(format!(
+            "{owned} is a pod condition the kubelet or a controller owns; a readiness gate needs a condition of its own, e.g. cloud.example.com/dependency-check"
+        ));
+    }
+    let errs = crate::spec::validate::is_qualified_name(t);
+    (!errs.is_empty()).then(|| {
+        format!(
+            "must be a qualified name (an optional DNS subdomain prefix and '/', then at most 63 alphanumeric characters, '-', '_' or '.'), e.g. cloud.example.com/dependency-check: {}",
+            errs.join("; ")
+        )
+    })
 }
 
 #[cfg(test)]
@@ -889,6 +896,34 @@ checks:
                 "s.yaml:10:3: checks[2].redis: Forbidden: may not specify more than one of probe, postgres or redis",
             ]
         );
+    }
+
+    #[test]
+    fn i44_11_a_gate_on_a_condition_the_kubelet_or_a_controller_owns_is_refused_at_load() {
+        for owned in [
+            "Ready",
+            "ContainersReady",
+            "PodScheduled",
+            "Initialized",
+            "PodReadyToStartContainers",
+            "DisruptionTarget",
+            "PodResizePending",
+            "ready",
+        ] {
+            let text = format!(
+                "readinessGate: {owned}\nchecks:\n- name: a\n  probe: {{tcpSocket: {{port: 1}}}}\n"
+            );
+            let e = load_str("s.yaml", &text).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!(
+                    "s.yaml:1:1: readinessGate: Invalid value: \"{owned}\": "
+                )),
+                "{e}"
+            );
+            assert!(e.contains("the kubelet or a controller owns"), "{e}");
+        }
+        let ok = "readinessGate: cloud.example.com/dependency-check\nchecks:\n- name: a\n  probe: {tcpSocket: {port: 1}}\n";
+        assert!(load_str("s.yaml", ok).is_ok());
     }
 
     #[test]

@@ -36,8 +36,11 @@ pub enum Assignment {
 /// Who may speak for the app on the notify socket, as systemd's `NotifyAccess=`: with
 /// `main` (the default) only the app's main process, known from the first datagram that
 /// carries `READY=1` or `MAINPID=` (the sender's PID from `SCM_CREDENTIALS`, or the PID
-/// `MAINPID=` names); before that only such a datagram is taken. With `all`, anyone who can
-/// write to the socket.
+/// `MAINPID=` names); before that only such a datagram is taken. The main process may name
+/// another with `MAINPID=`. Once the recorded main process no longer exists (the app was
+/// restarted), the next such announcement names the new one, as systemd forgets `MainPID`
+/// when a service's main process exits; other senders stay refused. With `all`, anyone who
+/// can write to the socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Access {
     /// `notifyAccess: all`.
@@ -49,30 +52,65 @@ pub struct Access {
 impl Access {
     /// Whether a datagram from `sender` with `list` is the app's; learns the main PID.
     pub fn admit(&mut self, sender: Option<u32>, list: &[Assignment]) -> bool {
+        self.admit_with(sender, list, process_exists)
+    }
+
+    /// [`Access::admit`] with the test for a PID's existence given (so the rule is tested
+    /// without racing real processes' lifetimes).
+    fn admit_with(
+        &mut self,
+        sender: Option<u32>,
+        list: &[Assignment],
+        exists: impl Fn(u32) -> bool,
+    ) -> bool {
         let named = list.iter().find_map(|a| match a {
             Assignment::MainPid(p) => Some(*p),
             _ => None,
         });
         let announces = named.is_some() || list.contains(&Assignment::Ready);
+        let from_main = sender.is_some() && sender == self.main;
+        // Checked only for an announcement from another process, so the main process's
+        // heartbeats cost no system call.
+        if announces && !from_main && self.main.is_some_and(|main| !exists(main)) {
+            self.main = None;
+        }
         if self.all {
-            if let Some(p) = named.or(if announces { sender } else { None }) {
+            if let Some(p) = named {
+                self.main = Some(p);
+            } else if announces && let Some(p) = sender {
                 self.main.get_or_insert(p);
             }
             return true;
         }
-        match (self.main, sender) {
-            (Some(main), Some(from)) if main == from => {
-                if let Some(p) = named {
-                    self.main = Some(p);
-                }
-                true
+        if from_main {
+            // The main process may name another (`MAINPID=`), as with systemd.
+            if let Some(p) = named {
+                self.main = Some(p);
             }
+            return true;
+        }
+        match (self.main, sender) {
             (None, Some(from)) if announces => {
                 self.main = Some(named.unwrap_or(from));
                 true
             }
             _ => false,
         }
+    }
+}
+
+/// Whether a process with this PID exists (a zombie still does; one we may not signal does).
+fn process_exists(pid: u32) -> bool {
+    // Bounded before the cast: a negative PID would test a process group instead.
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(e) => e != rustix::io::Errno::SRCH,
     }
 }
 
@@ -301,6 +339,45 @@ mod tests {
         };
         assert!(all.admit(Some(8), &[Assignment::Watchdog]));
         assert!(all.admit(None, &[Assignment::Stopping]));
+    }
+
+    #[test]
+    fn r28_1_a_restarted_app_names_its_new_main_process_once_the_old_one_is_gone() {
+        let alive = std::cell::RefCell::new(vec![7u32, 8]);
+        let exists = |p: u32| alive.borrow().contains(&p);
+        let mut main = Access::default();
+        assert!(main.admit_with(Some(7), &[Assignment::Ready], exists));
+        // While PID 7 lives, another process's READY=1 or MAINPID= is refused.
+        assert!(!main.admit_with(Some(8), &[Assignment::Ready], exists));
+        assert!(!main.admit_with(Some(8), &[Assignment::MainPid(8)], exists));
+        assert_eq!(main.main, Some(7));
+        // PID 7 exits (the kubelet restarts the app): heartbeats alone still name no one ...
+        alive.borrow_mut().retain(|p| *p != 7);
+        alive.borrow_mut().push(9);
+        assert!(!main.admit_with(Some(9), &[Assignment::Watchdog], exists));
+        // ... the new process's READY=1 does, and the old main's PID is refused from then on.
+        assert!(main.admit_with(Some(9), &[Assignment::Ready], exists));
+        assert_eq!(main.main, Some(9));
+        assert!(main.admit_with(Some(9), &[Assignment::Watchdog], exists));
+        assert!(!main.admit_with(Some(8), &[Assignment::Ready], exists));
+        // The current main process may hand over with MAINPID=.
+        assert!(main.admit_with(Some(9), &[Assignment::MainPid(8)], exists));
+        assert!(main.admit_with(Some(8), &[Assignment::Watchdog], exists));
+        assert!(!main.admit_with(Some(9), &[Assignment::Watchdog], exists));
+        // With notifyAccess: all, MAINPID= always names the main process.
+        let mut all = Access {
+            all: true,
+            main: Some(7),
+        };
+        assert!(all.admit_with(Some(8), &[Assignment::MainPid(8)], exists));
+        assert_eq!(all.main, Some(8));
+    }
+
+    #[test]
+    fn process_exists_sees_this_process_and_refuses_pids_out_of_range() {
+        assert!(process_exists(std::process::id()));
+        assert!(!process_exists(u32::MAX));
+        assert!(!process_exists(0));
     }
 
     #[tokio::test]

@@ -561,6 +561,81 @@ pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
     errs
 }
 
+/// `validation.IsQualifiedName`: an optional DNS-1123 subdomain prefix and `/`, then a name of
+/// at most 63 characters of `[-A-Za-z0-9_.]` that starts and ends alphanumeric. Label keys,
+/// annotation keys and pod condition types are qualified names.
+pub fn is_qualified_name(value: &str) -> Vec<String> {
+    const MSG: &str = concat!(
+        "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must ",
+        "start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or ",
+        "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') ",
+        "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+    );
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                errs.extend(
+                    is_dns1123_subdomain(prefix)
+                        .into_iter()
+                        .map(|e| format!("prefix part {e}")),
+                );
+            }
+            *name
+        }
+        _ => return vec![MSG.to_string()],
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errs.push("name part must be no more than 63 characters".to_string());
+    }
+    if !name.is_empty() && !is_label_value_text(name) {
+        errs.push(format!("name part {MSG}"));
+    }
+    errs
+}
+
+/// `validation.IsValidLabelValue`: empty, or at most 63 characters of `[-A-Za-z0-9_.]` that
+/// start and end alphanumeric.
+pub fn is_valid_label_value(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    if !value.is_empty() && !is_label_value_text(value) {
+        errs.push(
+            concat!(
+                "a valid label must be an empty string or consist of alphanumeric characters, ",
+                "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. ",
+                "'MyValue',  or 'my_value',  or '12345', regex used for validation is ",
+                "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+            )
+            .to_string(),
+        );
+    }
+    errs
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, non-empty.
+fn is_label_value_text(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    match (bytes.first(), bytes.last()) {
+        (Some(first), Some(last)) => {
+            first.is_ascii_alphanumeric()
+                && last.is_ascii_alphanumeric()
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        }
+        _ => false,
+    }
+}
+
 fn is_label(s: &str) -> bool {
     let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     let bytes = s.as_bytes();
@@ -595,6 +670,36 @@ mod tests {
         assert_eq!(is_valid_port_name("abcdefghijklmnop").len(), 1);
         assert_eq!(is_valid_port_name("").len(), 2);
         assert_eq!(is_valid_port_name("HTTP").len(), 2);
+    }
+
+    #[test]
+    fn qualified_names_and_label_values() {
+        for ok in ["probe/debug", "a.b-c_d", "example.com/MyName", "x"] {
+            assert!(is_qualified_name(ok).is_empty(), "{ok}");
+        }
+        for bad in [
+            "",
+            "probe/",
+            "/x",
+            "probe/a/b",
+            "probe/\u{e9}",
+            "Example.com/x",
+            "-a",
+        ] {
+            assert!(!is_qualified_name(bad).is_empty(), "{bad:?}");
+        }
+        assert_eq!(
+            is_qualified_name(&"n".repeat(64)),
+            vec!["name part must be no more than 63 characters"]
+        );
+        assert!(is_valid_label_value("").is_empty());
+        assert!(is_valid_label_value("cache-only").is_empty());
+        assert_eq!(
+            is_valid_label_value(&"v".repeat(64)),
+            vec!["must be no more than 63 characters"]
+        );
+        assert_eq!(is_valid_label_value("a b").len(), 1);
+        assert_eq!(is_valid_label_value("x-").len(), 1);
     }
 
     #[test]

@@ -464,6 +464,35 @@ fn small_binary_refuses_from_with_a_pointer_to_probelet() {
     assert!(err.contains("full `probelet` binary"), "{err}");
 }
 
+/// Issue 48 item 5: `probelet-check --help` shows no option that always fails in it; the
+/// full binary's help keeps them.
+#[test]
+fn i48_5_small_binary_help_leaves_out_the_manifest_options() {
+    let (code, small, _) = stdout_of(check("probelet-check").arg("--help"));
+    assert_eq!(code, 0);
+    for option in ["--from", "--container", "--probe", "--host"] {
+        assert!(!small.contains(option), "{option} shown:\n{small}");
+    }
+    for kept in [
+        "--timeout <DURATION>",
+        "-H, --header",
+        "--allow-link-local",
+        "--kubelet-version",
+        "Exit status:",
+    ] {
+        assert!(small.contains(kept), "{kept} missing:\n{small}");
+    }
+    let (_, full, _) = stdout_of(check("probelet").arg("--help"));
+    for option in [
+        "--from <FILE>",
+        "--container <NAME>",
+        "--probe <TYPE>",
+        "--host <HOST>",
+    ] {
+        assert!(full.contains(option), "{option} missing:\n{full}");
+    }
+}
+
 /// Issue 26 item 10: `--from` on a pod where one container has the probe needs no
 /// `--container`; with several, the error names them and says how to choose.
 #[test]

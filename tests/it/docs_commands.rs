@@ -34,6 +34,8 @@ const CONTROL_PLANE: &str =
     "r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process";
 const NODE_SESSION: &str = "r29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready";
 const K8S_EXAMPLE: &str = "r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load";
+const WEBHOOK_ACCOUNT: &str =
+    "i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning";
 const APP_SESSION: &str = "docs_check_and_monitor_against_the_demo_app";
 
 /// Every documented command, as written (comments after two spaces and `# ` cut off).
@@ -142,7 +144,7 @@ const TABLE: &[(&str, How)] = &[
     ("probelet lint tests/corpus/worker-cascade.yaml", Output(1)),
     // docs/simulate.md
     (
-        "probelet simulate MANIFEST --scenario SCENARIO.yaml [--duration 30m] [-o table|json|svg] [--expect EXPR]... [--seed N] [--out FILE]",
+        "probelet simulate MANIFEST [--scenario SCENARIO.yaml] [--duration 30m] [-o table|json|svg] [--expect EXPR]... [--seed N] [--out FILE]",
         Not("the synopsis: MANIFEST and SCENARIO stand for files"),
     ),
     (
@@ -174,17 +176,14 @@ const TABLE: &[(&str, How)] = &[
         ByTest(APP_SESSION),
     ),
     (
-        "probelet monitor examples/monitor/targets.yaml",
+        "probelet monitor examples/monitor/targets.yaml &",
         ByTest(APP_SESSION),
     ),
     (
         "curl -s 127.0.0.1:9181/targets/demo-ready/ready",
         ByTest(APP_SESSION),
     ),
-    (
-        "kill -HUP $(pidof probelet)",
-        ByTest("sighup_reload_keeps_unchanged_targets_state"),
-    ),
+    ("kill -HUP $!", ByTest(APP_SESSION)),
     (
         "probelet monitor targets.yaml",
         Not(
@@ -289,13 +288,38 @@ const TABLE: &[(&str, How)] = &[
         ByTest(NODE_SESSION),
     ),
     // docs/kubernetes.md
+    ("kubectl create namespace shop", ByTest(K8S_EXAMPLE)),
     (
         "kubectl apply -n shop -f deploy/kubernetes/sidecar-rbac.yaml",
         ByTest(K8S_EXAMPLE),
     ),
     (
-        "probelet alerts webhook examples/rollout-safety/webhook.yaml --kubeconfig /tmp/cp/kubeconfig",
+        "kubectl create secret generic orders-db -n shop --from-literal=password=change-me",
         ByTest(K8S_EXAMPLE),
+    ),
+    (
+        "probelet alerts webhook examples/rollout-safety/webhook.yaml --kubeconfig /tmp/cp/webhook.kubeconfig",
+        ByTest(WEBHOOK_ACCOUNT),
+    ),
+    (
+        "kubectl --kubeconfig /tmp/cp/kubeconfig apply -f deploy/kubernetes/webhook-rbac.yaml",
+        ByTest(WEBHOOK_ACCOUNT),
+    ),
+    (
+        "kubectl --kubeconfig /tmp/cp/webhook.kubeconfig config set-cluster cp --server=\"$(kubectl --kubeconfig /tmp/cp/kubeconfig config view --minify -o jsonpath='{.clusters[0].cluster.server}')\" --certificate-authority=/tmp/cp/pki/ca.crt --embed-certs",
+        ByTest(WEBHOOK_ACCOUNT),
+    ),
+    (
+        "kubectl --kubeconfig /tmp/cp/webhook.kubeconfig config set-credentials webhook --token=\"$(kubectl --kubeconfig /tmp/cp/kubeconfig create token probelet-alerts-webhook -n default)\"",
+        ByTest(WEBHOOK_ACCOUNT),
+    ),
+    (
+        "kubectl --kubeconfig /tmp/cp/webhook.kubeconfig config set-context webhook --cluster=cp --user=webhook",
+        ByTest(WEBHOOK_ACCOUNT),
+    ),
+    (
+        "kubectl --kubeconfig /tmp/cp/webhook.kubeconfig config use-context webhook",
+        ByTest(WEBHOOK_ACCOUNT),
     ),
     (
         "kubectl create configmap orders-sidecar -n shop --from-file=sidecar.yaml=examples/rollout-safety/sidecar.yaml",
@@ -474,9 +498,44 @@ fn shell(command: &str, bin: &Path) -> Command {
     cmd
 }
 
+/// [`shell`] with a private `/tmp`: the command runs in a mount namespace of its own where
+/// `tmp` (the test's temporary directory) is mounted on `/tmp`, so what it reads and writes
+/// there is the test's alone (issue 48 item 11: `check --from examples/shell-demo.yaml` read
+/// the machine's `/tmp/probelet-demo-alive`, left by anyone who had run the shell demo). The
+/// test's `probelet` is linked in `tmp/bin`, which is `/tmp/bin` in there.
+fn shell_with_private_tmp(command: &str, tmp: &Path) -> Command {
+    std::fs::create_dir(tmp.join("bin")).unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_probelet"),
+        tmp.join("bin").join("probelet"),
+    )
+    .unwrap();
+    let inner = shell(
+        r#"mount --bind "$PRIVATE_TMP" /tmp || exit 97; exec sh -c "$DOC_COMMAND""#,
+        Path::new("/tmp/bin"),
+    );
+    let mut cmd = Command::new("unshare");
+    // The new mount namespace's mounts are private: the bind mount stays in it.
+    cmd.args(["--mount", "--propagation", "private"])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir(repo())
+        .envs(inner.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("PRIVATE_TMP", tmp)
+        .env("DOC_COMMAND", command)
+        .stdin(Stdio::null());
+    cmd
+}
+
 /// Runs `command` to its end (at most `limit`); exit code and stdout + stderr.
 fn run_to_end(command: &str, bin: &Path, limit: Duration) -> (i32, String) {
-    let mut child = shell(command, bin)
+    run_command(shell(command, bin), command, limit)
+}
+
+/// Runs `cmd` (which runs `command`) to its end (at most `limit`); exit code and stdout +
+/// stderr.
+fn run_command(mut cmd: Command, command: &str, limit: Duration) -> (i32, String) {
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -582,10 +641,11 @@ fn every_docs_command_is_run_or_marked() {
 }
 
 /// The commands that run on their own (no server to start first): validate, lint,
-/// simulate, calibrate, check --from, promtool; with their exit codes and shown output.
+/// simulate, calibrate, check --from, promtool; with their exit codes and shown output. Each
+/// with a private `/tmp` (its own temporary directory), so none depends on files the machine
+/// holds there.
 #[test]
 fn standalone_docs_commands_run_as_shown() {
-    let bin = bin_dir();
     let mut ran = 0;
     for c in all_commands() {
         // `Exit` commands print what varies from run to run (measurements): only their
@@ -595,7 +655,12 @@ fn standalone_docs_commands_run_as_shown() {
             Some(Exit(code, needle)) => (code, Some(needle)),
             _ => continue,
         };
-        let (actual, text) = run_to_end(&c.text, bin.path(), Duration::from_secs(180));
+        let tmp = tempfile::tempdir().unwrap();
+        let (actual, text) = run_command(
+            shell_with_private_tmp(&c.text, tmp.path()),
+            &c.text,
+            Duration::from_secs(180),
+        );
         assert_eq!(
             actual, code,
             "{}:{}: `{}` exited {actual}:\n{text}",
@@ -827,7 +892,7 @@ fn r26_3_the_demo_terminal_shows_killing_and_backoff_after_60s() {
 fn docs_check_and_monitor_against_the_demo_app() {
     let bin = bin_dir();
     let app = doc_command("probelet demo-app --listen 127.0.0.1:8080");
-    let (_app, app_lines) =
+    let (app_process, app_lines) =
         Background::start(app.trim_end_matches('&').trim_end(), bin.path(), &[]);
     let started = Instant::now();
     while std::net::TcpStream::connect("127.0.0.1:8080").is_err() {
@@ -862,8 +927,9 @@ fn docs_check_and_monitor_against_the_demo_app() {
         );
     }
 
+    let monitor_command = doc_command("probelet monitor examples/monitor/targets.yaml");
     let (mut monitor, lines) = Background::start(
-        &doc_command("probelet monitor examples/monitor/targets.yaml"),
+        monitor_command.trim_end_matches('&').trim_end(),
         bin.path(),
         &[],
     );
@@ -877,6 +943,24 @@ fn docs_check_and_monitor_against_the_demo_app() {
     let curl = doc_command("curl -s 127.0.0.1:9181/targets/demo-ready/ready");
     let (code, _) = run_to_end(&curl, bin.path(), Duration::from_secs(10));
     assert_eq!(code, 0, "curl reached the monitor");
+    // Issue 48 item 3: `kill -HUP $!` reloads the monitor; a SIGHUP reaching the demo app
+    // too (`pidof probelet` did that) leaves it serving.
+    assert_eq!(doc_command("kill -HUP"), "kill -HUP $!");
+    monitor.signal(rustix::process::Signal::HUP);
+    lines.wait_for("probelet monitor: reloaded", Duration::from_secs(10));
+    app_process.signal(rustix::process::Signal::HUP);
+    app_lines.wait_for("demo-app: SIGHUP ignored", Duration::from_secs(10));
+    let (code, text) = run_to_end(
+        "curl -sf 127.0.0.1:8080/healthz",
+        bin.path(),
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        code,
+        0,
+        "the demo app survived SIGHUP:\n{text}{}",
+        app_lines.text()
+    );
     monitor.signal(rustix::process::Signal::TERM);
     monitor.wait(Duration::from_secs(10));
     let text = lines.text();

@@ -89,7 +89,8 @@ fn i48_12_docs_simulate_timeline_is_the_real_output() {
     }
 }
 
-/// docs/calibrate.md's example output is the real output of its command, line by line.
+/// docs/calibrate.md's example output is the real output of its command, line by line (but
+/// for the load-dependent sensitivity warnings).
 #[test]
 fn i48_12_docs_calibrate_output_is_the_real_output() {
     let doc = block_after("docs/calibrate.md", "no proposal.");
@@ -97,7 +98,13 @@ fn i48_12_docs_calibrate_output_is_the_real_output() {
         .strip_prefix("$ probelet ")
         .expect("the command first");
     let args: Vec<&str> = command.split_whitespace().collect();
-    let real: Vec<String> = stdout(&args).lines().map(shape).collect();
+    // The sensitivity warning depends on the machine's load (p99 within 20 % of the timeout):
+    // the doc says when it comes, and its example is of a quiet machine.
+    let real: Vec<String> = stdout(&args)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("warning: "))
+        .map(shape)
+        .collect();
     let shown: Vec<String> = doc[1..].iter().map(|l| shape(l)).collect();
     assert_eq!(shown, real);
 }

@@ -30,6 +30,7 @@ mod containment;
 mod docs_commands;
 mod docs_excerpts;
 mod engine;
+mod exit_codes;
 mod kubeconfig_concurrent;
 mod lint_cli;
 mod lint_corpus;

@@ -1107,6 +1107,72 @@ fn measure_writes_and_cpu() {
 /// Issue 28 item 12: a key under `members/` without a lease is no member: written before a
 /// monitor joins (the resync path) or while it runs (the watch path), it takes no targets
 /// from the live member.
+/// Issue 48 item 6: targets down from the start, taken over by a second member that joins
+/// 1.5 s after the first, before the first member's threshold settled them. Each is still
+/// reported down by its new owner, and no record keeps `reason: "initial"`.
+#[test]
+fn i48_6_a_target_taken_over_before_its_first_settled_state_is_reported_down() {
+    let _serial = serial();
+    let etcd = Etcd::start();
+    let targets = Targets::start();
+    let list = names(10);
+    for n in &list {
+        targets.set_down(n);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // failureThreshold 5 at 1 s: nothing settles before about 4 s of probing, well after the
+    // second member's join.
+    let file = write_file(
+        &dir,
+        &targets.yaml_with(
+            "{periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 5}",
+            &list,
+        ),
+    );
+    let prefix = "/early";
+    let first_start = Instant::now();
+    let m1 = Monitor::start("m1", &etcd, prefix, Some(&file));
+    let initial = wait_for_assignment(&etcd, prefix, &list, &["m1"], Duration::from_secs(15));
+    assert!(
+        initial
+            .values()
+            .all(|r| r.reason.as_deref() == Some("initial")),
+        "the first member settled a target before the second joined: {initial:#?}"
+    );
+    std::thread::sleep(Duration::from_millis(1500).saturating_sub(first_start.elapsed()));
+    let mut m2 = Monitor::start("m2", &etcd, prefix, Some(&file));
+    let members = ["m1", "m2"];
+    let taken: Vec<&String> = list
+        .iter()
+        .filter(|t| hrw::owner(t, &members) == Some("m2"))
+        .collect();
+    assert!(!taken.is_empty(), "HRW gives m2 none of {list:?}");
+    let end = Instant::now() + Duration::from_secs(20);
+    let records = loop {
+        let r = etcd.records(prefix);
+        let settled = list.iter().all(|t| {
+            r.get(t).is_some_and(|rec| {
+                Some(rec.prober.as_str()) == hrw::owner(t, &members)
+                    && !rec.ready
+                    && rec.reason.as_deref() == Some("status")
+            })
+        });
+        if settled {
+            break r;
+        }
+        assert!(
+            Instant::now() < end,
+            "records not settled down by their owners within 20 s: {r:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(records.len(), list.len());
+    for t in taken {
+        m2.wait_event("NotReady", Duration::from_secs(5), |v| v["target"] == *t);
+    }
+    drop(m1);
+}
+
 #[test]
 fn r28_12_a_member_key_without_a_lease_is_not_counted() {
     let _serial = serial();

@@ -2,7 +2,7 @@
 //! talking sd_notify) and the sidecar, the app's probes pointing at the sidecar.
 //!
 //! Story 2: the app's worker deadlocks (heartbeats stop, HTTP still 200): the sidecar's
-//! `/livez` fails and the kubelet restarts the app. Story 3: SIGTERM: the sidecar's `/readyz`
+//! `/livez` fails and the kubelet restarts the app, which becomes ready again. Story 3: SIGTERM: the sidecar's `/readyz`
 //! fails at once while the app still serves, then everything exits 0. And a finished app's
 //! `STOPPING=1` (a Job) makes the sidecar exit, so the pod completes.
 
@@ -161,6 +161,14 @@ fn a_deadlocked_worker_is_restarted_through_the_watchdog() {
         "the restart",
         Duration::from_secs(20),
         event("app", "Started", ""),
+    );
+    // Issue 48 item 1: the restarted app is a new main process. Once the old one is gone its
+    // READY=1 and heartbeats are taken, so it becomes ready again through the watchdog
+    // instead of being killed for the old process's silence.
+    p.wait_for(
+        "the restarted app ready",
+        Duration::from_secs(20),
+        app_ready,
     );
     let sidecar_kills = p
         .seen

@@ -731,3 +731,28 @@ fn i48_9_each_mark_carries_its_own_time() {
         "{bars:?}"
     );
 }
+
+/// Issue 48 item 7: `probelet simulate FILE` (README) without `--scenario` simulates the
+/// healthy case: every target answers ok, no container exits; with neither a manifest nor a
+/// scenario, a usage error that says what to give.
+#[test]
+fn i48_7_simulate_without_a_scenario_is_the_healthy_case() {
+    let (code, out, err) = cli(&[
+        "simulate",
+        "examples/slow-start.yaml",
+        "--duration",
+        "5m",
+        "--expect",
+        "restarts == 0",
+        "--expect",
+        "ready_within 1m",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("ready at end                true"), "{out}");
+    let (code, _, err) = cli(&["simulate"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("give a MANIFEST, a --scenario FILE, or both"),
+        "{err}"
+    );
+}

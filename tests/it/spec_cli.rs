@@ -220,6 +220,39 @@ fn unknown_fields_warn_and_strict_fails() {
     assert_eq!(r.code, 1);
 }
 
+/// Issue 48 item 7: `--strict` fails the user's unknown fields, not a multi-document
+/// manifest whose Service and ConfigMap (no pod template) are skipped.
+#[test]
+fn i48_7_strict_passes_kinds_without_a_pod_template() {
+    let r = run(validate().arg("--strict").arg(example("multi-doc.yaml")));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("Service/db: skipped: v1 Service has no pod template"),
+        "{}",
+        r.stderr
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.yaml");
+    let text = std::fs::read_to_string(example("multi-doc.yaml")).unwrap();
+    std::fs::write(
+        &path,
+        text.replacen(
+            "          livenessProbe:",
+            "          livenessProbe:\n            httpGett: {port: 80}",
+            1,
+        ),
+    )
+    .unwrap();
+    let r = run(validate().arg("--strict").arg(&path));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("error: 1 warning(s), and --strict"),
+        "{}",
+        r.stderr
+    );
+}
+
 /// Issue 26 item 10: an unknown field's warning says where it is (file:line:col, like an
 /// error) and is printed once, with or without `--strict`.
 #[test]

@@ -423,8 +423,14 @@ impl Node {
         for name in &gained {
             let record = match st.records.get(name) {
                 Some(prev) => {
-                    let since = prev.since_time().unwrap_or(now_wall);
-                    restore.push((name.clone(), prev.ready, since));
+                    // A record still `initial` was published before its owner's first settled
+                    // state: there is no state to continue. Restored, the target counted as
+                    // settled here, so it was never reported and its record kept `initial`
+                    // for good; started afresh, this member reports its first settled state.
+                    if prev.reason.as_deref() != Some(INITIAL_REASON) {
+                        let since = prev.since_time().unwrap_or(now_wall);
+                        restore.push((name.clone(), prev.ready, since));
+                    }
                     TargetRecord {
                         prober: self.id.clone(),
                         ..prev.clone()
