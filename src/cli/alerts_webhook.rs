@@ -51,6 +51,9 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(l) = args.listen {
         config.listen = l;
     }
+    if let Some(w) = webhook::token_file_warning(&config.token_file) {
+        eprintln!("webhook: {}", probelet::display::terminal(&w));
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -80,7 +83,7 @@ pub fn run(args: Args) -> ExitCode {
             eprintln!("webhook: {}", probelet::display::terminal(&w));
         }
         let addr = listener.local_addr().map_or(config.listen, |a| a);
-        eprintln!("webhook: listening on {addr} (POST /alerts)");
+        eprintln!("webhook: listening on {addr} (POST /alerts, GET /healthz)");
         tokio::select! {
             () = webhook::serve(listener, client, config) => {}
             _ = tokio::signal::ctrl_c() => {}
