@@ -117,9 +117,6 @@ pub struct WebhookConfig {
     pub listen: SocketAddr,
     /// The bearer token callers must present.
     pub token: String,
-    /// Where the token was read from (resolved against the config's directory), for the
-    /// start-up check of its permissions ([`token_file_warning`]).
-    pub token_file: PathBuf,
     /// Label keys it may touch start with one of these.
     pub allowed_prefixes: Vec<String>,
     /// Pods one alert may label at most.
@@ -227,7 +224,6 @@ impl WebhookConfig {
                 .listen
                 .unwrap_or_else(|| "127.0.0.1:9095".parse().expect("constant")),
             token,
-            token_file: token_path,
             allowed_prefixes: doc.allowed_prefixes,
             max_pods_per_alert,
             max_alerts,
@@ -995,20 +991,6 @@ pub async fn serve(listener: tokio::net::TcpListener, client: kube::Client, conf
     sweep.abort();
 }
 
-/// A warning when the token file is readable by every user of the machine (anyone who reads it
-/// can label pods), or `None`. The webhook still starts: the file is the operator's to fix.
-pub fn token_file_warning(path: &Path) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path).ok()?.permissions().mode();
-    (mode & 0o004 != 0).then(|| {
-        format!(
-            "warning: tokenFile {} is readable by every user of this machine (mode {:04o}), and whoever reads it can label pods: chmod 600 it",
-            path.display(),
-            mode & 0o7777
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1017,7 +999,6 @@ mod tests {
         WebhookConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             token: "t".repeat(16),
-            token_file: PathBuf::new(),
             allowed_prefixes: vec!["probe/".into(), "strategy/".into()],
             max_pods_per_alert: 2,
             max_alerts: 3,
@@ -1386,23 +1367,6 @@ mod tests {
         assert!(same(b"abc", b"abc"));
         assert!(!same(b"abc", b"abd"));
         assert!(!same(b"abc", b"abcd"));
-    }
-
-    /// Issue 48 item 12: a world-readable token file is warned about; an owner-only one is not.
-    #[test]
-    fn i48_12_a_world_readable_token_file_is_warned_about() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("token");
-        std::fs::write(&path, "t".repeat(16)).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let w = token_file_warning(&path).expect("warned");
-        assert!(
-            w.contains("readable by every user") && w.contains("(mode 0644)"),
-            "{w}"
-        );
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert_eq!(token_file_warning(&path), None);
     }
 
     /// Issue 48 item 12: `GET /healthz` answers 200 `ok` without a token, over a real socket,

@@ -51,9 +51,6 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(l) = args.listen {
         config.listen = l;
     }
-    if let Some(w) = webhook::token_file_warning(&config.token_file) {
-        eprintln!("webhook: {}", probelet::display::terminal(&w));
-    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
