@@ -89,8 +89,9 @@ fn i48_12_docs_simulate_timeline_is_the_real_output() {
     }
 }
 
-/// docs/calibrate.md's example output is the real output of its command, line by line (but
-/// for the load-dependent sensitivity warnings).
+/// docs/calibrate.md's example output is the real output of its command: every line it shows
+/// is a real line, in order, and every measured probe is shown (load-dependent sensitivity
+/// warnings aside).
 #[test]
 fn i48_12_docs_calibrate_output_is_the_real_output() {
     let doc = block_after("docs/calibrate.md", "no proposal.");
