@@ -290,7 +290,7 @@ mod tests {
     /// Each kept line keeps its time (`--since`, `--timestamps`); dropping a line drops its
     /// time with it.
     #[test]
-    fn r31_3_lines_keep_their_write_times() {
+    fn i31_3_lines_keep_their_write_times() {
         let t = |s: u64| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(s);
         let mut b = LogBuffer::new(10);
         for i in 0..4 {

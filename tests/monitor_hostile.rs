@@ -64,7 +64,7 @@ fn one_attack_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 #[test]
-fn r28_8_connection_floods_leave_the_monitor_answering_and_probing() {
+fn i28_8_connection_floods_leave_the_monitor_answering_and_probing() {
     let _slot = common::two_at_a_time();
     let _attack = one_attack_at_a_time();
     raise_own_nofile();
@@ -108,7 +108,7 @@ fn r28_8_connection_floods_leave_the_monitor_answering_and_probing() {
 /// Item 9: what a probed program prints reaches the terminal escaped (the text event line;
 /// the same rule as `run`): no raw control, line-separator or bidi character on stdout.
 #[test]
-fn r28_9_a_probed_programs_output_cannot_drive_the_terminal() {
+fn i28_9_a_probed_programs_output_cannot_drive_the_terminal() {
     let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("targets.yaml");
@@ -150,7 +150,7 @@ fn r28_9_a_probed_programs_output_cannot_drive_the_terminal() {
 /// Item 10: a target at a link-local (cloud metadata) address is never probed: it fails with
 /// the refusal `run` and `check` give, unless `--allow-link-local`.
 #[test]
-fn r28_10_link_local_targets_are_refused_like_run_and_check() {
+fn i28_10_link_local_targets_are_refused_like_run_and_check() {
     let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("targets.yaml");
@@ -184,7 +184,7 @@ fn r28_10_link_local_targets_are_refused_like_run_and_check() {
 /// Item 11: reloading a zero-byte targets file is refused with a warning and the targets
 /// stay; an explicit `targets: []` still empties.
 #[test]
-fn r28_11_a_truncated_targets_file_is_refused_on_reload() {
+fn i28_11_a_truncated_targets_file_is_refused_on_reload() {
     let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("targets.yaml");
@@ -257,7 +257,7 @@ fn fetch(port: u16, path: &str) -> usize {
 /// less than 50 MB (its peak, `VmHWM`, too), `/healthz` answers within 100 ms meanwhile, and
 /// after the clients leave the memory returns (within 25 MB of where it was).
 #[test]
-fn r28_8_slow_readers_of_the_big_endpoints_cost_one_shared_body() {
+fn i28_8_slow_readers_of_the_big_endpoints_cost_one_shared_body() {
     let _slot = common::two_at_a_time();
     let _attack = one_attack_at_a_time();
     raise_own_nofile();
@@ -355,7 +355,7 @@ fn late_probes(port: u16) -> (f64, f64) {
 /// 2,000 such clients made 65 % late, and each reload at 100,000 targets stalled the probes
 /// for seconds). Rendering and reloading happen off the probing thread, a slice at a time.
 #[test]
-fn r28_13_status_storms_and_reloads_leave_the_probes_on_time() {
+fn i28_13_status_storms_and_reloads_leave_the_probes_on_time() {
     let _slot = common::two_at_a_time();
     let _attack = one_attack_at_a_time();
     raise_own_nofile();

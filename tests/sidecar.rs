@@ -733,7 +733,7 @@ fn the_example_files_load() {
 /// refused and counted: a deadlocked app's liveness fails however many heartbeats an impostor
 /// sends, and the impostor cannot stop the sidecar.
 #[test]
-fn r28_1_notify_datagrams_from_another_process_are_refused() {
+fn i28_1_notify_datagrams_from_another_process_are_refused() {
     let _slot = common::two_at_a_time();
     let config = "notifySocket: DIR/notify.sock\nwatchdog: {timeout: 1s}\ndrain: {delay: 1s}\n";
     let mut s = Sidecar::start(config, &[]);
@@ -790,7 +790,7 @@ fn r28_1_notify_datagrams_from_another_process_are_refused() {
 /// Issue 28 item 5: a number too large for a duration is a positioned error at start, and a
 /// refused reload (the running config stays) at SIGHUP; no panic either way.
 #[test]
-fn r28_5_a_huge_duration_is_a_positioned_error_at_start_and_a_refused_reload() {
+fn i28_5_a_huge_duration_is_a_positioned_error_at_start_and_a_refused_reload() {
     let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("s.yaml");
@@ -831,7 +831,7 @@ fn r28_5_a_huge_duration_is_a_positioned_error_at_start_and_a_refused_reload() {
 /// Issue 28 item 6: a socket another process serves at `notifySocket` is refused, never
 /// unlinked; a stale one is replaced; at exit only the sidecar's own socket file is removed.
 #[test]
-fn r28_6_a_served_notify_socket_is_never_taken_over() {
+fn i28_6_a_served_notify_socket_is_never_taken_over() {
     let _slot = common::two_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("notify.sock");
@@ -884,7 +884,7 @@ fn r28_6_a_served_notify_socket_is_never_taken_over() {
 /// Issue 28 item 7: a dependency's error text with line separators and bidi controls reaches
 /// the log and `?verbose` escaped (one rule, `display::terminal`).
 #[test]
-fn r28_7_dependency_text_with_line_separators_and_bidi_is_escaped() {
+fn i28_7_dependency_text_with_line_separators_and_bidi_is_escaped() {
     let _slot = common::two_at_a_time();
     let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = fake.local_addr().unwrap().port();
@@ -961,7 +961,7 @@ fn fake_scram_postgres(iterations: u64) -> u16 {
 /// sidecar: the check fails at once with the reason, and liveness answers within 100 ms
 /// meanwhile.
 #[test]
-fn r28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
+fn i28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
     let _slot = common::two_at_a_time();
     let port = fake_scram_postgres(200_000_000);
     let config = format!(
@@ -997,7 +997,7 @@ fn r28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
 /// 500 connections that send nothing, 500 that send `P` (taken as HTTP/2) and 100 HTTP/1 gRPC
 /// requests announcing a body they never send: `/livez` answers within 100 ms all along.
 #[test]
-fn r28_2_connection_floods_on_every_path_leave_liveness_answering() {
+fn i28_2_connection_floods_on_every_path_leave_liveness_answering() {
     let _slot = common::two_at_a_time();
     use common::hostile::{Limited, assert_answers_within, flood};
     use std::io::BufRead;
@@ -1037,7 +1037,7 @@ fn r28_2_connection_floods_on_every_path_leave_liveness_answering() {
 /// by less than 50 MB and returns (within 10 MB) once the watchers leave, and `/livez` answers
 /// within 100 ms.
 #[test]
-fn r28_3_watch_fan_out_is_capped_and_cheap() {
+fn i28_3_watch_fan_out_is_capped_and_cheap() {
     let _slot = common::two_at_a_time();
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
     let s = Sidecar::start("notifySocket: DIR/notify.sock\n", &[]);
@@ -1121,7 +1121,7 @@ fn r28_3_watch_fan_out_is_capped_and_cheap() {
 /// Issue 28 item 10 for the sidecar: a check at a link-local address never connects; it fails
 /// with `run`'s refusal, unless `--allow-link-local`.
 #[test]
-fn r28_10_sidecar_checks_at_link_local_addresses_are_refused() {
+fn i28_10_sidecar_checks_at_link_local_addresses_are_refused() {
     let _slot = common::two_at_a_time();
     let config = "checks:\n- name: metadata\n  redis: {address: \"169.254.169.254:6379\", periodSeconds: 1}\n";
     let mut s = Sidecar::start(config, &[]);

@@ -1020,7 +1020,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_2_a_firing_alert_naming_a_pod_sets_the_rule_labels() {
+    fn i30_2_a_firing_alert_naming_a_pod_sets_the_rule_labels() {
         let body = format!(
             r#"{{"alerts":[{}]}}"#,
             alert(
@@ -1046,7 +1046,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_2_service_alerts_use_the_rule_selector_and_resolve_clears() {
+    fn i30_2_service_alerts_use_the_rule_selector_and_resolve_clears() {
         let body = format!(
             r#"{{"alerts":[{},{}]}}"#,
             alert(
@@ -1068,7 +1068,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_2_hostile_bodies_are_refused_whole() {
+    fn i30_2_hostile_bodies_are_refused_whole() {
         let c = config();
         assert_eq!(plan(b"{not json", &c).unwrap_err().status, 400);
         let many = format!(
@@ -1363,7 +1363,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_2_token_comparison() {
+    fn i30_2_token_comparison() {
         assert!(same(b"abc", b"abc"));
         assert!(!same(b"abc", b"abd"));
         assert!(!same(b"abc", b"abcd"));

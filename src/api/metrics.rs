@@ -302,6 +302,76 @@ mod tests {
         assert!(!out.contains("container=\"app\""), "{out}");
     }
 
+    /// R10.2: `prober_probe_duration_seconds` is a histogram with the help text, the default
+    /// buckets of Go's client (`prometheus.DefBuckets`, written out here rather than taken from
+    /// [`DEFAULT_BUCKETS`]) and exactly the labels probe_type, container, pod and namespace.
+    #[test]
+    fn r10_2_duration_histogram_help_default_buckets_and_four_labels() {
+        let m = ProbeMetrics::default();
+        m.count(
+            key(),
+            ProbeResult::Success,
+            Some(Duration::from_millis(300)),
+        );
+        let mut out = String::new();
+        m.encode_probes(&mut out);
+        let name = "prober_probe_duration_seconds";
+        assert!(
+            out.contains(&format!(
+                "# HELP {name} Duration in seconds for a probe response.\n# TYPE {name} histogram\n"
+            )),
+            "{out}"
+        );
+        let samples: Vec<&str> = out.lines().filter(|l| l.starts_with(name)).collect();
+        let labels = |line: &str| -> Vec<(String, String)> {
+            let inner = &line[line.find('{').unwrap() + 1..line.rfind('}').unwrap()];
+            inner
+                .split(',')
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=').unwrap();
+                    (k.to_string(), v.trim_matches('"').to_string())
+                })
+                .collect()
+        };
+        let mut les = Vec::new();
+        for line in &samples {
+            let mut keys: Vec<String> = labels(line).into_iter().map(|(k, _)| k).collect();
+            if line.starts_with(&format!("{name}_bucket")) {
+                let le = labels(line).into_iter().find(|(k, _)| k == "le").unwrap().1;
+                let count: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+                les.push((le, count));
+                keys.retain(|k| k != "le");
+            }
+            assert_eq!(
+                keys,
+                ["probe_type", "container", "pod", "namespace"],
+                "{line}"
+            );
+        }
+        let go_def_buckets = [
+            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ];
+        let bounds: Vec<f64> = les[..les.len() - 1]
+            .iter()
+            .map(|(le, _)| le.parse().unwrap())
+            .collect();
+        assert_eq!(bounds, go_def_buckets);
+        assert_eq!(les.last().unwrap().0, "+Inf");
+        // Cumulative: 0.3 s falls in every bucket from 0.5 up.
+        let counts: Vec<u64> = les.iter().map(|(_, c)| *c).collect();
+        assert_eq!(counts, [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1]);
+        assert!(
+            samples
+                .iter()
+                .any(|l| l.starts_with(&format!("{name}_sum{{")) && l.ends_with(" 0.3"))
+        );
+        assert!(
+            samples
+                .iter()
+                .any(|l| l.starts_with(&format!("{name}_count{{")) && l.ends_with(" 1"))
+        );
+    }
+
     #[test]
     fn process_metrics_are_read() {
         let mut out = String::new();

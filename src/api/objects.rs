@@ -5,9 +5,8 @@
 //! objects.
 
 use crate::engine::events::StoredEvent;
-use crate::engine::{
-    ConditionType, ContainerKind, ContainerState, Instant, PodPhase, PodStatus, status::Terminated,
-};
+use crate::engine::status::{ForeignCondition, Terminated};
+use crate::engine::{ConditionType, ContainerKind, ContainerState, Instant, PodPhase, PodStatus};
 use crate::spec::PodTemplate;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
@@ -155,8 +154,7 @@ pub fn pod_status(
                     status: if c.status { "True" } else { "False" }.to_string(),
                     last_transition_time: Some(clock.time(c.last_transition)),
                     reason: (!c.reason.is_empty()).then(|| c.reason.clone()),
-                    message: (!c.status && !c.reason.is_empty())
-                        .then(|| condition_message(c.kind, status)),
+                    message: (!c.message.is_empty()).then(|| c.message.clone()),
                     ..Default::default()
                 })
                 .collect(),
@@ -170,13 +168,130 @@ pub fn pod_status(
         pod_ips: Some(ips),
         start_time: Some(clock.time(identity.created)),
         qos_class: Some(qos_class(&template.spec).to_string()),
+        reason: (!status.reason.is_empty()).then(|| status.reason.clone()),
+        message: (!status.message.is_empty()).then(|| status.message.clone()),
         ..Default::default()
     }
 }
 
-/// The kubelet's reason on Ready when every container is ready but a readiness gate is not
-/// (`pkg/kubelet/status/generate.go`).
-pub const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
+/// The pod condition types the kubelet owns (R5.7, pkg/kubelet/types/pod_status.go): a status
+/// write from anyone else leaves them as the kubelet has them.
+pub const KUBELET_CONDITIONS: &[&str] = &[
+    "PodScheduled",
+    "PodReadyToStartContainers",
+    "Initialized",
+    "ContainersReady",
+    "Ready",
+];
+
+/// The most conditions a pod's status patches may leave (every one is stored and published
+/// with the pod: bounded like everything that comes from outside).
+pub const MAX_FOREIGN_CONDITIONS: usize = 64;
+
+/// A `PATCH pods/NAME/status` applied to the conditions the kubelet does not own (R5.7):
+/// `current` is what they are now; the result is what they are after. A strategic merge patch
+/// merges `status.conditions` by `type` (a field set to null goes, `$patch: delete` removes the
+/// condition), a JSON merge patch replaces the list. Conditions the kubelet owns and everything
+/// else in `status` stay the kubelet's: they are ignored. The error is a field path and why.
+pub fn patch_foreign_conditions(
+    current: &[core::PodCondition],
+    patch: &serde_json::Value,
+    strategic: bool,
+) -> Result<Vec<core::PodCondition>, String> {
+    use serde_json::Value;
+    if !patch.is_object() {
+        return Err("the patch must be a JSON object".into());
+    }
+    let Some(given) = patch.get("status").and_then(|s| s.get("conditions")) else {
+        return Ok(current.to_vec());
+    };
+    let items = match given {
+        Value::Null => return Ok(Vec::new()),
+        Value::Array(items) => items,
+        _ => return Err("status.conditions: Invalid value: must be a list".into()),
+    };
+    let mut list: Vec<Value> = if strategic {
+        current
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap_or_default())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for (i, item) in items.iter().enumerate() {
+        let Some(fields) = item.as_object() else {
+            return Err(format!(
+                "status.conditions[{i}]: Invalid value: must be an object"
+            ));
+        };
+        let Some(kind) = fields.get("type").and_then(Value::as_str) else {
+            return Err(format!("status.conditions[{i}].type: Required value"));
+        };
+        let existing = list.iter().position(|c| c["type"] == kind);
+        if strategic && fields.get("$patch").and_then(Value::as_str) == Some("delete") {
+            if let Some(at) = existing {
+                list.remove(at);
+            }
+            continue;
+        }
+        match existing
+            .and_then(|at| list[at].as_object_mut())
+            .filter(|_| strategic)
+        {
+            Some(old) => {
+                for (k, v) in fields {
+                    if v.is_null() {
+                        old.remove(k);
+                    } else {
+                        old.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            None => {
+                let fresh: serde_json::Map<String, Value> = fields
+                    .iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                list.push(Value::Object(fresh));
+            }
+        }
+    }
+    if list.len() > MAX_FOREIGN_CONDITIONS {
+        return Err(format!(
+            "status.conditions: Too many: {}: must have at most {MAX_FOREIGN_CONDITIONS} items",
+            list.len()
+        ));
+    }
+    let mut conditions = Vec::with_capacity(list.len());
+    for (i, v) in list.into_iter().enumerate() {
+        let c: core::PodCondition = serde_json::from_value(v)
+            .map_err(|e| format!("status.conditions[{i}]: Invalid value: {e}"))?;
+        if !matches!(c.status.as_str(), "True" | "False" | "Unknown") {
+            return Err(format!(
+                "status.conditions[{i}].status: Unsupported value: {:?}: supported values: \"False\", \"True\", \"Unknown\"",
+                c.status
+            ));
+        }
+        if !KUBELET_CONDITIONS.contains(&c.type_.as_str()) {
+            conditions.push(c);
+        }
+    }
+    Ok(conditions)
+}
+
+/// The conditions of `conditions` the kubelet does not own (R5.7), as the engine reads them
+/// for the readiness gates.
+pub fn foreign_conditions(conditions: &[core::PodCondition]) -> Vec<ForeignCondition> {
+    conditions
+        .iter()
+        .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()))
+        .map(|c| ForeignCondition {
+            kind: c.type_.clone(),
+            status: c.status.clone(),
+        })
+        .collect()
+}
 
 /// Completes a pod status the way a node's kubelet does, over the conditions the API server
 /// holds (`api_conditions`: what the pod object has now, written by anyone):
@@ -184,24 +299,18 @@ pub const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
 /// * `PodReadyToStartContainers` is True since `sandbox_ready`: the pod's sandbox (its
 ///   processes' environment, and its network namespace when there is one) exists once the pod
 ///   runs here;
-/// * Ready is `GeneratePodReadyCondition` (`pkg/kubelet/status/generate.go`): ContainersReady's
-///   status, reason and message while that is not True; else False while a
-///   `spec.readinessGates` condition is not True in the API — an absent one gives
-///   `corresponding condition of pod readiness gate "X" does not exist.`, a non-True one
-///   `the status of pod readiness gate "X" is not "True", but S`, joined with `, `, under reason
-///   `ReadinessGatesNotReady`; else True;
 /// * a condition whose status the API already has keeps the API's `lastTransitionTime`
-///   (the status manager's `updateLastTransitionTime`); a Ready that changes only because of a
-///   gate changes at `now`. So an unchanged status renders the same and is not written again.
+///   (the status manager's `updateLastTransitionTime`). So an unchanged status renders the
+///   same and is not written again.
 ///
-/// Conditions the node does not own (the gates' own, anything else) are not in the result:
-/// a strategic merge patch of it leaves them as they are.
+/// `Ready` (readiness gates included) is the engine's, like every other owned condition
+/// ([`crate::engine::status::generate_conditions`]): the node hands it the API's foreign
+/// conditions. Conditions the node does not own (the gates' own, anything else) are not in the
+/// result: a strategic merge patch of it leaves them as they are.
 pub fn kubelet_conditions(
     status: &mut core::PodStatus,
-    gates: &[core::PodReadinessGate],
     api_conditions: &[core::PodCondition],
     sandbox_ready: Time,
-    now: Time,
 ) {
     let conditions = status.conditions.get_or_insert_with(Vec::new);
     if !conditions
@@ -218,55 +327,6 @@ pub fn kubelet_conditions(
             },
         );
     }
-    let unready: Vec<String> = gates
-        .iter()
-        .filter_map(|g| {
-            let t = &g.condition_type;
-            match api_conditions.iter().find(|c| &c.type_ == t) {
-                None => Some(format!(
-                    "corresponding condition of pod readiness gate {t:?} does not exist."
-                )),
-                Some(c) if c.status != "True" => Some(format!(
-                    "the status of pod readiness gate {t:?} is not \"True\", but {}",
-                    c.status
-                )),
-                Some(_) => None,
-            }
-        })
-        .collect();
-    let containers_ready = conditions
-        .iter()
-        .find(|c| c.type_ == "ContainersReady")
-        .cloned();
-    if let (Some(ready), Some(containers)) = (
-        conditions.iter_mut().find(|c| c.type_ == "Ready"),
-        containers_ready,
-    ) {
-        let (status, reason, message) = if containers.status != "True" {
-            (containers.status, containers.reason, containers.message)
-        } else if !unready.is_empty() {
-            (
-                "False".to_string(),
-                Some(READINESS_GATES_NOT_READY.to_string()),
-                Some(unready.join(", ")),
-            )
-        } else {
-            ("True".to_string(), None, None)
-        };
-        let at = if ready.status == status {
-            ready.last_transition_time.clone()
-        } else {
-            Some(now)
-        };
-        *ready = core::PodCondition {
-            type_: "Ready".into(),
-            status,
-            reason,
-            message,
-            last_transition_time: at,
-            ..Default::default()
-        };
-    }
     for c in conditions.iter_mut() {
         if let Some(old) = api_conditions
             .iter()
@@ -274,37 +334,6 @@ pub fn kubelet_conditions(
         {
             c.last_transition_time = old.last_transition_time.clone();
         }
-    }
-}
-
-/// The kubelet's message on a false readiness condition: which containers are not ready.
-fn condition_message(kind: ConditionType, status: &PodStatus) -> String {
-    let pick = |want_init: bool| -> Vec<&str> {
-        status
-            .containers
-            .iter()
-            .filter(|c| (c.kind == ContainerKind::Init) == want_init)
-            .filter(|c| {
-                if want_init {
-                    !matches!(&c.state, ContainerState::Terminated(t) if t.exit_code == 0)
-                } else {
-                    !c.ready
-                }
-            })
-            .map(|c| c.name.as_str())
-            .collect()
-    };
-    match kind {
-        ConditionType::Initialized => {
-            format!(
-                "containers with incomplete status: [{}]",
-                pick(true).join(" ")
-            )
-        }
-        _ => format!(
-            "containers with unready status: [{}]",
-            pick(false).join(" ")
-        ),
     }
 }
 
@@ -338,7 +367,7 @@ fn terminated(t: &Terminated, clock: WallClock) -> core::ContainerStateTerminate
         started_at: Some(clock.time(t.started_at)),
         finished_at: Some(clock.time(t.finished_at)),
         container_id: Some(t.container_id.as_str().to_string()),
-        message: None,
+        message: (!t.message.is_empty()).then(|| t.message.clone()),
     }
 }
 
@@ -595,22 +624,13 @@ mod tests {
         Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
     }
 
-    fn gate(t: &str) -> core::PodReadinessGate {
-        core::PodReadinessGate {
-            condition_type: t.into(),
-        }
-    }
-
-    fn engine_status(containers_ready: bool) -> core::PodStatus {
-        let reason = (!containers_ready).then_some("ContainersNotReady");
-        let s = if containers_ready { "True" } else { "False" };
+    fn engine_status() -> core::PodStatus {
         core::PodStatus {
             conditions: Some(vec![
                 cond("PodScheduled", "True", None),
                 cond("Initialized", "True", None),
-                cond("ContainersReady", s, reason),
-                // The engine knows no gate condition: with gates, its Ready is never True.
-                cond("Ready", "False", Some("ReadinessGatesNotReady")),
+                cond("ContainersReady", "True", None),
+                cond("Ready", "True", None),
             ]),
             ..Default::default()
         }
@@ -626,67 +646,38 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_ready_with_an_absent_readiness_gate_is_false_with_the_kubelets_reason_and_message() {
-        let mut s = engine_status(true);
-        kubelet_conditions(&mut s, &[gate("example.com/lb")], &[], at(50), at(200));
-        let ready = find(&s, "Ready");
-        assert_eq!(ready.status, "False");
-        assert_eq!(ready.reason.as_deref(), Some(READINESS_GATES_NOT_READY));
-        assert_eq!(
-            ready.message.as_deref(),
-            Some(
-                "corresponding condition of pod readiness gate \"example.com/lb\" does not exist."
-            )
-        );
+    fn i29_2_the_sandbox_condition_is_true_since_the_pod_runs_here() {
+        let mut s = engine_status();
+        kubelet_conditions(&mut s, &[], at(50));
         let sandbox = find(&s, "PodReadyToStartContainers");
         assert_eq!(sandbox.status, "True");
         assert_eq!(sandbox.last_transition_time, Some(at(50)));
     }
 
     #[test]
-    fn r29_2_ready_follows_the_gates_conditions_in_the_api() {
-        let gates = [gate("a"), gate("b")];
-        let mut s = engine_status(true);
-        let api = [cond("a", "False", None), cond("b", "Unknown", None)];
-        kubelet_conditions(&mut s, &gates, &api, at(50), at(200));
-        assert_eq!(
-            find(&s, "Ready").message.as_deref(),
-            Some(
-                "the status of pod readiness gate \"a\" is not \"True\", but False, the status of pod readiness gate \"b\" is not \"True\", but Unknown"
-            )
-        );
-        let mut s = engine_status(true);
-        let api = [cond("a", "True", None), cond("b", "True", None)];
-        kubelet_conditions(&mut s, &gates, &api, at(50), at(200));
-        let ready = find(&s, "Ready");
-        assert_eq!(ready.status, "True");
-        assert_eq!(ready.reason, None);
-        assert_eq!(ready.message, None);
-        assert_eq!(ready.last_transition_time, Some(at(200)), "it changed now");
-    }
-
-    #[test]
-    fn r29_2_ready_takes_containers_ready_while_that_is_false_whatever_the_gates() {
-        let mut s = engine_status(false);
-        let api = [cond("a", "True", None)];
-        kubelet_conditions(&mut s, &[gate("a")], &api, at(50), at(200));
-        let ready = find(&s, "Ready");
-        assert_eq!(ready.status, "False");
-        assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
-        assert_eq!(
-            ready.message.as_deref(),
-            Some("containers with unready status: [app]")
-        );
-    }
-
-    #[test]
-    fn r29_2_an_unchanged_condition_keeps_the_apis_transition_time() {
-        let mut s = engine_status(true);
+    fn i29_2_an_unchanged_condition_keeps_the_apis_transition_time() {
+        let mut s = engine_status();
         let mut api_ready = cond("Ready", "True", None);
         api_ready.last_transition_time = Some(at(7));
-        kubelet_conditions(&mut s, &[], &[api_ready], at(50), at(200));
+        kubelet_conditions(&mut s, &[api_ready], at(50));
         assert_eq!(find(&s, "Ready").last_transition_time, Some(at(7)));
-        // Without gates the engine's Ready is what the kubelet's is... once containers are ready.
-        assert_eq!(find(&s, "Ready").status, "True");
+    }
+
+    /// R5.7: only the conditions the kubelet does not own reach the engine's readiness gates.
+    #[test]
+    fn r5_7_foreign_conditions_leave_out_the_kubelets_own() {
+        let api = [
+            cond("Ready", "True", None),
+            cond("example.com/a", "False", None),
+            cond("PodReadyToStartContainers", "True", None),
+        ];
+        let foreign = foreign_conditions(&api);
+        assert_eq!(
+            foreign,
+            vec![ForeignCondition {
+                kind: "example.com/a".into(),
+                status: "False".into()
+            }]
+        );
     }
 }

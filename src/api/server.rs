@@ -392,6 +392,9 @@ async fn route(req: &Request, segments: &[&str]) -> Response {
             Method::DELETE => delete_pod(req, ns, name).await,
             _ => method_not_allowed(&req.method),
         },
+        ["api", "v1", "namespaces", ns, "pods", name, "status"] if req.method == Method::PATCH => {
+            patch_pod_status(req, ns, name).await
+        }
         ["api", "v1", "namespaces", ns, "pods", name, "status"] => req
             .read_only()
             .unwrap_or_else(|| get_object(req, Kind::Pods, ns, name)),
@@ -1136,6 +1139,73 @@ async fn delete_pod(req: &Request, ns: &str, name: &str) -> Response {
     }
 }
 
+/// `PATCH pods/NAME/status` (R5.7): a controller (or `kubectl patch --subresource=status`)
+/// sets the conditions the kubelet does not own, a readiness gate's; strategic merge (by
+/// `type`) or JSON merge patch. The kubelet's own conditions and the container statuses stay
+/// the engine's.
+async fn patch_pod_status(req: &Request, ns: &str, name: &str) -> Response {
+    if !req.authorized() {
+        return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+    }
+    let media = req
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let strategic = match media.as_str() {
+        "application/strategic-merge-patch+json" => true,
+        "application/merge-patch+json" => false,
+        _ => {
+            return status(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                &format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/strategic-merge-patch+json, application/merge-patch+json (not {media:?})"
+                ),
+            );
+        }
+    };
+    let patch: Value = match serde_json::from_slice(&req.body) {
+        Ok(v) => v,
+        Err(e) => return bad_request(&format!("error decoding patch: {e}")),
+    };
+    // Checked here, so the supervisor only ever gets a patch it can apply.
+    if let Err(why) = super::objects::patch_foreign_conditions(&[], &patch, strategic) {
+        return status_with(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            &format!("Pod \"{name}\" is invalid: {why}"),
+            Some(details("", "pods", name)),
+        );
+    }
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let sent = req.store.control(Control::PatchStatus {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        patch,
+        strategic,
+        reply,
+    });
+    let shutting_down = || {
+        status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "probelet is shutting down",
+        )
+    };
+    if !sent {
+        return shutting_down();
+    }
+    match answer.await {
+        Ok(Ok(pod)) => json_response(&pod),
+        Ok(Err(why)) => refused(name, why),
+        Err(_) => shutting_down(),
+    }
+}
+
 /// What a watch sends for `change`, as the watch cache's `convertToWatchEvent` decides from
 /// the object before and after: an object entering the selection is ADDED, one leaving it is
 /// DELETED (its previous state, at the change's version), one in it before and after is
@@ -1462,7 +1532,7 @@ mod watch_tests {
     /// in it MODIFIED, leaving it DELETED with the last selected state at the change's
     /// version; outside it before and after, nothing.
     #[test]
-    fn r31_6_watch_events_follow_the_selection() {
+    fn i31_6_watch_events_follow_the_selection() {
         let spec: core::PodSpec =
             serde_json::from_value(json!({"containers": [{"name": "app", "command": ["x"]}]}))
                 .unwrap();

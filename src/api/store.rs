@@ -122,6 +122,20 @@ pub enum Control {
         /// Where the answer goes.
         reply: oneshot::Sender<Result<core::Pod, DeleteRefused>>,
     },
+    /// `PATCH pods/NAME/status`: set the conditions the kubelet does not own (R5.7); the
+    /// reply is the pod after the patch.
+    PatchStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The patch (checked by [`super::objects::patch_foreign_conditions`] already).
+        patch: serde_json::Value,
+        /// A strategic merge patch (else a JSON merge patch).
+        strategic: bool,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<core::Pod, DeleteRefused>>,
+    },
 }
 
 /// Why a deletion did not happen.
@@ -522,7 +536,7 @@ mod tests {
     /// `storage.Preconditions.Check`: a UID or resource version other than the object's is a
     /// conflict, in upstream's words; none given, or the object's own, passes.
     #[test]
-    fn r31_2_preconditions_check_uid_then_resource_version() {
+    fn i31_2_preconditions_check_uid_then_resource_version() {
         let meta = ObjectMeta {
             uid: Some("u-1".into()),
             resource_version: Some("7".into()),

@@ -503,7 +503,7 @@ mod tests {
     /// A Deployment's status is what the controller reports for one replica: ready and
     /// available with the pod, observedGeneration = generation (kubectl rollout status).
     #[test]
-    fn r31_workload_deployment_status_follows_the_pods_readiness() {
+    fn i31_workload_deployment_status_follows_the_pods_readiness() {
         let d = object(&owner(WorkloadKind::Deployment), &pod("Running", true), 9);
         assert_eq!(d["apiVersion"], "apps/v1");
         assert_eq!(d["metadata"]["resourceVersion"], "9");
@@ -536,7 +536,7 @@ mod tests {
     /// A Job's status follows its pod's phase: active while it runs, Complete once it
     /// succeeded, Failed once it failed.
     #[test]
-    fn r31_workload_job_status_follows_the_pods_phase() {
+    fn i31_workload_job_status_follows_the_pods_phase() {
         let j = object(&owner(WorkloadKind::Job), &pod("Running", true), 3);
         assert_eq!(j["apiVersion"], "batch/v1");
         assert_eq!(j["status"]["active"], 1);
@@ -551,7 +551,7 @@ mod tests {
     }
 
     #[test]
-    fn r31_workload_kinds_by_resource() {
+    fn i31_workload_kinds_by_resource() {
         assert_eq!(
             WorkloadKind::from_resource("apps", "deployments"),
             Some(WorkloadKind::Deployment)

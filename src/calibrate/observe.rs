@@ -178,6 +178,7 @@ pub async fn observe_run(
                 host: cfg.pod_ip.clone(),
                 ports: c.ports.clone().unwrap_or_default(),
                 env: c.env.clone().unwrap_or_default(),
+                working_dir: None,
             };
             samplers.push((
                 t,

@@ -446,6 +446,7 @@ fn plan(args: &Args, manifests: Option<ManifestLoader>) -> anyhow::Result<Plan> 
             host: args.host.clone().unwrap_or_else(|| "127.0.0.1".to_string()),
             ports: container.ports.unwrap_or_default(),
             env: container.env.unwrap_or_default(),
+            working_dir: None,
         };
         return Ok(Plan::Manifest(Box::new(p), target));
     }

@@ -435,7 +435,7 @@ mod tests {
     /// Issue 26 item 10: `targets watch` text lines start with the time they were seen, as
     /// `monitor`'s lines do (a record's `since` is when its state began, not now).
     #[test]
-    fn r26_10_watch_text_lines_start_with_a_timestamp() {
+    fn i26_10_watch_text_lines_start_with_a_timestamp() {
         let record = TargetRecord {
             name: "web-1".into(),
             ready: false,
@@ -461,7 +461,7 @@ mod tests {
     /// Issue 26 item 10: a target deleted from the set on a one-member cluster is removed,
     /// not "handed over".
     #[test]
-    fn r26_10_a_deleted_target_is_removed_not_handed_over() {
+    fn i26_10_a_deleted_target_is_removed_not_handed_over() {
         assert_eq!(
             rebalanced_text(1, 2, 0, 1, 1),
             "probelet monitor: 1 member: 2 targets owned (0 gained, 1 removed)"

@@ -7,9 +7,30 @@ use crate::runtime::netns::Netns;
 use k8s_openapi::api::core::v1::{LifecycleHandler, Probe};
 use std::time::Duration;
 
+/// Which lifecycle hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookKind {
+    /// `postStart`.
+    PostStart,
+    /// `preStop`.
+    PreStop,
+}
+
+impl HookKind {
+    /// The event's reason and its whole message (R9.4): the kubelet never puts a hook's output
+    /// or error into an event, "so that secrets won't leak from the server".
+    pub fn event(self) -> (&'static str, &'static str) {
+        match self {
+            HookKind::PostStart => ("FailedPostStartHook", "PostStartHook failed"),
+            HookKind::PreStop => ("FailedPreStopHook", "PreStopHook failed"),
+        }
+    }
+}
+
 /// Runs `handler` for `container` of `pod` (`name_namespace(uid)`), within `timeout`; an exec
 /// handler inside the pod's network sandbox `netns` when it has one. The error is the
-/// kubelet's message for the `FailedPostStartHook` / `FailedPreStopHook` event.
+/// kubelet's sync error (`Exec lifecycle hook (...) ... failed - error: ...`): it goes to the
+/// log, never into an event (R9.4, [`HookKind::event`]).
 pub async fn run_hook(
     handler: &LifecycleHandler,
     target: &ProbeTarget,

@@ -19,7 +19,9 @@ use super::kill::{self, KillReason};
 use super::pod::{ContainerKind, PodInfo, RestartPolicy, probe_index};
 use super::results::{ContainerId, ProbeResult, ResultsCache};
 use super::rng::Rng;
-use super::status::{self, ContainerState, ContainerStatus, PodPhase, PodStatus, Terminated};
+use super::status::{
+    self, ContainerState, ContainerStatus, ForeignCondition, PodPhase, PodStatus, Terminated,
+};
 use super::time::Instant;
 use super::worker::{Begin, Phase, Published, View, Worker};
 use crate::display::go_duration;
@@ -115,6 +117,11 @@ struct Pod {
     workers: Vec<[Option<WorkerId>; 3]>,
     /// Deletion grace period in seconds once termination began.
     deletion_grace: Option<i64>,
+    /// The pod stops as a whole without a deletion (R8.17, R8.19): why.
+    stop: Option<StopCause>,
+    /// The conditions the kubelet does not own, as the API has them (R5.7): the readiness
+    /// gates read them.
+    foreign: Vec<ForeignCondition>,
     /// All init containers have completed once (latched, like the kubelet's `Initialized`).
     initialized: bool,
     /// A sync is queued.
@@ -129,6 +136,21 @@ struct Pod {
     unannounced: bool,
 }
 
+/// Why a pod that was not deleted stops every container by the kill path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopCause {
+    /// R8.17: no regular container runs and none will start; the sidecars go.
+    Completed,
+    /// R8.19: `activeDeadlineSeconds` passed; the pod is Failed.
+    DeadlineExceeded,
+}
+
+/// R8.19: the pod's `status.reason` and the event's reason.
+pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+/// R8.19: the pod's `status.message` and the event's message.
+pub const DEADLINE_EXCEEDED_MESSAGE: &str =
+    "Pod was active on the node longer than the specified deadline";
+
 #[derive(Debug)]
 struct WorkerSlot {
     generation: u32,
@@ -142,6 +164,8 @@ struct WorkerSlot {
 enum Timer {
     Worker(WorkerId),
     Sync(PodId),
+    /// R8.19: the pod's `activeDeadlineSeconds` ends.
+    Deadline(PodId),
 }
 
 /// The probe manager: every pod's workers, results caches, status and restart decisions.
@@ -259,6 +283,7 @@ impl Manager {
                     }
                     self.queue_sync(pod);
                 }
+                Timer::Deadline(pod) => self.deadline_exceeded(pod, at),
             }
             self.run_queue(at);
         }
@@ -291,6 +316,11 @@ impl Manager {
         let id = PodId { index, generation };
         let info = Arc::new(info);
         let status = PodStatus::new(&info, now);
+        if let Some(secs) = info.active_deadline_seconds {
+            // R8.19: from the pod's start (its `status.startTime`: now).
+            let at = now + super::time::seconds(secs);
+            self.timers.push(Reverse((at, Timer::Deadline(id))));
+        }
         self.uids.insert(info.uid.clone(), id);
         self.pods[index as usize] = Some(Pod {
             generation,
@@ -299,6 +329,8 @@ impl Manager {
             info,
             status,
             deletion_grace: None,
+            stop: None,
+            foreign: Vec::new(),
             initialized: false,
             sync_queued: false,
             next_sync: None,
@@ -401,6 +433,56 @@ impl Manager {
         self.queue_sync(pod);
         self.run_queue(now);
         Ok(())
+    }
+
+    /// The conditions the kubelet does not own changed in the API (a controller set a readiness
+    /// gate's, R5.7): they are kept as given, and `Ready` is decided again (R5.6).
+    pub fn set_foreign_conditions(
+        &mut self,
+        now: Instant,
+        pod: PodId,
+        conditions: Vec<ForeignCondition>,
+    ) -> Result<(), EngineError> {
+        self.advance(now);
+        let p = self.pod_mut(pod).ok_or(EngineError::UnknownPod)?;
+        if p.foreign == conditions {
+            return Ok(());
+        }
+        p.foreign = conditions;
+        // A finished pod is not synced again: its conditions are decided here.
+        if p.finished {
+            self.update_conditions(pod, now);
+        }
+        self.queue_sync(pod);
+        self.run_queue(now);
+        Ok(())
+    }
+
+    /// The conditions the kubelet does not own, as last given.
+    pub fn foreign_conditions(&self, pod: PodId) -> &[ForeignCondition] {
+        self.pod(pod).map_or(&[], |p| &p.foreign)
+    }
+
+    /// R8.19: the active deadline passed: a `DeadlineExceeded` event, the pod `Failed` with
+    /// that reason and message, and every container stopped by the kill path.
+    fn deadline_exceeded(&mut self, pod: PodId, now: Instant) {
+        let Some(p) = self.pod_mut(pod) else { return };
+        if p.finished || p.status.phase.is_terminal() || p.deletion_grace.is_some() {
+            return;
+        }
+        p.stop = Some(StopCause::DeadlineExceeded);
+        p.status.phase = PodPhase::Failed;
+        p.status.reason = DEADLINE_EXCEEDED.to_string();
+        p.status.message = DEADLINE_EXCEEDED_MESSAGE.to_string();
+        self.actions.push_back(Action::Event(Event {
+            pod,
+            field_path: String::new(),
+            reason: DEADLINE_EXCEEDED,
+            kind: EventType::Normal,
+            message: DEADLINE_EXCEEDED_MESSAGE.to_string(),
+            at: now,
+        }));
+        self.queue_sync(pod);
     }
 
     /// Forgets a pod: all its workers stop (R3.3-4) and its back-off entries go.
@@ -530,11 +612,31 @@ impl Manager {
             started_at,
             finished_at: now,
             container_id: id,
+            message: String::new(),
         });
         s.started = false;
         s.ready = false;
         self.queue_sync(pod);
         self.run_queue(now);
+        Ok(())
+    }
+
+    /// The termination message of `container`'s last exited instance (R8.18: what the driver
+    /// read from the termination-message file or, with `FallbackToLogsOnError`, the log's tail).
+    pub fn set_termination_message(
+        &mut self,
+        pod: PodId,
+        container: &str,
+        message: String,
+    ) -> Result<(), EngineError> {
+        let (s, _) = self.container_mut(pod, container)?;
+        let last = match &mut s.state {
+            ContainerState::Terminated(t) => Some(t),
+            _ => s.last_state.as_mut(),
+        };
+        if let Some(t) = last {
+            t.message = message;
+        }
         Ok(())
     }
 

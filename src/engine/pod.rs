@@ -139,9 +139,11 @@ pub struct PodInfo {
     pub restart_policy: RestartPolicy,
     /// Pod `terminationGracePeriodSeconds` (default 30, R1.4).
     pub termination_grace_period_seconds: i64,
-    /// Number of `readinessGates`: the engine cannot satisfy them, so such a pod never gets
-    /// `Ready` (its `ContainersReady` is still computed).
-    pub readiness_gates: usize,
+    /// The `readinessGates`' condition types, in order: `Ready` waits for each to be a True
+    /// condition set from outside ([`Manager::set_foreign_conditions`](super::Manager::set_foreign_conditions), R5.6).
+    pub readiness_gates: Vec<Arc<str>>,
+    /// `activeDeadlineSeconds` (R8.19), from the pod's start.
+    pub active_deadline_seconds: Option<i64>,
     /// Init containers (in order), then regular containers (in order).
     pub containers: Vec<ContainerInfo>,
 }
@@ -174,7 +176,13 @@ impl PodInfo {
             termination_grace_period_seconds: spec
                 .termination_grace_period_seconds
                 .unwrap_or(defaults::DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS),
-            readiness_gates: spec.readiness_gates.as_ref().map_or(0, Vec::len),
+            readiness_gates: spec
+                .readiness_gates
+                .iter()
+                .flatten()
+                .map(|g| g.condition_type.as_str().into())
+                .collect(),
+            active_deadline_seconds: spec.active_deadline_seconds,
             containers: init.chain(regular).collect(),
         }
     }

@@ -22,6 +22,8 @@ pub struct Terminated {
     pub finished_at: Instant,
     /// The instance's container ID.
     pub container_id: ContainerId,
+    /// `state.terminated.message` (R8.18), or empty.
+    pub message: String,
 }
 
 /// A container's state (`v1.ContainerState`).
@@ -137,8 +139,12 @@ pub struct Condition {
     pub status: bool,
     /// When `status` last changed.
     pub last_transition: Instant,
-    /// `ContainersNotReady`, `ContainersNotInitialized`, `PodCompleted`, `ReadinessGatesNotReady` or empty.
+    /// `ContainersNotReady`, `ContainersNotInitialized`, `PodCompleted`, `PodFailed`,
+    /// `ReadinessGatesNotReady` or empty.
     pub reason: String,
+    /// The kubelet's message (`containers with unready status: [a]`, the readiness gates'
+    /// clauses), or empty: a terminal pod's conditions have none (R5.6).
+    pub message: String,
 }
 
 /// A pod's status (`v1.PodStatus`), as the engine knows it.
@@ -150,6 +156,10 @@ pub struct PodStatus {
     pub conditions: Vec<Condition>,
     /// Init containers then regular containers, in spec order.
     pub containers: Vec<ContainerStatus>,
+    /// `status.reason` (`DeadlineExceeded`, R8.19), or empty.
+    pub reason: String,
+    /// `status.message`, or empty.
+    pub message: String,
 }
 
 impl PodStatus {
@@ -166,6 +176,7 @@ impl PodStatus {
             status: kind == ConditionType::PodScheduled,
             last_transition: now,
             reason: String::new(),
+            message: String::new(),
         })
         .collect();
         PodStatus {
@@ -176,6 +187,8 @@ impl PodStatus {
                 .iter()
                 .map(|c| ContainerStatus::new(&c.name, c.kind))
                 .collect(),
+            reason: String::new(),
+            message: String::new(),
         }
     }
 
@@ -195,21 +208,156 @@ impl PodStatus {
             .is_some_and(|c| c.status)
     }
 
-    pub(crate) fn set_condition(
-        &mut self,
-        kind: ConditionType,
-        status: bool,
-        reason: &str,
-        now: Instant,
-    ) {
+    pub(crate) fn set_condition(&mut self, kind: ConditionType, g: Generated, now: Instant) {
         if let Some(c) = self.conditions.iter_mut().find(|c| c.kind == kind) {
-            if c.status != status {
+            if c.status != g.status {
                 c.last_transition = now;
             }
-            c.status = status;
-            c.reason = reason.to_string();
+            c.status = g.status;
+            c.reason = g.reason.to_string();
+            c.message = g.message;
         }
     }
+}
+
+/// A condition as status/generate.go generates it, before its transition time is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generated {
+    /// True or false.
+    pub status: bool,
+    /// The reason, or empty.
+    pub reason: &'static str,
+    /// The message, or empty.
+    pub message: String,
+}
+
+impl Generated {
+    fn new(status: bool, reason: &'static str, message: String) -> Self {
+        Generated {
+            status,
+            reason,
+            message,
+        }
+    }
+
+    const TRUE: Generated = Generated {
+        status: true,
+        reason: "",
+        message: String::new(),
+    };
+}
+
+/// A condition the kubelet does not own (R5.7), as the API server has it: a readiness gate's,
+/// written by a controller (`kubectl patch --subresource=status`). Only its type and status
+/// decide anything (R5.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignCondition {
+    /// `type`.
+    pub kind: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+}
+
+/// `Initialized`, `ContainersReady` and `Ready` as status/generate.go makes them (R5.6): the one
+/// place `run`, `node` and `simulate` get them from. `initialized` is the latched "every init
+/// container completed once"; `foreign` are the conditions the kubelet does not own, for the
+/// readiness gates.
+pub fn generate_conditions(
+    info: &PodInfo,
+    status: &PodStatus,
+    initialized: bool,
+    foreign: &[ForeignCondition],
+) -> [(ConditionType, Generated); 3] {
+    let containers_ready = containers_ready(status);
+    let ready = if containers_ready.status {
+        readiness_gates(info, foreign)
+    } else {
+        containers_ready.clone()
+    };
+    [
+        (
+            ConditionType::Initialized,
+            initialized_condition(status, initialized),
+        ),
+        (ConditionType::ContainersReady, containers_ready),
+        (ConditionType::Ready, ready),
+    ]
+}
+
+/// `GeneratePodInitializedCondition`: a Succeeded pod's is True with `PodCompleted` (with or
+/// without init containers); an ordinary init container is incomplete until it exited 0, a
+/// sidecar until it started.
+fn initialized_condition(status: &PodStatus, initialized: bool) -> Generated {
+    if status.phase == PodPhase::Succeeded {
+        return Generated::new(true, "PodCompleted", String::new());
+    }
+    if initialized {
+        return Generated::TRUE;
+    }
+    let incomplete: Vec<&str> = status
+        .containers
+        .iter()
+        .filter(|c| match c.kind {
+            ContainerKind::Init => !init_succeeded(c),
+            ContainerKind::Sidecar => !c.started,
+            ContainerKind::Regular => false,
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    Generated::new(
+        false,
+        "ContainersNotInitialized",
+        format!(
+            "containers with incomplete status: [{}]",
+            incomplete.join(" ")
+        ),
+    )
+}
+
+/// `GenerateContainersReadyCondition`: regular containers and sidecars; a terminal pod's is
+/// False with `PodCompleted` / `PodFailed` and no message.
+fn containers_ready(status: &PodStatus) -> Generated {
+    match status.phase {
+        PodPhase::Succeeded => return Generated::new(false, "PodCompleted", String::new()),
+        PodPhase::Failed => return Generated::new(false, "PodFailed", String::new()),
+        _ => {}
+    }
+    let unready: Vec<&str> = status
+        .containers
+        .iter()
+        .filter(|c| c.kind != ContainerKind::Init && !c.ready)
+        .map(|c| c.name.as_str())
+        .collect();
+    if unready.is_empty() {
+        return Generated::TRUE;
+    }
+    Generated::new(
+        false,
+        "ContainersNotReady",
+        format!("containers with unready status: [{}]", unready.join(" ")),
+    )
+}
+
+/// The readiness gates' part of `GeneratePodReadyCondition`, once every container is ready.
+fn readiness_gates(info: &PodInfo, foreign: &[ForeignCondition]) -> Generated {
+    let clauses: Vec<String> = info
+        .readiness_gates
+        .iter()
+        .filter_map(|t| match foreign.iter().find(|c| *c.kind == **t) {
+            None => Some(format!(
+                "corresponding condition of pod readiness gate {t:?} does not exist."
+            )),
+            Some(c) if c.status != "True" => Some(format!(
+                "the status of pod readiness gate {t:?} is not \"True\", but {}",
+                c.status
+            )),
+            Some(_) => None,
+        })
+        .collect();
+    if clauses.is_empty() {
+        return Generated::TRUE;
+    }
+    Generated::new(false, "ReadinessGatesNotReady", clauses.join(", "))
 }
 
 /// True when every ordinary init container completed with exit code 0 and every sidecar has

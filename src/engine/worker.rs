@@ -364,6 +364,7 @@ mod tests {
                 started_at: Instant::ZERO,
                 finished_at: Instant::from_secs(1),
                 container_id: ContainerId::from("c://1"),
+                message: String::new(),
             }),
             false,
         )

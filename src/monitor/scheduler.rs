@@ -805,7 +805,7 @@ mod tests {
     /// initial NotReady of a target down from the start (when `failureThreshold` failures
     /// are counted), which changes no state and counts no transition; later only changes.
     #[test]
-    fn r26_7_the_first_settled_state_is_reported_once() {
+    fn i26_7_the_first_settled_state_is_reported_once() {
         let mut s: Scheduler<()> = Scheduler::new(16, 1);
         s.add(
             spec("down", ", periodSeconds: 1, failureThreshold: 3"),
@@ -1130,7 +1130,7 @@ mod tests {
     /// between the slices, ends where the same reload applied at once ends; no slice does more
     /// than its budget; and the copies a renderer takes a slice at a time are every target.
     #[test]
-    fn r28_13_a_reload_in_slices_ends_as_a_whole_reload() {
+    fn i28_13_a_reload_in_slices_ends_as_a_whole_reload() {
         let names = |s: &Scheduler<()>| {
             let mut v: Vec<(String, bool, u64)> = s
                 .targets()

@@ -70,7 +70,7 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     #[tokio::test(start_paused = true)]
-    async fn r29_3_retries_are_bounded_and_back_off() {
+    async fn i29_3_retries_are_bounded_and_back_off() {
         let tries = AtomicU32::new(0);
         let started = tokio::time::Instant::now();
         let r: Result<(), _> = retry(4, || async {
@@ -88,7 +88,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn r29_3_forbidden_is_not_retried() {
+    async fn i29_3_forbidden_is_not_retried() {
         let tries = AtomicU32::new(0);
         let r: Result<(), _> = retry(4, || async {
             tries.fetch_add(1, Ordering::Relaxed);

@@ -340,6 +340,7 @@ async fn apply(
         .and_then(|s| s.phase.as_deref())
         .is_some_and(|p| p == "Succeeded" || p == "Failed");
     if running.contains(&uid) {
+        send_conditions(commands, &uid, &pod);
         lock(shared).entry(&uid).api = Some(pod.clone());
         if deleting {
             let _ = commands.send(PodCommand::Delete {
@@ -380,13 +381,23 @@ async fn apply(
         return;
     };
     super::service_account::provide(client, &pod, &ip, &mut template.spec, report).await;
-    lock(shared).entry(&uid).api = Some(pod);
     running.insert(uid.clone());
     let _ = commands.send(PodCommand::Add {
         template: Box::new(template),
-        uid,
+        uid: uid.clone(),
         ip,
         netns,
+    });
+    send_conditions(commands, &uid, &pod);
+    lock(shared).entry(&uid).api = Some(pod);
+}
+
+/// R5.7: the engine decides Ready from the conditions others wrote (readiness gates).
+fn send_conditions(commands: &mpsc::UnboundedSender<PodCommand>, uid: &str, pod: &core::Pod) {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_deref());
+    let _ = commands.send(PodCommand::Conditions {
+        uid: uid.to_string(),
+        conditions: crate::api::objects::foreign_conditions(conditions.unwrap_or(&[])),
     });
 }
 
@@ -462,7 +473,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_an_image_only_container_cannot_run_and_says_why() {
+    fn i29_2_an_image_only_container_cannot_run_and_says_why() {
         let s = spec(
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: web, image: nginx}\n  - {name: ok, image: x, command: [sleep, '1']}\n",
         );
@@ -472,7 +483,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_4_unsupported_fields_are_named_and_the_service_account_volume_is_not() {
+    fn i29_4_unsupported_fields_are_named_and_the_service_account_volume_is_not() {
         let s = spec(
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes:\n  - {name: kube-api-access-abcde, projected: {sources: []}}\n  containers:\n  - {name: web, command: [x]}\n",
         );

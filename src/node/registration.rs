@@ -386,7 +386,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_node_status_heartbeats_alone_are_no_change_but_an_unknown_ready_is() {
+    fn i29_2_node_status_heartbeats_alone_are_no_change_but_an_unknown_ready_is() {
         let id = identity();
         let current = node_status(&id);
         let mut later = node_status(&id);
@@ -405,7 +405,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_node_status_keeps_transition_times_of_unchanged_conditions_only() {
+    fn i29_2_node_status_keeps_transition_times_of_unchanged_conditions_only() {
         let id = identity();
         let past = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         let mut current = node_status(&id);

@@ -273,7 +273,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn r30_1_downward_api_fields() {
+    fn i30_1_downward_api_fields() {
         let pod: core::Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"app": "a"}},
             "spec": {"nodeName": "n", "containers": []}

@@ -22,17 +22,11 @@ pub fn status_patch(uid: &str, state: &super::state::PodState) -> Option<serde_j
     let api_conditions: &[core::PodCondition] = api_status
         .and_then(|s| s.conditions.as_deref())
         .unwrap_or(&[]);
-    let gates: &[core::PodReadinessGate] = state
-        .api
-        .as_ref()
-        .and_then(|p| p.spec.as_ref())
-        .and_then(|s| s.readiness_gates.as_deref())
-        .unwrap_or(&[]);
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(objects::timestamp(
         std::time::SystemTime::now(),
     ));
-    let sandbox_ready = status.start_time.clone().unwrap_or_else(|| now.clone());
-    objects::kubelet_conditions(&mut status, gates, api_conditions, sandbox_ready, now);
+    let sandbox_ready = status.start_time.clone().unwrap_or(now);
+    objects::kubelet_conditions(&mut status, api_conditions, sandbox_ready);
     status.qos_class = None;
     // Once given, the pod's IPs and start time stay (the API server refuses a change).
     if let Some(api) = api_status {
@@ -143,7 +137,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_a_status_is_written_once_until_it_changes() {
+    fn i29_2_a_status_is_written_once_until_it_changes() {
         let mut s = state();
         let patch = status_patch("u1", &s).expect("first write");
         assert_eq!(patch["metadata"]["uid"], "u1");
@@ -155,7 +149,7 @@ mod tests {
     }
 
     #[test]
-    fn r29_2_a_condition_without_reason_clears_the_old_reason_in_the_merge() {
+    fn i29_2_a_condition_without_reason_clears_the_old_reason_in_the_merge() {
         let patch = status_patch("u1", &state()).unwrap();
         let ready = patch["status"]["conditions"]
             .as_array()

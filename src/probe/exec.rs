@@ -52,6 +52,20 @@ pub async fn probe_in(
     cfg: &ProbeConfig,
     netns: Option<&Netns>,
 ) -> (ProbeOutcome, ProbeStats) {
+    probe_in_dir(command, env, None, timeout, cfg, netns).await
+}
+
+/// [`probe_in`] in the container's working directory `working_dir` when it has one (R7.21:
+/// the runtime runs the command with the container's own process spec, `workingDir`
+/// included).
+pub async fn probe_in_dir(
+    command: &[String],
+    env: &[EnvVar],
+    working_dir: Option<&str>,
+    timeout: Duration,
+    cfg: &ProbeConfig,
+    netns: Option<&Netns>,
+) -> (ProbeOutcome, ProbeStats) {
     let mut stats = ProbeStats::default();
     let vars = static_env(env);
     let argv: Vec<String> = command
@@ -72,6 +86,9 @@ pub async fn probe_in(
         // Its own group, so the timeout can kill every process the command started.
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(dir) = working_dir.filter(|d| !d.is_empty()) {
+        cmd.current_dir(dir);
+    }
     if let Some(netns) = netns {
         netns.enter_on_spawn(&mut cmd);
     }

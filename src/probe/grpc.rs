@@ -258,36 +258,105 @@ async fn call(io: ProbeIo, request: &CheckRequest) -> Result<u64, RpcError> {
         .await
         .map_err(transport)?;
     let head = connection.head().await.map_err(transport)?;
-    let status = StatusCode::from_u16(head.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    check_head(status, &head.headers)?;
-    if let Some(status) = trailer_status(&head.headers) {
-        // Trailers-only: an error (or a malformed OK without a message).
-        status?;
-        return Err(RpcError::new(
-            Code::INTERNAL,
-            "server closed the stream without sending a response message",
-        ));
-    }
-    let mut data: Vec<u8> = Vec::new();
+    let mut reply = Reply::new(&head)?;
     while let Some(chunk) = connection.data().await.map_err(transport)? {
-        if data.len() + chunk.len() > 5 + MAX_MESSAGE {
-            let declared = frame_length(&data).unwrap_or(data.len() + chunk.len());
+        reply.data(&chunk)?;
+    }
+    reply.end(connection.trailers())
+}
+
+/// The answer to one call as its parts arrive, without I/O: what [`call`] reads from the
+/// connection and the fuzz tests from bytes.
+struct Reply {
+    /// The length-prefixed message so far.
+    data: Vec<u8>,
+}
+
+impl Reply {
+    /// Checks the response head; a trailers-only head is the call's end.
+    fn new(head: &http2::Head) -> Result<Reply, RpcError> {
+        let status = StatusCode::from_u16(head.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        check_head(status, &head.headers)?;
+        if let Some(status) = trailer_status(&head.headers) {
+            // Trailers-only: an error (or a malformed OK without a message).
+            status?;
+            return Err(RpcError::new(
+                Code::INTERNAL,
+                "server closed the stream without sending a response message",
+            ));
+        }
+        Ok(Reply { data: Vec::new() })
+    }
+
+    /// Adds a piece of the body, refusing a message larger than [`MAX_MESSAGE`].
+    fn data(&mut self, chunk: &[u8]) -> Result<(), RpcError> {
+        if self.data.len() + chunk.len() > 5 + MAX_MESSAGE {
+            let declared = frame_length(&self.data).unwrap_or(self.data.len() + chunk.len());
             return Err(RpcError::new(
                 Code::RESOURCE_EXHAUSTED,
                 format!("grpc: received message larger than max ({declared} vs. {MAX_MESSAGE})"),
             ));
         }
-        data.extend_from_slice(&chunk);
+        self.data.extend_from_slice(chunk);
+        Ok(())
     }
-    let trailers = connection.trailers();
-    match trailers.and_then(trailer_status) {
-        None => Err(RpcError::new(
-            Code::INTERNAL,
-            "server closed the stream without sending trailers",
-        )),
-        Some(Err(e)) => Err(e),
-        Some(Ok(())) => decode_response(&data),
+
+    /// The serving status, once the stream has ended with `trailers`.
+    fn end(self, trailers: Option<&HeaderMap>) -> Result<u64, RpcError> {
+        match trailers.and_then(trailer_status) {
+            None => Err(RpcError::new(
+                Code::INTERNAL,
+                "server closed the stream without sending trailers",
+            )),
+            Some(Err(e)) => Err(e),
+            Some(Ok(())) => decode_response(&self.data),
+        }
     }
+}
+
+/// What a `Health/Check` call makes of `reply`, the bytes a server sent on the connection
+/// after the request (fed to the HTTP/2 decoder in pieces of at most `piece` bytes): the
+/// serving status, or the failure as the probe would report it, with the bytes the client
+/// would have sent back. The fuzz tests' entry point (tests/fuzz): the same decoder and
+/// checks [`call`] uses, without a socket.
+#[doc(hidden)]
+pub fn decode_reply(reply: &[u8], piece: usize) -> (Result<u64, String>, Vec<u8>) {
+    let text = |e: RpcError| format!("{}: {}", e.code, e.message);
+    let out_of_order = || Err("the HTTP/2 decoder gave the parts out of order".to_string());
+    let mut decoder = http2::Decoder::new();
+    let mut sent = Vec::new();
+    let mut pieces = reply.chunks(piece.max(1));
+    let mut state: Option<Reply> = None;
+    let result = loop {
+        let part = decoder.next_part();
+        sent.extend(decoder.take_output());
+        let step = match part {
+            Err(e) => Err(RpcError::transport(&e)),
+            Ok(None) => match pieces.next() {
+                Some(bytes) => {
+                    decoder.feed(bytes);
+                    Ok(())
+                }
+                None => Err(RpcError::transport(&H2Error::Eof)),
+            },
+            Ok(Some(http2::Part::Head(head))) if state.is_none() => {
+                Reply::new(&head).map(|r| state = Some(r))
+            }
+            Ok(Some(http2::Part::Data(chunk))) => match &mut state {
+                Some(r) => r.data(&chunk),
+                None => break out_of_order(),
+            },
+            Ok(Some(http2::Part::End)) => match state.take() {
+                Some(r) => break r.end(decoder.trailers()).map_err(text),
+                None => break out_of_order(),
+            },
+            Ok(Some(http2::Part::Head(_))) => break out_of_order(),
+        };
+        if let Err(e) = step {
+            break Err(text(e));
+        }
+    };
+    (result, sent)
 }
 
 /// grpc-go's checks of the response head: HTTP 200 and a gRPC content type, else a status

@@ -215,6 +215,21 @@ pub(super) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// Reads one response from `stream` as a probe does (the head with 1xx responses skipped, then
+/// the body up to [`MAX_OUTPUT`]): the status, the `Location` kept and the body, or the
+/// failure's text. The fuzz tests' entry point (tests/fuzz), which feed it bytes from memory.
+#[doc(hidden)]
+pub async fn read_response<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+) -> Result<(u16, Option<String>, Vec<u8>), String> {
+    let mut response = exchange(stream, Vec::new())
+        .await
+        .map_err(|e| e.to_string())?;
+    let (status, location) = (response.status, response.location.take());
+    let body = response.read_body().await.map_err(|e| e.to_string())?;
+    Ok((status, location, body))
+}
+
 /// What the caller needs from a response head.
 struct Head {
     status: u16,

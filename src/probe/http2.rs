@@ -10,6 +10,10 @@
 //! fraction of the size, and every limit a hostile server meets is in this file: frames of at
 //! most 16 KiB (the size nobody may exceed without our `SETTINGS`), header blocks of at most
 //! [`MAX_HEADER_BLOCK`] octets and decoded lists of at most [`MAX_HEADER_LIST`].
+//!
+//! The protocol is sans-I/O, in [`Decoder`]: bytes in, the response's parts and the bytes owed
+//! to the server out. [`Connection`] only moves bytes between it and the socket, and the fuzz
+//! tests (tests/fuzz/http2.rs) drive the same decoder from bytes.
 
 use std::io;
 
@@ -157,84 +161,106 @@ enum Event {
     Data(Vec<u8>, bool),
 }
 
-/// A connection carrying one request; dropping it closes the connection.
-pub struct Connection<S> {
-    io: S,
-    /// Read bytes not yet taken, from `start`.
-    buf: Vec<u8>,
-    start: usize,
-    decoder: hpack::Decoder,
-    /// The stream has ended (`END_STREAM` seen).
-    done: bool,
-    trailers: Option<HeaderMap>,
+/// A part of the response on stream 1, in order: one [`Part::Head`], the body's
+/// [`Part::Data`], then [`Part::End`] (again on every later call).
+#[derive(Debug)]
+pub enum Part {
+    /// The final response head (1xx heads are skipped).
+    Head(Head),
+    /// A piece of the body.
+    Data(Vec<u8>),
+    /// The stream has ended; its trailers, if any, are in [`Decoder::trailers`].
+    End,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
-    /// Starts HTTP/2 on `io` and sends `request` whole.
-    pub async fn send(io: S, request: &Request<'_>) -> Result<Connection<S>, H2Error> {
-        if request.body.len() > INITIAL_WINDOW {
-            return Err(H2Error::Protocol(
-                "request body larger than the initial window",
-            ));
-        }
-        let mut out = Vec::with_capacity(256 + request.body.len());
-        out.extend_from_slice(PREFACE);
-        // SETTINGS_ENABLE_PUSH = 0.
-        put_frame(&mut out, SETTINGS, 0, 0, &[0, 2, 0, 0, 0, 0]);
-        let mut block = Vec::with_capacity(128);
-        hpack::encode_literal(&mut block, b":method", request.method.as_bytes());
-        hpack::encode_literal(&mut block, b":scheme", request.scheme.as_bytes());
-        hpack::encode_literal(&mut block, b":authority", request.authority.as_bytes());
-        hpack::encode_literal(&mut block, b":path", request.path.as_bytes());
-        for (name, value) in request.headers {
-            let name = name.as_str();
-            if CONNECTION_SPECIFIC.contains(&name) || name == "host" {
-                continue;
-            }
-            if name == "te" && value.as_bytes() != b"trailers" {
-                continue;
-            }
-            hpack::encode_literal(&mut block, name.as_bytes(), value.as_bytes());
-        }
-        let mut chunks = block.chunks(MAX_FRAME).peekable();
-        let mut first = true;
-        while let Some(chunk) = chunks.next() {
-            let last = chunks.peek().is_none();
-            let mut flags = if last { END_HEADERS } else { 0 };
-            let ty = if first {
-                if request.body.is_empty() {
-                    flags |= END_STREAM;
-                }
-                HEADERS
-            } else {
-                CONTINUATION
-            };
-            put_frame(&mut out, ty, flags, STREAM, chunk);
-            first = false;
-        }
-        let mut body = request.body.chunks(MAX_FRAME).peekable();
-        while let Some(chunk) = body.next() {
-            let flags = if body.peek().is_none() { END_STREAM } else { 0 };
-            put_frame(&mut out, DATA, flags, STREAM, chunk);
-        }
-        let mut connection = Connection {
-            io,
+/// A frame: its type, flags, stream and payload.
+struct Frame {
+    ty: u8,
+    flags: u8,
+    stream: u32,
+    payload: Vec<u8>,
+}
+
+/// Where the response is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Head,
+    Body,
+    Done,
+}
+
+/// The sans-I/O half of the client: the bytes the server sent go in ([`Decoder::feed`]), the
+/// response's parts come out ([`Decoder::next_part`]), and so do the bytes the connection owes
+/// the server (`SETTINGS` and `PING` acknowledgements, flow-control credit:
+/// [`Decoder::take_output`]). [`Connection`] drives it from a socket; the fuzz tests drive it
+/// from bytes. It holds what it was fed: the socket loop feeds only when a part needs more,
+/// so that is at most one frame and one read.
+pub struct Decoder {
+    /// Fed bytes not yet taken, from `start`.
+    buf: Vec<u8>,
+    start: usize,
+    hpack: hpack::Decoder,
+    /// A header block waiting for its `CONTINUATION`s: the block so far and `END_STREAM`.
+    block: Option<(Vec<u8>, bool)>,
+    phase: Phase,
+    trailers: Option<HeaderMap>,
+    /// Bytes to send to the server.
+    out: Vec<u8>,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Decoder::new()
+    }
+}
+
+impl Decoder {
+    /// A decoder for a connection whose request has gone out.
+    pub fn new() -> Decoder {
+        Decoder {
             buf: Vec::with_capacity(MAX_FRAME + 9),
             start: 0,
-            decoder: hpack::Decoder::new(4096),
-            done: false,
+            hpack: hpack::Decoder::new(4096),
+            block: None,
+            phase: Phase::Head,
             trailers: None,
-        };
-        connection.write(&out).await?;
-        Ok(connection)
+            out: Vec::new(),
+        }
     }
 
-    /// Reads the response head.
-    pub async fn head(&mut self) -> Result<Head, H2Error> {
+    /// Adds bytes read from the connection.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The bytes owed to the server since the last call (empty if none).
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The trailers, once [`Part::End`] has come.
+    pub fn trailers(&self) -> Option<&HeaderMap> {
+        self.trailers.as_ref()
+    }
+
+    /// The next part of the response, or `None` when the bytes fed so far end inside one.
+    pub fn next_part(&mut self) -> Result<Option<Part>, H2Error> {
         loop {
-            match self.event().await? {
-                Event::Data(..) => return Err(H2Error::Protocol("DATA before the response head")),
-                Event::Headers(fields, end_stream) => {
+            if self.phase == Phase::Done {
+                return Ok(Some(Part::End));
+            }
+            let Some(event) = self.next_event()? else {
+                return Ok(None);
+            };
+            match (self.phase, event) {
+                (Phase::Head, Event::Data(..)) => {
+                    return Err(H2Error::Protocol("DATA before the response head"));
+                }
+                (Phase::Head, Event::Headers(fields, end_stream)) => {
                     let status = fields
                         .iter()
                         .find(|(n, _)| n == b":status")
@@ -247,57 +273,59 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                         }
                         continue;
                     }
-                    self.done = end_stream;
-                    return Ok(Head {
-                        status,
-                        headers: header_map(&fields)?,
-                    });
+                    self.phase = if end_stream { Phase::Done } else { Phase::Body };
+                    let headers = header_map(&fields)?;
+                    return Ok(Some(Part::Head(Head { status, headers })));
+                }
+                (_, Event::Data(payload, end_stream)) => {
+                    if end_stream {
+                        self.phase = Phase::Done;
+                    }
+                    return Ok(Some(Part::Data(payload)));
+                }
+                (_, Event::Headers(fields, end_stream)) => {
+                    if !end_stream {
+                        return Err(H2Error::Protocol("trailers without END_STREAM"));
+                    }
+                    self.phase = Phase::Done;
+                    self.trailers = Some(header_map(&fields)?);
+                    return Ok(Some(Part::End));
                 }
             }
         }
     }
 
-    /// The next piece of the body; `None` once the stream has ended (its trailers, if any,
-    /// are then in [`Connection::trailers`]).
-    pub async fn data(&mut self) -> Result<Option<Vec<u8>>, H2Error> {
-        if self.done {
-            return Ok(None);
-        }
-        match self.event().await? {
-            Event::Data(payload, end_stream) => {
-                self.done = end_stream;
-                Ok(Some(payload))
-            }
-            Event::Headers(fields, end_stream) => {
-                if !end_stream {
-                    return Err(H2Error::Protocol("trailers without END_STREAM"));
+    /// Takes frames until one completes stream 1's headers or carries its data, answering
+    /// what the connection asks for on the way; `None` when the fed bytes run out first.
+    fn next_event(&mut self) -> Result<Option<Event>, H2Error> {
+        while let Some(Frame {
+            ty,
+            flags,
+            stream,
+            payload,
+        }) = self.frame()?
+        {
+            if let Some((block, end_stream)) = &mut self.block {
+                if ty != CONTINUATION || stream != STREAM {
+                    return Err(H2Error::Protocol("header block interrupted"));
                 }
-                self.done = true;
-                self.trailers = Some(header_map(&fields)?);
-                Ok(None)
+                if block.len() + payload.len() > MAX_HEADER_BLOCK {
+                    return Err(H2Error::Protocol("header block too large"));
+                }
+                block.extend_from_slice(&payload);
+                let end_stream = *end_stream;
+                if flags & END_HEADERS != 0 {
+                    return self.header_block(end_stream).map(Some);
+                }
+                continue;
             }
-        }
-    }
-
-    /// The trailers, once [`Connection::data`] has returned `None`.
-    pub fn trailers(&self) -> Option<&HeaderMap> {
-        self.trailers.as_ref()
-    }
-
-    /// Reads frames until one carries stream 1's headers or data, answering what the
-    /// connection asks for on the way.
-    async fn event(&mut self) -> Result<Event, H2Error> {
-        loop {
-            let (ty, flags, stream, payload) = self.frame().await?;
             match ty {
                 SETTINGS => {
                     if stream != 0 || (flags & ACK == 0 && payload.len() % 6 != 0) {
                         return Err(H2Error::Protocol("malformed SETTINGS"));
                     }
                     if flags & ACK == 0 {
-                        let mut ack = Vec::with_capacity(9);
-                        put_frame(&mut ack, SETTINGS, ACK, 0, &[]);
-                        self.write(&ack).await?;
+                        put_frame(&mut self.out, SETTINGS, ACK, 0, &[]);
                     }
                 }
                 PING => {
@@ -305,9 +333,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                         return Err(H2Error::Protocol("malformed PING"));
                     }
                     if flags & ACK == 0 {
-                        let mut pong = Vec::with_capacity(17);
-                        put_frame(&mut pong, PING, ACK, 0, &payload);
-                        self.write(&pong).await?;
+                        put_frame(&mut self.out, PING, ACK, 0, &payload);
                     }
                 }
                 GOAWAY => {
@@ -333,22 +359,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 }
                 PUSH_PROMISE => return Err(H2Error::Protocol("PUSH_PROMISE with push disabled")),
                 HEADERS if stream == STREAM => {
-                    let mut block = strip(&payload, flags, true)?.to_vec();
+                    let block = strip(&payload, flags, true)?.to_vec();
                     let end_stream = flags & END_STREAM != 0;
-                    let mut end_headers = flags & END_HEADERS != 0;
-                    while !end_headers {
-                        let (ty, flags, stream, payload) = self.frame().await?;
-                        if ty != CONTINUATION || stream != STREAM {
-                            return Err(H2Error::Protocol("header block interrupted"));
-                        }
-                        if block.len() + payload.len() > MAX_HEADER_BLOCK {
-                            return Err(H2Error::Protocol("header block too large"));
-                        }
-                        block.extend_from_slice(&payload);
-                        end_headers = flags & END_HEADERS != 0;
+                    self.block = Some((block, end_stream));
+                    if flags & END_HEADERS != 0 {
+                        return self.header_block(end_stream).map(Some);
                     }
-                    let fields = self.decoder.decode(&block, MAX_HEADER_LIST)?;
-                    return Ok(Event::Headers(fields, end_stream));
                 }
                 DATA if stream == STREAM => {
                     let end_stream = flags & END_STREAM != 0;
@@ -356,15 +372,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     // credit back while the stream goes on, so a long body is not stalled.
                     if !end_stream && !payload.is_empty() {
                         let credit = (payload.len() as u32).to_be_bytes();
-                        let mut update = Vec::with_capacity(26);
-                        put_frame(&mut update, WINDOW_UPDATE, 0, 0, &credit);
-                        put_frame(&mut update, WINDOW_UPDATE, 0, STREAM, &credit);
-                        self.write(&update).await?;
+                        put_frame(&mut self.out, WINDOW_UPDATE, 0, 0, &credit);
+                        put_frame(&mut self.out, WINDOW_UPDATE, 0, STREAM, &credit);
                     }
-                    return Ok(Event::Data(
+                    return Ok(Some(Event::Data(
                         strip(&payload, flags, false)?.to_vec(),
                         end_stream,
-                    ));
+                    )));
                 }
                 HEADERS | DATA | CONTINUATION => {
                     return Err(H2Error::Protocol("frame on a stream that was never opened"));
@@ -374,12 +388,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 _ => {}
             }
         }
+        Ok(None)
     }
 
-    /// The next frame: type, flags, stream and payload.
-    async fn frame(&mut self) -> Result<(u8, u8, u32, Vec<u8>), H2Error> {
-        self.fill(9).await?;
-        let h = &self.buf[self.start..self.start + 9];
+    /// Decodes the completed header block.
+    fn header_block(&mut self, end_stream: bool) -> Result<Event, H2Error> {
+        let (block, _) = self.block.take().unwrap_or_default();
+        let fields = self.hpack.decode(&block, MAX_HEADER_LIST)?;
+        Ok(Event::Headers(fields, end_stream))
+    }
+
+    /// The next whole frame fed: type, flags, stream and payload; `None` if it is not all
+    /// there yet.
+    fn frame(&mut self) -> Result<Option<Frame>, H2Error> {
+        let Some(h) = self.buf.get(self.start..self.start + 9) else {
+            return Ok(None);
+        };
         let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
         let (ty, flags) = (h[3], h[4]);
         let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
@@ -388,28 +412,132 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 "frame larger than SETTINGS_MAX_FRAME_SIZE",
             ));
         }
-        self.fill(9 + len).await?;
-        let payload = self.buf[self.start + 9..self.start + 9 + len].to_vec();
+        let Some(payload) = self.buf.get(self.start + 9..self.start + 9 + len) else {
+            return Ok(None);
+        };
+        let payload = payload.to_vec();
         self.start += 9 + len;
-        Ok((ty, flags, stream, payload))
+        Ok(Some(Frame {
+            ty,
+            flags,
+            stream,
+            payload,
+        }))
+    }
+}
+
+/// The bytes that open the connection and send `request` whole: the preface, `SETTINGS`
+/// (server push off), `HEADERS` (and `CONTINUATION`s) of HPACK literals, then `DATA`.
+fn encode_request(request: &Request<'_>) -> Result<Vec<u8>, H2Error> {
+    if request.body.len() > INITIAL_WINDOW {
+        return Err(H2Error::Protocol(
+            "request body larger than the initial window",
+        ));
+    }
+    let mut out = Vec::with_capacity(256 + request.body.len());
+    out.extend_from_slice(PREFACE);
+    // SETTINGS_ENABLE_PUSH = 0.
+    put_frame(&mut out, SETTINGS, 0, 0, &[0, 2, 0, 0, 0, 0]);
+    let mut block = Vec::with_capacity(128);
+    hpack::encode_literal(&mut block, b":method", request.method.as_bytes());
+    hpack::encode_literal(&mut block, b":scheme", request.scheme.as_bytes());
+    hpack::encode_literal(&mut block, b":authority", request.authority.as_bytes());
+    hpack::encode_literal(&mut block, b":path", request.path.as_bytes());
+    for (name, value) in request.headers {
+        let name = name.as_str();
+        if CONNECTION_SPECIFIC.contains(&name) || name == "host" {
+            continue;
+        }
+        if name == "te" && value.as_bytes() != b"trailers" {
+            continue;
+        }
+        hpack::encode_literal(&mut block, name.as_bytes(), value.as_bytes());
+    }
+    let mut chunks = block.chunks(MAX_FRAME).peekable();
+    let mut first = true;
+    while let Some(chunk) = chunks.next() {
+        let last = chunks.peek().is_none();
+        let mut flags = if last { END_HEADERS } else { 0 };
+        let ty = if first {
+            if request.body.is_empty() {
+                flags |= END_STREAM;
+            }
+            HEADERS
+        } else {
+            CONTINUATION
+        };
+        put_frame(&mut out, ty, flags, STREAM, chunk);
+        first = false;
+    }
+    let mut body = request.body.chunks(MAX_FRAME).peekable();
+    while let Some(chunk) = body.next() {
+        let flags = if body.peek().is_none() { END_STREAM } else { 0 };
+        put_frame(&mut out, DATA, flags, STREAM, chunk);
+    }
+    Ok(out)
+}
+
+/// A connection carrying one request; dropping it closes the connection.
+pub struct Connection<S> {
+    io: S,
+    decoder: Decoder,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
+    /// Starts HTTP/2 on `io` and sends `request` whole.
+    pub async fn send(io: S, request: &Request<'_>) -> Result<Connection<S>, H2Error> {
+        let out = encode_request(request)?;
+        let mut connection = Connection {
+            io,
+            decoder: Decoder::new(),
+        };
+        connection.write(&out).await?;
+        Ok(connection)
     }
 
-    /// Reads until `n` unread bytes are buffered.
-    async fn fill(&mut self, n: usize) -> Result<(), H2Error> {
-        if self.buf.len() - self.start >= n {
-            return Ok(());
+    /// Reads the response head.
+    pub async fn head(&mut self) -> Result<Head, H2Error> {
+        match self.part().await? {
+            Part::Head(head) => Ok(head),
+            // The decoder gives the head first or fails.
+            Part::Data(_) | Part::End => Err(H2Error::Protocol("DATA before the response head")),
         }
-        self.buf.drain(..self.start);
-        self.start = 0;
-        while self.buf.len() < n {
+    }
+
+    /// The next piece of the body; `None` once the stream has ended (its trailers, if any,
+    /// are then in [`Connection::trailers`]).
+    pub async fn data(&mut self) -> Result<Option<Vec<u8>>, H2Error> {
+        match self.part().await? {
+            Part::Data(payload) => Ok(Some(payload)),
+            Part::End => Ok(None),
+            Part::Head(_) => Err(H2Error::Protocol("a second response head")),
+        }
+    }
+
+    /// The trailers, once [`Connection::data`] has returned `None`.
+    pub fn trailers(&self) -> Option<&HeaderMap> {
+        self.decoder.trailers()
+    }
+
+    /// The next part, reading only when the decoder needs more and sending what it owes the
+    /// server before each read and before returning.
+    async fn part(&mut self) -> Result<Part, H2Error> {
+        loop {
+            let part = self.decoder.next_part();
+            let out = self.decoder.take_output();
+            if !out.is_empty() {
+                self.write(&out).await?;
+            }
+            if let Some(part) = part? {
+                return Ok(part);
+            }
             let mut chunk = [0u8; 4096];
             let read = self.io.read(&mut chunk).await?;
             if read == 0 {
                 return Err(H2Error::Eof);
             }
-            self.buf.extend_from_slice(&chunk[..read]);
+            self.decoder.feed(&chunk[..read]);
         }
-        Ok(())
     }
 
     async fn write(&mut self, bytes: &[u8]) -> Result<(), H2Error> {

@@ -30,6 +30,14 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 pub use evaluate::{Evaluation, MAX_ATTEMPTS, evaluate};
 
+/// The fuzz tests' way into the private wire parsers (tests/fuzz): not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::hpack::{Decoder as HpackDecoder, Field, HpackError};
+    pub use super::http1::read_response as http1_response;
+    pub use super::http2::{Decoder as H2Decoder, H2Error, Head, MAX_HEADER_LIST, Part};
+}
+
 use crate::outcome::{FailureKind, ProbeOutcome, RawResult};
 
 /// The kubelet version whose `User-Agent` (`kube-probe/<major>.<minor>`) probes send by default.
@@ -110,6 +118,8 @@ pub struct ProbeTarget {
     /// The container's environment: static values are used for exec `$(VAR)` expansion and
     /// set in the command's environment (R7.21).
     pub env: Vec<EnvVar>,
+    /// The container's `workingDir`: an exec command runs there (R7.21). `None`: probelet's own.
+    pub working_dir: Option<String>,
 }
 
 /// Measurements of one handler call, for tests and benchmarks of boundedness.
@@ -183,7 +193,8 @@ pub async fn run_probe_in(
     let no_stats = ProbeStats::failed(FailureKind::Other);
     if let Some(action) = &probe.exec {
         let command = action.command.clone().unwrap_or_default();
-        return exec::probe_in(&command, &target.env, timeout, cfg, netns).await;
+        let dir = target.working_dir.as_deref();
+        return exec::probe_in_dir(&command, &target.env, dir, timeout, cfg, netns).await;
     }
     if let Some(action) = &probe.http_get {
         let port = match resolve_port(&action.port, &target.ports) {

@@ -984,7 +984,7 @@ mod tests {
     }
 
     #[test]
-    fn r28_4_scram_refuses_more_than_100000_iterations() {
+    fn i28_4_scram_refuses_more_than_100000_iterations() {
         let mut s = Scram::new("pencil").unwrap();
         let first = format!("r={}x,s=AA==,i=200000000", s.nonce);
         let e = s.client_final(&first).unwrap_err();

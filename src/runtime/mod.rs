@@ -6,6 +6,12 @@ pub mod containment;
 pub mod ipam;
 pub mod limits;
 pub(crate) mod netlink;
+
+/// The fuzz tests' way into the netlink reply parser (tests/fuzz): not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::netlink::{Link, LinkAddr, ReadReplies, read_replies};
+}
 pub mod netns;
 pub mod process;
 pub mod signals;

@@ -212,8 +212,7 @@ impl Netlink {
             Ok(replies) => Ok(replies
                 .iter()
                 .find(|(ty, _)| *ty == RTM_NEWLINK)
-                .and_then(|(_, p)| attrs(p.get(16..)?).find(|(ty, _)| *ty == IFLA_IFNAME))
-                .map(|(_, name)| cstr(name))),
+                .and_then(|(_, p)| link_name(p))),
             Err(e) if e.raw_os_error() == Some(libc::ENODEV) => Ok(None),
             Err(e) => Err(e),
         }
@@ -255,30 +254,76 @@ impl Netlink {
         let mut replies = Vec::new();
         loop {
             let (n, _) = rustix::net::recv(self.fd.as_fd(), &mut self.buf[..], RecvFlags::empty())?;
-            for reply in Replies::new(&self.buf[..n.min(self.buf.len())]) {
-                let (ty, rseq, payload) = reply?;
-                if rseq != seq {
-                    continue; // a late answer to an earlier request
-                }
-                match ty {
-                    NLMSG_ERROR => {
-                        let code = payload
-                            .get(..4)
-                            .map(|b| i32::from_ne_bytes(b.try_into().unwrap_or([0; 4])))
-                            .ok_or_else(|| truncated("error message"))?;
-                        return if code == 0 {
-                            Ok(replies)
-                        } else {
-                            Err(io::Error::from_raw_os_error(-code))
-                        };
-                    }
-                    NLMSG_DONE => return Ok(replies),
-                    _ => replies.push((ty, payload.to_vec())),
-                }
+            if let Some(end) = absorb(&self.buf[..n.min(self.buf.len())], seq, &mut replies) {
+                return end.map(|()| replies);
             }
         }
     }
 }
+
+/// Reads one reply datagram to request `seq`: its messages go to `replies` (type, payload);
+/// `Some` once the request is answered (the acknowledgement, the end of a dump, or a kernel
+/// error: the OS error it names). Messages of other requests (late answers) are skipped.
+fn absorb(datagram: &[u8], seq: u32, replies: &mut Vec<(u16, Vec<u8>)>) -> Option<io::Result<()>> {
+    for reply in Replies::new(datagram) {
+        let (ty, rseq, payload) = match reply {
+            Ok(reply) => reply,
+            Err(e) => return Some(Err(e)),
+        };
+        if rseq != seq {
+            continue; // a late answer to an earlier request
+        }
+        match ty {
+            NLMSG_ERROR => {
+                let Some(code) = payload.get(..4) else {
+                    return Some(Err(truncated("error message")));
+                };
+                let code = i32::from_ne_bytes([code[0], code[1], code[2], code[3]]);
+                return Some(match code {
+                    0 => Ok(()),
+                    // The kernel sends `-errno`; anything else is not an errno.
+                    ..0 if code > i32::MIN => Err(io::Error::from_raw_os_error(-code)),
+                    _ => Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("netlink: error code {code} is not a negative errno"),
+                    )),
+                });
+            }
+            NLMSG_DONE => return Some(Ok(())),
+            _ => replies.push((ty, payload.to_vec())),
+        }
+    }
+    None
+}
+
+/// What the reply datagrams `datagrams` to request `seq` say, read as [`Netlink`] reads them:
+/// how the request ended (`None`: more datagrams were needed), and every message read as a
+/// link ([`Netlink::link`]), a link name ([`Netlink::link_name`]) and an address
+/// ([`Netlink::all_addrs`]). The fuzz tests' entry point (tests/fuzz).
+#[doc(hidden)]
+pub fn read_replies(datagrams: &[&[u8]], seq: u32) -> ReadReplies {
+    let mut replies = Vec::new();
+    let end = datagrams.iter().find_map(|d| absorb(d, seq, &mut replies));
+    let links = replies
+        .iter()
+        .filter(|(ty, _)| *ty == RTM_NEWLINK)
+        .filter_map(|(_, p)| Some((parse_link(p)?, link_name(p))))
+        .collect();
+    let addrs = replies
+        .iter()
+        .filter(|(ty, _)| *ty == RTM_NEWADDR)
+        .filter_map(|(_, p)| parse_addr(p))
+        .collect();
+    (end, links, addrs)
+}
+
+/// [`read_replies`]'s answer: the end, the links with their names, the addresses.
+#[doc(hidden)]
+pub type ReadReplies = (
+    Option<io::Result<()>>,
+    Vec<(Link, Option<String>)>,
+    Vec<(u32, LinkAddr)>,
+);
 
 fn truncated(what: &str) -> io::Error {
     io::Error::new(
@@ -436,6 +481,13 @@ fn parse_addr(payload: &[u8]) -> Option<(u32, LinkAddr)> {
             prefix: h[1],
         },
     ))
+}
+
+/// The `IFLA_IFNAME` of an `RTM_NEWLINK` payload.
+fn link_name(payload: &[u8]) -> Option<String> {
+    attrs(payload.get(16..)?)
+        .find(|(ty, _)| *ty == IFLA_IFNAME)
+        .map(|(_, name)| cstr(name))
 }
 
 fn cstr(bytes: &[u8]) -> String {

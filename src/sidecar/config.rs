@@ -990,7 +990,7 @@ checks:
     }
 
     #[test]
-    fn r26_8_timing_fields_on_the_check_apply_to_every_kind() {
+    fn i26_8_timing_fields_on_the_check_apply_to_every_kind() {
         let text = "checks:
 - name: db
   periodSeconds: 3

@@ -164,7 +164,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn r30_1_gate_condition_type_is_a_qualified_name() {
+    fn i30_1_gate_condition_type_is_a_qualified_name() {
         assert_eq!(
             condition_type_error("cloud.example.com/dependency-check"),
             None
@@ -184,7 +184,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_1_verbose_shows_the_gate_and_the_mode() {
+    fn i30_1_verbose_shows_the_gate_and_the_mode() {
         let mut k = KubeState {
             gate: Some("cloud.example.com/dependency-check".into()),
             ..Default::default()
@@ -204,7 +204,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn r30_1_degrade_makes_the_named_checks_weak() {
+    async fn i30_1_degrade_makes_the_named_checks_weak() {
         let cfg = crate::sidecar::config::load_str(
             "t.yaml",
             "checks:\n- name: db\n  probe: {exec: {command: [\"false\"]}, periodSeconds: 1}\ndegrade:\n  cache-only: [db]\n",
@@ -229,7 +229,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_1_degrade_must_name_a_check() {
+    fn i30_1_degrade_must_name_a_check() {
         let e = crate::sidecar::config::load_str(
             "t.yaml",
             "checks: []\nreadinessGate: Bad Gate\ndegrade:\n  cache-only: [nope]\n",

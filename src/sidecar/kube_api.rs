@@ -497,7 +497,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn r30_2_watch_events_decode_only_what_the_sidecar_reads() {
+    fn i30_2_watch_events_decode_only_what_the_sidecar_reads() {
         let e = decode_event(
             br#"{"type":"MODIFIED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"app","resourceVersion":"42","labels":{"probe/debug":"latency"},"managedFields":[{"x":1}]},"spec":{"containers":[]},"status":{"phase":"Running","message":"not the status's"}}}"#,
         )
@@ -536,7 +536,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_2_names_and_versions_are_percent_encoded() {
+    fn i30_2_names_and_versions_are_percent_encoded() {
         let pod = PodIdentity {
             name: "app-0".into(),
             namespace: "ns".into(),
@@ -562,7 +562,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn r30_1_the_patch_is_a_strategic_merge_of_the_status_and_a_403_is_classified() {
+    async fn i30_1_the_patch_is_a_strategic_merge_of_the_status_and_a_403_is_classified() {
         use fake::Reply;
         let (addr, seen) = fake::serve(vec![
             Reply::Body(200, r#"{"kind":"Pod"}"#.into()),
@@ -626,7 +626,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn r30_2_a_watch_splits_events_across_pieces_and_bounds_a_line() {
+    async fn i30_2_a_watch_splits_events_across_pieces_and_bounds_a_line() {
         use fake::Reply;
         let (addr, seen) = fake::serve(vec![
             Reply::Stream(vec![

@@ -478,7 +478,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_1_a_token_and_a_relative_ca_file() {
+    fn i30_1_a_token_and_a_relative_ca_file() {
         let (_dir, path) = kubeconfig(&config(
             "    server: https://127.0.0.1:6443/\n    certificate-authority: ca.crt\n",
             "    token: s3cret\n",
@@ -495,7 +495,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_1_inline_data_a_path_prefix_and_a_default_port() {
+    fn i30_1_inline_data_a_path_prefix_and_a_default_port() {
         let client = rcgen::generate_simple_self_signed(vec!["admin".to_string()]).unwrap();
         let (_dir, path) = kubeconfig(&config(
             "    server: https://[::1]/k8s/clusters/c-1\n    certificate-authority-data: CA_DATA\n",
@@ -512,7 +512,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_1_a_token_file_is_read_for_each_request() {
+    fn i30_1_a_token_file_is_read_for_each_request() {
         let (dir, path) = kubeconfig(&config(
             "    server: https://127.0.0.1:6443\n    certificate-authority: ca.crt\n",
             "    tokenFile: token\n",
@@ -529,7 +529,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_1_what_the_sidecar_cannot_do_is_refused_naming_the_field() {
+    fn i30_1_what_the_sidecar_cannot_do_is_refused_naming_the_field() {
         let server = "    server: https://127.0.0.1:6443\n    certificate-authority: ca.crt\n";
         assert_eq!(
             error(&config(
@@ -605,7 +605,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_1_contexts_and_the_file_itself() {
+    fn i30_1_contexts_and_the_file_itself() {
         assert_eq!(error(""), "current-context is not set");
         assert_eq!(
             error(
@@ -629,7 +629,7 @@ mod tests {
     }
 
     #[test]
-    fn r30_1_a_plain_http_server_needs_no_ca() {
+    fn i30_1_a_plain_http_server_needs_no_ca() {
         let (_dir, path) = kubeconfig(&config("    server: http://127.0.0.1:8080\n", ""));
         let api = from_kubeconfig(&path).unwrap();
         assert_eq!(api.authority, "127.0.0.1:8080");

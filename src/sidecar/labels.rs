@@ -276,7 +276,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn r30_2_the_watch_lists_again_on_410_and_follows_the_labels() {
+    async fn i30_2_the_watch_lists_again_on_410_and_follows_the_labels() {
         let gone = r#"{"kind":"Status","status":"Failure","message":"too old resource version: 10 (15)","reason":"Expired","code":410}"#;
         let (addr, seen) = fake::serve(vec![
             list("10", r#"{"probe/debug":"latency"}"#),
@@ -362,7 +362,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn r30_2_a_failing_api_server_is_retried_with_back_off() {
+    async fn i30_2_a_failing_api_server_is_retried_with_back_off() {
         // Every answer a 500: the list is tried again, later and later.
         let (addr, seen) = fake::serve(vec![]).await;
         let (task, _shared) = follow(addr, "checks: []\n");

@@ -313,7 +313,7 @@ mod tests {
     }
 
     #[test]
-    fn r28_1_only_the_main_process_speaks_for_the_app_unless_access_is_all() {
+    fn i28_1_only_the_main_process_speaks_for_the_app_unless_access_is_all() {
         let mut main = Access::default();
         // Before READY=1 or MAINPID=, nothing else is taken.
         assert!(!main.admit(Some(7), &[Assignment::Watchdog]));
@@ -342,7 +342,7 @@ mod tests {
     }
 
     #[test]
-    fn r28_1_a_restarted_app_names_its_new_main_process_once_the_old_one_is_gone() {
+    fn i28_1_a_restarted_app_names_its_new_main_process_once_the_old_one_is_gone() {
         let alive = std::cell::RefCell::new(vec![7u32, 8]);
         let exists = |p: u32| alive.borrow().contains(&p);
         let mut main = Access::default();

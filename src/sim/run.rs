@@ -404,6 +404,10 @@ impl Recorder {
                     };
                     self.push(t, Some(ci), What::StopTurn);
                 }
+                Action::Event(e) if e.reason == crate::engine::manager::DEADLINE_EXCEEDED => {
+                    let message = e.message.clone();
+                    self.push(t, None, What::DeadlineExceeded { message });
+                }
                 _ => {}
             }
         }

@@ -86,6 +86,7 @@ pub fn describe(e: &Entry) -> String {
             s
         }
         What::StopTurn => "turn to stop: SIGTERM".to_string(),
+        What::DeadlineExceeded { message } => format!("POD FAILED: DeadlineExceeded: {message}"),
         What::Exited { code, signal } => match signal {
             Some(15) => format!("exited {code} (SIGTERM)"),
             Some(9) => format!("exited {code} (SIGKILL after the grace period)"),

@@ -102,6 +102,11 @@ pub enum What {
     },
     /// R8.15: every container this sidecar waited for has exited: it gets SIGTERM now.
     StopTurn,
+    /// R8.19: `activeDeadlineSeconds` passed: the pod fails and every container is stopped.
+    DeadlineExceeded {
+        /// The event's message.
+        message: String,
+    },
     /// The instance exited.
     Exited {
         /// Exit code.

@@ -232,6 +232,18 @@ pub fn load_str_indexed(
     Ok((loaded, index))
 }
 
+/// The fast reader's load of `text` (`None` when it does not take it) beside the full
+/// reader's. The fuzz tests' differential entry point (tests/fuzz): the fast reader has to be
+/// right about everything it takes.
+#[doc(hidden)]
+pub fn load_fast_and_full(text: &str) -> (Option<Loaded>, Result<Loaded, LoadError>) {
+    let mut fast = Loaded::default();
+    let fast = load_fast("fuzz.yaml", text, &mut fast).map(|_| fast);
+    let mut full = Loaded::default();
+    let full = load_full("fuzz.yaml", text, &mut full).map(|_| full);
+    (fast, full)
+}
+
 /// The manifest files a path stands for, the way [`load_paths`] reads them: a directory's
 /// `*.yaml`, `*.yml` and `*.json` files (recursively, sorted), a file as itself, `-` as itself
 /// (standard input). For callers that read file by file, e.g. to keep each file's text.

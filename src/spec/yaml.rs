@@ -403,7 +403,7 @@ impl<'t> Reader<'t> {
                 if value.contains(": ") || value.ends_with(':') {
                     return Err(Bail);
                 }
-                self.b.scalar(value, true, nullish(value), self.at(pos));
+                self.plain_value(value, pos)?;
                 line.end
             }
         };
@@ -483,10 +483,24 @@ impl<'t> Reader<'t> {
             return self.flow(p, end, depth + 1);
         }
         let (value, after, was_quoted) = self.flow_scalar(p, end)?;
-        let plain = !was_quoted;
-        self.b
-            .scalar(&value, plain, plain && nullish(&value), self.at(p));
+        if was_quoted {
+            self.b.scalar(&value, false, false, self.at(p));
+        } else {
+            self.plain_value(&value, p)?;
+        }
         Ok(after)
+    }
+
+    /// A plain scalar value at `pos`. serde-saphyr refuses one that reads as a non-finite
+    /// number wherever it stands, a string field or an ignored one included (`name: .inf`,
+    /// `args: [1e999]`): its error, with its position, is the full reader's (found by
+    /// tests/fuzz/yaml.rs).
+    fn plain_value(&mut self, value: &str, pos: usize) -> R<()> {
+        if tree_de::non_finite(value) {
+            return Err(Bail);
+        }
+        self.b.scalar(value, true, nullish(value), self.at(pos));
+        Ok(())
     }
 
     /// A scalar inside a flow collection at `p`: its text, the offset past it, and whether it

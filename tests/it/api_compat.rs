@@ -4,7 +4,7 @@
 //! item 2 (the first Ctrl-C after `kubectl delete`) is the same fix as 31.8 and is here too.
 //!
 //! docs/api-compatibility.md lists what each client does against `run`; every row names the
-//! test below that proves it, and `r31_docs_table_names_tests_that_exist` keeps the table
+//! test below that proves it, and `i31_docs_table_names_tests_that_exist` keeps the table
 //! true.
 
 use crate::common;
@@ -125,7 +125,7 @@ fn stderr(out: &Output) -> String {
 /// 31.1: `kubectl delete --dry-run=server`, `?dryRun=All` and the body's `dryRun: ["All"]`
 /// delete nothing; the answer is the pod as the deletion would leave it.
 #[test]
-fn r31_1_server_dry_run_deletes_nothing() {
+fn i31_1_server_dry_run_deletes_nothing() {
     let run = Run::start(&sleeper("web"));
     let pod = run.wait_running("web");
     let uid = pod["metadata"]["uid"].clone();
@@ -164,7 +164,7 @@ fn r31_1_server_dry_run_deletes_nothing() {
 /// 31.2: a DELETE whose `preconditions.uid` (or `resourceVersion`) is not the pod's gets 409
 /// Conflict with the storage layer's words and deletes nothing; the right UID deletes.
 #[test]
-fn r31_2_failed_precondition_is_409_and_deletes_nothing() {
+fn i31_2_failed_precondition_is_409_and_deletes_nothing() {
     let run = Run::start(&sleeper("web"));
     let pod = run.wait_running("web");
     let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
@@ -208,7 +208,7 @@ fn r31_2_failed_precondition_is_409_and_deletes_nothing() {
 /// 31.3: `kubectl logs --since=1s` prints only the last second's lines, `--timestamps`
 /// prefixes each line with its RFC 3339 time (nanoseconds, as the kubelet writes them).
 #[test]
-fn r31_3_logs_since_and_timestamps() {
+fn i31_3_logs_since_and_timestamps() {
     let run = Run::start(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: talk}\nspec:\n  containers:\n  - name: app\n    command: [sh, -c, 'i=0; while true; do echo line $i; i=$((i+1)); sleep 0.1; done']\n",
     );
@@ -250,7 +250,7 @@ use k8s_openapi::jiff as jiff_time;
 /// 31.4: every `Status` of a missing object carries `details`; `kubectl debug` (which reads
 /// them) exits with an error instead of a nil-pointer panic.
 #[test]
-fn r31_4_status_details_and_kubectl_debug_errors() {
+fn i31_4_status_details_and_kubectl_debug_errors() {
     let run = Run::start(&sleeper("web"));
     run.wait_running("web");
     let (code, body) = run.get("/api/v1/namespaces/default/pods/nosuch");
@@ -286,7 +286,7 @@ fn r31_4_status_details_and_kubectl_debug_errors() {
 /// 31.5: `pods/NAME/status` answers the pod (Python's `read_namespaced_pod_status`,
 /// lightkube's `get(Pod.Status)`, client-node's `readNamespacedPodStatus`).
 #[test]
-fn r31_5_pod_status_subresource() {
+fn i31_5_pod_status_subresource() {
     let run = Run::start(&sleeper("web"));
     run.wait_running("web");
     let (code, status) = run.get("/api/v1/namespaces/default/pods/web/status");
@@ -305,7 +305,7 @@ fn r31_5_pod_status_subresource() {
 /// DELETED (its last selected state, at the change's version) when it leaves, as the watch
 /// cache sends them.
 #[test]
-fn r31_6_field_selected_watch_sees_objects_enter_and_leave() {
+fn i31_6_field_selected_watch_sees_objects_enter_and_leave() {
     // `keep` keeps `run` serving after `brief` has ended.
     let manifest = format!(
         "{}---\napiVersion: v1\nkind: Pod\nmetadata: {{name: brief}}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: app\n    command: [sh, -c, 'sleep 2']\n",
@@ -353,7 +353,7 @@ fn r31_6_field_selected_watch_sees_objects_enter_and_leave() {
 /// `k8s.io/initial-events-end: "true"`; kubectl's streaming-list client (the WatchListClient
 /// feature) then sees a Ready pod and `kubectl wait` succeeds.
 #[test]
-fn r31_7_send_initial_events_ends_with_the_bookmark() {
+fn i31_7_send_initial_events_ends_with_the_bookmark() {
     let run = Run::start(&sleeper("web"));
     run.wait_pod("web", "ready", |p| {
         p["status"]["conditions"].as_array().is_some_and(|c| {
@@ -410,7 +410,7 @@ fn r31_7_send_initial_events_ends_with_the_bookmark() {
 /// 20 rounds: with `kubectl delete` (waits for the pod to be gone) and with a raw DELETE
 /// followed at once by the signal (the pod still terminating).
 #[test]
-fn r26_2_r31_8_stop_after_api_delete_is_immediate() {
+fn i26_2_i31_8_stop_after_api_delete_is_immediate() {
     for round in 0..20 {
         let signal = if round % 2 == 0 { "INT" } else { "TERM" };
         let mut run = Run::start(&sleeper("web"));
@@ -458,7 +458,7 @@ fn r26_2_r31_8_stop_after_api_delete_is_immediate() {
 /// 31.8: when the deleted pod was the last one running (the others finished), `run` keeps
 /// serving until `kubectl delete` has seen the pod go.
 #[test]
-fn r31_8_deleting_the_last_running_pod_completes() {
+fn i31_8_deleting_the_last_running_pod_completes() {
     let manifest = format!(
         "{}---\napiVersion: v1\nkind: Pod\nmetadata: {{name: done}}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: app\n    command: ['true']\n",
         sleeper("web")
@@ -475,7 +475,7 @@ fn r31_8_deleting_the_last_running_pod_completes() {
 /// The smaller deviations: 406 for media types probelet cannot write, 410 for an exact old
 /// version, 504 for a future one (list and watch).
 #[test]
-fn r31_deviations_not_acceptable_and_resource_versions() {
+fn i31_deviations_not_acceptable_and_resource_versions() {
     let run = Run::start(&sleeper("web"));
     run.wait_running("web");
     for accept in ["application/vnd.kubernetes.protobuf", "application/yaml"] {
@@ -541,7 +541,7 @@ fn r31_deviations_not_acceptable_and_resource_versions() {
 /// `kubectl get deploy`, `rollout status` of a Deployment, StatefulSet and DaemonSet, and
 /// `kubectl wait --for=condition=complete` of a Job.
 #[test]
-fn r31_workloads_get_and_rollout_status() {
+fn i31_workloads_get_and_rollout_status() {
     let template = |kind: &str, name: &str, extra: &str, command: &str| {
         format!(
             "apiVersion: {}\nkind: {kind}\nmetadata: {{name: {name}, labels: {{tier: {name}}}}}\nspec:\n{extra}  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers:\n      - name: app\n        command: {command}\n        readinessProbe:\n          exec: {{command: ['true']}}\n          periodSeconds: 1\n",
@@ -604,7 +604,7 @@ fn r31_workloads_get_and_rollout_status() {
 /// Verbs and subresources probelet does not serve answer a Status saying so, with details,
 /// where kubectl shows it.
 #[test]
-fn r31_unsupported_verbs_say_what_probelet_does_not_serve() {
+fn i31_unsupported_verbs_say_what_probelet_does_not_serve() {
     let run = Run::start(&sleeper("web"));
     run.wait_running("web");
     for (args, want) in [
@@ -719,7 +719,7 @@ fn python_client() -> Option<PathBuf> {
 }
 
 #[test]
-fn r31_python_client_reads_watches_and_deletes_as_against_a_cluster() {
+fn i31_python_client_reads_watches_and_deletes_as_against_a_cluster() {
     let Some(python) = python_client() else {
         return;
     };
@@ -755,7 +755,7 @@ fn r31_python_client_reads_watches_and_deletes_as_against_a_cluster() {
 /// docs/api-compatibility.md: every row names a test of this file that exists, and every
 /// test of this file appears in it.
 #[test]
-fn r31_docs_table_names_tests_that_exist() {
+fn i31_docs_table_names_tests_that_exist() {
     let doc = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/docs/api-compatibility.md"
@@ -773,14 +773,14 @@ fn r31_docs_table_names_tests_that_exist() {
         .lines()
         .filter(|l| l.starts_with('|'))
         .flat_map(|l| l.split('`'))
-        .filter(|w| w.starts_with("r31_") || w.starts_with("r26_"))
+        .filter(|w| w.starts_with("i31_") || w.starts_with("i26_"))
         .collect();
     for n in &named {
         assert!(tests.contains(n), "the doc names {n}, which is no test");
     }
     for t in &tests {
         assert!(
-            named.contains(t) || *t == "r31_docs_table_names_tests_that_exist",
+            named.contains(t) || *t == "i31_docs_table_names_tests_that_exist",
             "{t} is not in docs/api-compatibility.md"
         );
     }

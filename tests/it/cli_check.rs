@@ -496,7 +496,7 @@ fn i48_5_small_binary_help_leaves_out_the_manifest_options() {
 /// Issue 26 item 10: `--from` on a pod where one container has the probe needs no
 /// `--container`; with several, the error names them and says how to choose.
 #[test]
-fn r26_10_from_without_container_takes_the_only_container_with_the_probe() {
+fn i26_10_from_without_container_takes_the_only_container_with_the_probe() {
     let port = http_server();
     let path = manifest(
         "one",
@@ -538,7 +538,7 @@ spec:
 /// Issue 26 item 10: `https://` against a port that answers plain HTTP says so, as Go's
 /// client does, instead of a TLS record-layer detail.
 #[test]
-fn r26_10_https_against_plain_http_says_the_server_answered_http() {
+fn i26_10_https_against_plain_http_says_the_server_answered_http() {
     // A plain HTTP server answers the TLS ClientHello's bytes with a 400, as nginx does.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();

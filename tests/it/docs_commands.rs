@@ -29,11 +29,11 @@ enum How {
 }
 use How::*;
 
-const DEMO_SESSION: &str = "r26_3_the_demo_terminal_shows_killing_and_backoff_after_60s";
+const DEMO_SESSION: &str = "i26_3_the_demo_terminal_shows_killing_and_backoff_after_60s";
 const CONTROL_PLANE: &str =
-    "r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process";
-const NODE_SESSION: &str = "r29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready";
-const K8S_EXAMPLE: &str = "r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load";
+    "i29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process";
+const NODE_SESSION: &str = "i29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready";
+const K8S_EXAMPLE: &str = "i30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load";
 const WEBHOOK_ACCOUNT: &str =
     "i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning";
 const APP_SESSION: &str = "docs_check_and_monitor_against_the_demo_app";
@@ -57,6 +57,10 @@ const TABLE: &[(&str, How)] = &[
         ),
     ),
     // docs/run.md
+    (
+        "kubectl patch pod web --subresource=status --type=strategic -p '{\"status\":{\"conditions\":[{\"type\":\"example.com/lb\",\"status\":\"True\"}]}}'",
+        ByTest("r5_6_r5_7_readiness_gates_set_with_kubectl_patch_under_run"),
+    ),
     (
         "export KUBECONFIG=~/.kube/probelet.kubeconfig",
         Not("sets a shell variable; the demo session passes the printed path to kubectl"),
@@ -270,6 +274,11 @@ const TABLE: &[(&str, How)] = &[
         Not("the build .ci/run starts with (minutes the first time); every test's `up` reuses it"),
     ),
     ("cargo test --test kubernetes", Not("the tests themselves")),
+    // docs/hostile-input.md
+    (
+        "PROBELET_FUZZ_CASES=20000 PROBELET_FUZZ_SEED=random cargo test --release --test fuzz",
+        Not("the fuzz tests themselves, longer: `cargo test` runs them with their fixed budget"),
+    ),
     // docs/node.md
     (
         "scripts/control-plane node-cert /tmp/cp mynode",
@@ -780,7 +789,7 @@ impl Drop for Background {
 /// probe lines it filters are announced once, and the API's events stay client-go exact
 /// (fewer `Killing` than the terminal shows).
 #[test]
-fn r26_3_the_demo_terminal_shows_killing_and_backoff_after_60s() {
+fn i26_3_the_demo_terminal_shows_killing_and_backoff_after_60s() {
     let bin = bin_dir();
     let runtime = tempfile::tempdir().unwrap();
     let started = Instant::now();

@@ -41,6 +41,7 @@ mod monitor_etcd;
 mod pictures;
 mod pod_network;
 mod probe;
+mod rule_coverage;
 mod rules;
 mod run_e2e;
 mod run_vs_simulate;

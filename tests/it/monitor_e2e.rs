@@ -484,7 +484,7 @@ fn r1_6_invalid_target_is_reported_and_the_others_run() {
 /// A file that cannot be used at all stops the command with exit 2 (bad input, as in every
 /// command: issue 26 item 9) and the position.
 #[test]
-fn r26_9_unreadable_targets_file_exits_2_with_line_and_column() {
+fn i26_9_unreadable_targets_file_exits_2_with_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("t.yaml");
     std::fs::write(&file, "defaults: {periodSeconds: five}\n").unwrap();

@@ -1174,7 +1174,7 @@ fn i48_6_a_target_taken_over_before_its_first_settled_state_is_reported_down() {
 }
 
 #[test]
-fn r28_12_a_member_key_without_a_lease_is_not_counted() {
+fn i28_12_a_member_key_without_a_lease_is_not_counted() {
     let _serial = serial();
     let etcd = Etcd::start();
     let targets = Targets::start();

@@ -485,18 +485,23 @@ spec:
         .cloned();
     let failed = failed.unwrap_or_else(|| panic!("no FailedPreStopHook: {}", run.dump()));
     assert_eq!(failed["container"], "bad-hook");
-    assert!(
-        failed["message"].as_str().unwrap().starts_with(
-            "Exec lifecycle hook ([\"false\"]) for Container \"bad-hook\" in Pod \"hooks_default("
-        ),
-        "{failed}"
-    );
+    // R9.4: the event is exactly this; the detail is a note of probelet's own log.
+    assert_eq!(failed["kind"], "event");
+    assert_eq!(failed["message"], "PreStopHook failed", "{failed}");
+    let detail = run.lines.seen.iter().find(|v| {
+        v["kind"] == "note"
+            && v["message"].as_str().unwrap_or("").starts_with(
+                "Exec lifecycle hook ([\"false\"]) for Container \"bad-hook\" in Pod \"hooks_default(",
+            )
+    });
+    assert!(detail.is_some(), "no detail in the log: {}", run.dump());
 }
 
-/// A failing postStart hook kills the container (FailedPostStartHook) and the restart policy
-/// applies.
+/// R9.4: a failing postStart hook kills the container (FailedPostStartHook) and the restart
+/// policy applies; the event's message is exactly `PostStartHook failed`: what the hook
+/// printed (here a "secret") reaches probelet's log, never an event.
 #[test]
-fn failed_post_start_kills_and_restarts() {
+fn r9_4_failed_post_start_event_keeps_the_hook_output_out() {
     let mut run = Run::start(
         r#"
 apiVersion: v1
@@ -510,16 +515,21 @@ spec:
     lifecycle:
       postStart:
         exec:
-          command: [sh, -c, "echo cannot warm up; exit 1"]
+          command: [sh, -c, "echo s3cret-token; exit 7"]
 "#,
         &[],
     );
     let v = run.wait_for("the hook failure", Duration::from_secs(10), |v| {
-        v["reason"] == "FailedPostStartHook"
+        v["kind"] == "event" && v["reason"] == "FailedPostStartHook"
+    });
+    assert_eq!(v["message"], "PostStartHook failed", "{v}");
+    assert_eq!(v["type"], "Warning", "{v}");
+    let note = run.wait_for("the detail", Duration::from_secs(10), |v| {
+        v["kind"] == "note" && v["reason"] == "FailedPostStartHook"
     });
     assert!(
-        v["message"].as_str().unwrap().contains("cannot warm up"),
-        "{v}"
+        note["message"].as_str().unwrap().contains("s3cret-token"),
+        "{note}"
     );
     run.wait_for("a restart", Duration::from_secs(10), |v| {
         v["reason"] == "Started"
@@ -530,6 +540,10 @@ spec:
         Duration::from_secs(10),
         event("BackOff", "poststart_default("),
     );
+    let leaked = run.count(|v| {
+        v["kind"] == "event" && v["message"].as_str().unwrap_or("").contains("s3cret-token")
+    });
+    assert_eq!(leaked, 0, "{}", run.dump());
 }
 
 /// Process hygiene: probelet is a subreaper, so a container's orphaned grandchild that exits is
@@ -950,4 +964,386 @@ spec:
         "{}",
         run.dump()
     );
+}
+
+/// A pod that keeps `run` (and its API) up while the pod under test finishes.
+const KEEPER: &str = r#"
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: keeper}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: keep
+    command: [sleep, "300"]
+"#;
+
+fn api_condition<'a>(pod: &'a Value, kind: &str) -> &'a Value {
+    pod["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == kind))
+        .unwrap_or(&Value::Null)
+}
+
+/// R8.19 under `run`, read with real kubectl: `Normal DeadlineExceeded`, the containers stopped
+/// by the kill path (`Stopping container app`), the pod `Failed` with the reason and message.
+#[test]
+fn r8_19_active_deadline_under_run() {
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: deadline}}
+spec:
+  activeDeadlineSeconds: 2
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    command: [sleep, "300"]
+{KEEPER}"#
+    );
+    let p = common::Probelet::start(&manifest);
+    let pod = p.wait_pod("deadline", "the deadline", |pod| {
+        pod["status"]["phase"] == "Failed"
+            && pod["status"]["containerStatuses"][0]["state"]["terminated"].is_object()
+    });
+    assert_eq!(pod["status"]["reason"], "DeadlineExceeded");
+    assert_eq!(
+        pod["status"]["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+    let events: Value = serde_json::from_str(&p.ok(&["get", "events", "-o", "json"])).unwrap();
+    let events = events["items"].as_array().unwrap().clone();
+    let find = |reason: &str| {
+        events
+            .iter()
+            .find(|e| e["reason"] == reason && e["involvedObject"]["name"] == "deadline")
+            .cloned()
+            .unwrap_or_else(|| panic!("no {reason} event: {events:#?}"))
+    };
+    let exceeded = find("DeadlineExceeded");
+    assert_eq!(exceeded["type"], "Normal");
+    assert_eq!(
+        exceeded["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+    assert_eq!(find("Killing")["message"], "Stopping container app");
+    let describe = p.ok(&["describe", "pod", "deadline"]);
+    assert!(describe.contains("DeadlineExceeded"), "{describe}");
+}
+
+/// R8.17 and R5.6 under `run`, read with real kubectl: the regular container exits 0, the
+/// sidecar is stopped by the kill path at once, the pod is Succeeded with the terminal
+/// conditions of status/generate.go.
+#[test]
+fn r8_17_r5_6_a_completed_pod_stops_its_sidecar_under_run() {
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: job}}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 5
+  initContainers:
+  - name: side
+    restartPolicy: Always
+    command: [sleep, "300"]
+  containers:
+  - name: app
+    command: [sh, -c, "sleep 1"]
+{KEEPER}"#
+    );
+    let p = common::Probelet::start(&manifest);
+    let pod = p.wait_pod("job", "the sidecar stopped", |pod| {
+        pod["status"]["initContainerStatuses"][0]["state"]["terminated"].is_object()
+    });
+    assert_eq!(pod["status"]["phase"], "Succeeded", "{pod:#}");
+    for kind in ["ContainersReady", "Ready"] {
+        let c = api_condition(&pod, kind);
+        assert_eq!(c["status"], "False", "{c}");
+        assert_eq!(c["reason"], "PodCompleted", "{c}");
+        assert!(c.get("message").is_none(), "no message: {c}");
+    }
+    let initialized = api_condition(&pod, "Initialized");
+    assert_eq!(initialized["status"], "True");
+    assert_eq!(initialized["reason"], "PodCompleted");
+    let events = p.ok(&["get", "events", "-o", "json"]);
+    assert!(events.contains("Stopping container side"), "{events}");
+}
+
+/// R5.6, R5.7 under `run`: a pod with two readiness gates is not Ready, with the kubelet's
+/// clauses; `kubectl patch --subresource=status` sets the gates' conditions (strategic merge by
+/// type, then a merge patch), which decide Ready and stay across the engine's own status
+/// writes; a patch of a condition the kubelet owns changes nothing.
+#[test]
+fn r5_6_r5_7_readiness_gates_set_with_kubectl_patch_under_run() {
+    let p = common::Probelet::start(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: gated}
+spec:
+  readinessGates:
+  - conditionType: example.com/a
+  - conditionType: example.com/b
+  containers:
+  - name: app
+    command: [sleep, "300"]
+    readinessProbe:
+      exec: {command: ["true"]}
+      periodSeconds: 1
+"#,
+    );
+    let ready_message = |pod: &Value| {
+        api_condition(pod, "Ready")["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let pod = p.wait_pod("gated", "the container ready", |pod| {
+        api_condition(pod, "ContainersReady")["status"] == "True"
+    });
+    assert_eq!(
+        api_condition(&pod, "Ready")["reason"],
+        "ReadinessGatesNotReady"
+    );
+    assert_eq!(
+        ready_message(&pod),
+        "corresponding condition of pod readiness gate \"example.com/a\" does not exist., \
+         corresponding condition of pod readiness gate \"example.com/b\" does not exist."
+    );
+    let patch = |kind: &str, body: &str| {
+        p.ok(&[
+            "patch",
+            "pod",
+            "gated",
+            "--subresource=status",
+            &format!("--type={kind}"),
+            "-p",
+            body,
+        ])
+    };
+    patch(
+        "strategic",
+        r#"{"status":{"conditions":[{"type":"example.com/a","status":"True"},{"type":"example.com/b","status":"False"}]}}"#,
+    );
+    let pod = p.pod_json("gated");
+    assert_eq!(
+        ready_message(&pod),
+        "the status of pod readiness gate \"example.com/b\" is not \"True\", but False"
+    );
+    assert_eq!(api_condition(&pod, "example.com/a")["status"], "True");
+    // A strategic merge by type: b alone changes, a stays.
+    patch(
+        "strategic",
+        r#"{"status":{"conditions":[{"type":"example.com/b","status":"True"}]}}"#,
+    );
+    let pod = p.wait_pod("gated", "Ready", |pod| {
+        api_condition(pod, "Ready")["status"] == "True"
+    });
+    assert_eq!(api_condition(&pod, "example.com/a")["status"], "True");
+    // The kubelet owns Ready: a patch of it changes nothing.
+    patch(
+        "strategic",
+        r#"{"status":{"conditions":[{"type":"Ready","status":"False"}]}}"#,
+    );
+    assert_eq!(
+        api_condition(&p.pod_json("gated"), "Ready")["status"],
+        "True"
+    );
+    // A JSON merge patch replaces the list: b goes, and with it Ready.
+    patch(
+        "merge",
+        r#"{"status":{"conditions":[{"type":"example.com/a","status":"True"}]}}"#,
+    );
+    let pod = p.pod_json("gated");
+    assert_eq!(api_condition(&pod, "Ready")["status"], "False");
+    assert_eq!(
+        ready_message(&pod),
+        "corresponding condition of pod readiness gate \"example.com/b\" does not exist."
+    );
+    // `kubectl get -o wide` counts the gates that hold.
+    let wide = p.ok(&["get", "pod", "gated", "-o", "wide"]);
+    assert!(wide.contains("1/2"), "{wide}");
+}
+
+/// R8.18 under `run`, read with real kubectl: `FallbackToLogsOnError` and a non-zero exit put
+/// the log's tail into `state.terminated.message` (and `kubectl describe`'s `Message:`); the
+/// default policy (`File`) leaves it empty, as `run` reads no termination-message file.
+#[test]
+fn r8_18_fallback_to_logs_on_error_under_run() {
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: crash}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    terminationMessagePolicy: FallbackToLogsOnError
+    command: [sh, -c, "echo first line; sleep 0.2; echo 'fatal: config missing' >&2; exit 2"]
+  - name: plain
+    command: [sh, -c, "echo plain; exit 3"]
+{KEEPER}"#
+    );
+    let p = common::Probelet::start(&manifest);
+    let pod = p.wait_pod("crash", "both exited", |pod| {
+        pod["status"]["containerStatuses"]
+            .as_array()
+            .is_some_and(|s| s.iter().all(|c| c["state"]["terminated"].is_object()))
+    });
+    let terminated = |name: &str| {
+        pod["status"]["containerStatuses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()["state"]["terminated"]
+            .clone()
+    };
+    assert_eq!(
+        terminated("app")["message"],
+        "first line\nfatal: config missing\n"
+    );
+    assert!(terminated("plain").get("message").is_none());
+    let describe = p.ok(&["describe", "pod", "crash"]);
+    assert!(describe.contains("Message:"), "{describe}");
+    assert!(describe.contains("fatal: config missing"), "{describe}");
+}
+
+/// R7.21 under `run`: an exec readiness probe and an exec postStart hook run in the
+/// container's `workingDir` (and with its environment), as the runtime runs them with the
+/// container's own process spec.
+#[test]
+fn r7_21_exec_probes_and_hooks_run_in_the_containers_working_dir() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().canonicalize().unwrap();
+    let dir = dir.display();
+    let mut run = Run::start(
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: cwd}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    workingDir: {dir}
+    env: [{{name: WHO, value: app-env}}]
+    command: [sleep, "300"]
+    lifecycle:
+      postStart:
+        exec:
+          command: [sh, -c, 'echo "$(pwd -P) $WHO" > "{dir}/hook-was-here"']
+    readinessProbe:
+      exec:
+        command: [sh, -c, 'test "$(pwd -P)" = "{dir}" && test "$WHO" = app-env']
+      periodSeconds: 1
+"#
+        ),
+        &[],
+    );
+    run.wait_for("ready", Duration::from_secs(15), status("app", "ready"));
+    let written = work.path().join("hook-was-here");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let hook = loop {
+        match std::fs::read_to_string(&written) {
+            Ok(text) if text.ends_with('\n') => break text,
+            _ if Instant::now() > deadline => panic!("no hook output: {}", run.dump()),
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    assert_eq!(hook, format!("{dir} app-env\n"));
+}
+
+/// R5.7 under `run`: what `PATCH pods/NAME/status` refuses, with the API server's statuses:
+/// no token (401), a JSON patch (415), a condition status that is not True/False/Unknown or a
+/// condition without a type (422, with the field path), too many conditions (422), an unknown
+/// pod (404). Nothing refused changes the pod.
+#[test]
+fn r5_7_status_patch_refusals_under_run() {
+    let p = common::Probelet::start(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  readinessGates: [{conditionType: example.com/lb}]
+  containers:
+  - name: app
+    command: [sleep, "300"]
+"#,
+    );
+    let token = std::fs::read_to_string(&p.kubeconfig)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: ").map(str::to_string))
+        .unwrap();
+    let token = token.trim_matches('"');
+    let path = "/api/v1/namespaces/default/pods/web/status";
+    let patch = |auth: bool, media: &str, path: &str, body: &str| {
+        let auth = if auth {
+            format!("Authorization: Bearer {token}\r\n")
+        } else {
+            String::new()
+        };
+        let headers = format!("{auth}Content-Type: {media}\r\n");
+        let (code, body) = common::http_body(&p.server, "PATCH", path, &headers, body);
+        (
+            code,
+            serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
+        )
+    };
+    let strategic = "application/strategic-merge-patch+json";
+    let open = r#"{"status":{"conditions":[{"type":"example.com/lb","status":"True"}]}}"#;
+    assert_eq!(patch(false, strategic, path, open).0, 401);
+    let (code, body) = patch(true, "application/json-patch+json", path, "[]");
+    assert_eq!(code, 415, "{body}");
+    let (code, body) = patch(
+        true,
+        strategic,
+        path,
+        r#"{"status":{"conditions":[{"type":"example.com/lb","status":"Maybe"}]}}"#,
+    );
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("status.conditions[0].status: Unsupported value: \"Maybe\""),
+        "{body}"
+    );
+    let (code, body) = patch(
+        true,
+        strategic,
+        path,
+        r#"{"status":{"conditions":[{"status":"True"}]}}"#,
+    );
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("status.conditions[0].type: Required value"),
+        "{body}"
+    );
+    let many: Vec<String> = (0..65)
+        .map(|i| format!(r#"{{"type":"example.com/c{i}","status":"True"}}"#))
+        .collect();
+    let (code, body) = patch(
+        true,
+        strategic,
+        path,
+        &format!(r#"{{"status":{{"conditions":[{}]}}}}"#, many.join(",")),
+    );
+    assert_eq!(code, 422, "{body}");
+    let missing = "/api/v1/namespaces/default/pods/nope/status";
+    assert_eq!(patch(true, strategic, missing, open).0, 404);
+    let pod = p.pod_json("web");
+    assert_eq!(api_condition(&pod, "Ready")["status"], "False");
+    assert!(api_condition(&pod, "example.com/lb").is_null());
+    // And the one that is right opens the gate, answered with the pod.
+    let (code, body) = patch(true, strategic, path, open);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(api_condition(&body, "example.com/lb")["status"], "True");
+    assert_eq!(api_condition(&body, "Ready")["status"], "True");
 }

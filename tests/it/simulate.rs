@@ -537,7 +537,7 @@ fn r8_15_simulate_shows_sidecars_stopping_after_the_app_in_reverse_order() {
 /// back-off (slow-start-killed's CrashLoopBackOff) are drawn with different patterns, each with
 /// its own legend entry.
 #[test]
-fn r26_10_back_off_and_scenario_windows_have_their_own_legend_entries() {
+fn i26_10_back_off_and_scenario_windows_have_their_own_legend_entries() {
     let windows = probelet::sim::svg::render(&example("db-hiccups"));
     assert!(
         windows.contains(r#"fill="url(#window)" opacity"#),
@@ -755,4 +755,60 @@ fn i48_7_simulate_without_a_scenario_is_the_healthy_case() {
         err.contains("give a MANIFEST, a --scenario FILE, or both"),
         "{err}"
     );
+}
+
+/// `simulate` decides like `run` (one engine): a completed `Never` pod's sidecar is stopped by
+/// the kill path (R8.17), and `activeDeadlineSeconds` fails the pod and stops its containers
+/// (R8.19).
+#[test]
+fn r8_17_r8_19_simulate_stops_sidecars_of_completed_pods_and_honours_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let job = write(
+        "job.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: job}\nspec:\n  restartPolicy: Never\n  \
+         initContainers:\n  - {name: side, restartPolicy: Always, command: [sleep, '300']}\n  \
+         containers:\n  - {name: app, command: [sh, -c, 'sleep 2']}\n",
+    );
+    let scenario = write(
+        "job-scenario.yaml",
+        "containers:\n  app:\n    exits:\n      - {after_start: 2s, code: 0}\n",
+    );
+    let (code, out, err) = cli(&[
+        "simulate",
+        &job,
+        "--scenario",
+        &scenario,
+        "--duration",
+        "30s",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("stopping: Stopping container side"), "{out}");
+
+    let deadline = write(
+        "deadline.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: deadline}\nspec:\n  activeDeadlineSeconds: 5\n  \
+         containers:\n  - {name: app, command: [sleep, '300']}\n",
+    );
+    let scenario = write("deadline-scenario.yaml", "containers:\n  app: {}\n");
+    let (code, out, err) = cli(&[
+        "simulate",
+        &deadline,
+        "--scenario",
+        &scenario,
+        "--duration",
+        "30s",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "POD FAILED: DeadlineExceeded: Pod was active on the node longer than the specified deadline"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("stopping: Stopping container app"), "{out}");
 }

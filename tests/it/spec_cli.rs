@@ -109,7 +109,7 @@ fn broken_prints_every_error_and_exits_1() {
 /// Unreadable input is bad input: exit 2 in every command (issue 26 item 9); the message
 /// says what was expected in words, not as a Rust type (item 10).
 #[test]
-fn r26_9_load_error_exits_2_with_file_line_column() {
+fn i26_9_load_error_exits_2_with_file_line_column() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.yaml");
     std::fs::write(
@@ -127,7 +127,7 @@ fn r26_9_load_error_exits_2_with_file_line_column() {
 }
 
 #[test]
-fn r26_9_missing_file_exits_2_with_cause() {
+fn i26_9_missing_file_exits_2_with_cause() {
     let r = run(validate().arg("/nonexistent/pod.yaml"));
     assert_eq!(r.code, 2);
     assert!(
@@ -256,7 +256,7 @@ fn i48_7_strict_passes_kinds_without_a_pod_template() {
 /// Issue 26 item 10: an unknown field's warning says where it is (file:line:col, like an
 /// error) and is printed once, with or without `--strict`.
 #[test]
-fn r26_10_unknown_field_warnings_have_line_and_column_once() {
+fn i26_10_unknown_field_warnings_have_line_and_column_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("typo.yaml");
     std::fs::write(
@@ -283,7 +283,7 @@ fn r26_10_unknown_field_warnings_have_line_and_column_once() {
 /// scenarios, monitor targets) are skipped with one note, as `lint` does; the rest is
 /// validated (examples/broken.yaml is broken on purpose: exit 1, every error).
 #[test]
-fn r26_4_validate_skips_files_that_are_no_objects_like_lint() {
+fn i26_4_validate_skips_files_that_are_no_objects_like_lint() {
     let r = run(validate().arg(example("")));
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(

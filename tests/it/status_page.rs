@@ -189,7 +189,7 @@ fn bar_colours(dom: &str) -> std::collections::BTreeMap<String, Vec<String>> {
 /// each state in turn; the state badge of the first two is Ready / NotReady. The firing tag
 /// needs an Alertmanager (item 7): without `--alertmanager` no alert state is shown.
 #[test]
-fn r26_1_the_24h_bar_is_unknown_before_the_monitor_knew_the_target() {
+fn i26_1_the_24h_bar_is_unknown_before_the_monitor_knew_the_target() {
     let up = TcpTarget::listening();
     let down = TcpTarget::closed();
     let mut flap = TcpTarget::listening();

@@ -95,7 +95,7 @@ fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) ->
 }
 
 #[test]
-fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
+fn i29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
     let _slot = crate::common::two_at_a_time();
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -240,7 +240,7 @@ fn r29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
 }
 
 #[test]
-fn r29_1_a_component_that_fails_shows_its_log_and_up_stops_what_it_started() {
+fn i29_1_a_component_that_fails_shows_its_log_and_up_stops_what_it_started() {
     let _slot = crate::common::two_at_a_time();
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -326,13 +326,13 @@ fn r29_1_a_component_that_fails_shows_its_log_and_up_stops_what_it_started() {
 /// `down` stops exactly the processes recorded in DIR/pids: a recorded PID whose process has
 /// since been replaced by another one (a different start time) is left alone.
 #[test]
-fn r29_1_down_stops_exactly_the_recorded_processes() {
+fn i29_1_down_stops_exactly_the_recorded_processes() {
     stops_exactly_the_recorded_processes("down", 15);
 }
 
 /// `kill` (the tests' at exit) SIGKILLs the same processes, and the same reused PID is spared.
 #[test]
-fn r29_1_kill_sigkills_exactly_the_recorded_processes() {
+fn i29_1_kill_sigkills_exactly_the_recorded_processes() {
     stops_exactly_the_recorded_processes("kill", 9);
 }
 
@@ -382,7 +382,7 @@ fn stops_exactly_the_recorded_processes(command: &str, signal: i32) {
 }
 
 #[test]
-fn r29_1_wrong_usage_and_bad_settings_are_refused() {
+fn i29_1_wrong_usage_and_bad_settings_are_refused() {
     let _slot = crate::common::two_at_a_time();
     for args in [
         &[][..],

@@ -184,7 +184,7 @@ fn wait_gate(ns: &str, pod: &str, want: &str, budget: Duration) -> Duration {
 }
 
 #[test]
-fn r30_1_the_gate_follows_the_dependency_with_in_cluster_config_and_keeps_other_conditions() {
+fn i30_1_the_gate_follows_the_dependency_with_in_cluster_config_and_keeps_other_conditions() {
     let _slot = crate::common::two_at_a_time();
     let ns = namespace("gate");
     let tmp = tempfile::tempdir().unwrap();
@@ -269,7 +269,7 @@ fn r30_1_the_gate_follows_the_dependency_with_in_cluster_config_and_keeps_other_
 }
 
 #[test]
-fn r30_1_a_forbidden_gate_write_is_retried_reported_and_never_blocks_the_endpoints() {
+fn i30_1_a_forbidden_gate_write_is_retried_reported_and_never_blocks_the_endpoints() {
     let _slot = crate::common::two_at_a_time();
     let ns = namespace("forbidden");
     let tmp = tempfile::tempdir().unwrap();
@@ -318,7 +318,7 @@ fn r30_1_a_forbidden_gate_write_is_retried_reported_and_never_blocks_the_endpoin
 }
 
 #[test]
-fn r30_1_a_sidecar_outside_a_pod_says_what_is_missing() {
+fn i30_1_a_sidecar_outside_a_pod_says_what_is_missing() {
     let _slot = crate::common::two_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let cfg = tmp.path().join("s.yaml");
@@ -406,7 +406,7 @@ fn labels(ns: &str, pod: &str) -> Value {
 }
 
 #[test]
-fn r30_2_alertmanager_firing_labels_the_pod_resolve_removes_it_and_the_sidecar_shows_the_mode() {
+fn i30_2_alertmanager_firing_labels_the_pod_resolve_removes_it_and_the_sidecar_shows_the_mode() {
     let _slot = crate::common::two_at_a_time();
     let ns = namespace("alerts");
     let tmp = tempfile::tempdir().unwrap();
@@ -495,7 +495,7 @@ fn r30_2_alertmanager_firing_labels_the_pod_resolve_removes_it_and_the_sidecar_s
 }
 
 #[test]
-fn r30_2_hostile_webhook_input_is_refused_and_patches_nothing() {
+fn i30_2_hostile_webhook_input_is_refused_and_patches_nothing() {
     let _slot = crate::common::two_at_a_time();
     let ns = namespace("hostile");
     let tmp = tempfile::tempdir().unwrap();
@@ -590,7 +590,7 @@ fn repo_file(path: &str) -> String {
 }
 
 #[test]
-fn r30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load() {
+fn i30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load() {
     let _slot = crate::common::two_at_a_time();
     // The documented sequence as written (docs/kubernetes.md "To apply it"), against the real
     // API server, on a fresh namespace of this run's own instead of `shop`: issue 48 item 2
@@ -774,7 +774,7 @@ impl Drop for Node {
 }
 
 #[test]
-fn r30_1_a_node_pod_whose_sidecar_writes_the_gate_flips_ready_with_its_dependency() {
+fn i30_1_a_node_pod_whose_sidecar_writes_the_gate_flips_ready_with_its_dependency() {
     let _slot = crate::common::two_at_a_time();
     let ns = namespace("nodegate");
     let tmp = tempfile::tempdir().unwrap();
@@ -958,7 +958,7 @@ fn ready_endpoints(ns: &str) -> Vec<String> {
 }
 
 #[test]
-fn r30_3_the_pdb_refuses_an_eviction_while_a_gate_is_false_and_a_failing_rollout_stalls() {
+fn i30_3_the_pdb_refuses_an_eviction_while_a_gate_is_false_and_a_failing_rollout_stalls() {
     let _slot = crate::common::two_at_a_time();
     let ns = namespace("rollout");
     let tmp = tempfile::tempdir().unwrap();
@@ -1108,7 +1108,7 @@ spec:
 }
 
 #[test]
-fn r30_1_postgres_down_takes_the_pod_out_of_the_endpointslice_through_the_gate_and_back() {
+fn i30_1_postgres_down_takes_the_pod_out_of_the_endpointslice_through_the_gate_and_back() {
     let _slot = crate::common::two_at_a_time();
     let ns = namespace("pg");
     let tmp = tempfile::tempdir().unwrap();
@@ -1195,7 +1195,7 @@ spec:
 }
 
 #[test]
-fn r30_2_a_firing_alert_not_resent_loses_its_labels_after_its_ttl() {
+fn i30_2_a_firing_alert_not_resent_loses_its_labels_after_its_ttl() {
     let _slot = crate::common::two_at_a_time();
     let ns = namespace("ttl");
     let tmp = tempfile::tempdir().unwrap();

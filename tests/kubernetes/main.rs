@@ -1,6 +1,6 @@
 //! The tests that start real control planes (`scripts/control-plane`: etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler), one test binary: each module was a test binary of
-//! its own and keeps its name (`node_e2e::r29_2_…`). control_plane starts and stops its own;
+//! its own and keeps its name (`node_e2e::i29_2_…`). control_plane starts and stops its own;
 //! kubernetes_e2e and node_e2e each have one for their tests (tests/common/cluster.rs), stopped
 //! when this binary exits.
 //!

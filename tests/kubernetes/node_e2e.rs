@@ -345,7 +345,7 @@ fn endpoint_ready(ns: &str, service: &str) -> Vec<(String, bool)> {
 }
 
 #[test]
-fn r29_2_deployment_of_3_rolls_out_its_endpointslice_lists_3_ready_pod_ips_and_each_answers() {
+fn i29_2_deployment_of_3_rolls_out_its_endpointslice_lists_3_ready_pod_ips_and_each_answers() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("rollout");
     let ns = case.ns.clone();
@@ -415,7 +415,7 @@ fn r29_2_deployment_of_3_rolls_out_its_endpointslice_lists_3_ready_pod_ips_and_e
 }
 
 #[test]
-fn r29_2_host_network_reports_a_port_clash_as_the_second_containers_failure() {
+fn i29_2_host_network_reports_a_port_clash_as_the_second_containers_failure() {
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let ns = namespace("clash");
@@ -447,7 +447,7 @@ fn r29_2_host_network_reports_a_port_clash_as_the_second_containers_failure() {
 }
 
 #[test]
-fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_it_back() {
+fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_it_back() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("readiness");
     let ns = case.ns.clone();
@@ -525,7 +525,7 @@ fn r29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
 }
 
 #[test]
-fn r29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() {
+fn i29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("liveness");
     let ns = case.ns.clone();
@@ -569,7 +569,7 @@ fn r29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() 
 }
 
 #[test]
-fn r29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays() {
+fn i29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("gates");
     let ns = case.ns.clone();
@@ -626,7 +626,7 @@ fn r29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays
 }
 
 #[test]
-fn r29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
+fn i29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("delete");
     let ns = case.ns.clone();
@@ -697,7 +697,7 @@ fn r29_2_kubectl_logs_works_and_kubectl_delete_stops_by_the_kill_path() {
 }
 
 #[test]
-fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_evicts() {
+fn i29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_evicts() {
     let _slot = crate::common::two_at_a_time();
     // A control plane of its own, whose node lifecycle controller waits 20 s for a lease
     // renewal instead of 50 (the nodes renew every 10 s): most of this test is that wait, and
@@ -756,7 +756,7 @@ fn r29_2_kill_9_of_the_node_leaves_no_process_and_the_node_goes_not_ready_and_ev
 }
 
 #[test]
-fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
+fn i29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let ns = namespace("restart");
@@ -808,7 +808,7 @@ fn r29_2_sigterm_stops_every_pod_and_a_restart_re_registers_and_re_syncs() {
 }
 
 #[test]
-fn r29_3_unreachable_api_server_wrong_token_and_rbac_403_are_one_clear_error_each() {
+fn i29_3_unreachable_api_server_wrong_token_and_rbac_403_are_one_clear_error_each() {
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let c = cluster();
@@ -869,7 +869,7 @@ fn r29_3_unreachable_api_server_wrong_token_and_rbac_403_are_one_clear_error_eac
 }
 
 #[test]
-fn r29_2_a_pod_probelet_cannot_run_gets_one_event_and_the_node_serves_the_rest() {
+fn i29_2_a_pod_probelet_cannot_run_gets_one_event_and_the_node_serves_the_rest() {
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("badpod");
     let ns = case.ns.clone();
@@ -921,7 +921,7 @@ fn r29_2_a_pod_probelet_cannot_run_gets_one_event_and_the_node_serves_the_rest()
 /// back (an API server out of reach for a while) must write its status again, as the kubelet's
 /// status loop does every `nodeStatusUpdateFrequency` (10 s), not only at registration.
 #[test]
-fn r29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_period() {
+fn i29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_period() {
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let _node = Node::start("n-refresh");
@@ -961,7 +961,7 @@ fn r29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_peri
 /// back are run and stopped, with the outage reported once (kube-runtime's watcher re-lists
 /// and re-watches with back-off).
 #[test]
-fn r29_3_the_pod_watch_resumes_after_an_api_server_restart() {
+fn i29_3_the_pod_watch_resumes_after_an_api_server_restart() {
     let _slot = crate::common::two_at_a_time();
     // Alone: every other test's kubectl calls would fail while the API server is down.
     let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
@@ -1010,7 +1010,7 @@ fn r29_3_the_pod_watch_resumes_after_an_api_server_restart() {
 }
 
 #[test]
-fn r29_2_steady_state_costs_no_status_write() {
+fn i29_2_steady_state_costs_no_status_write() {
     let _slot = crate::common::two_at_a_time();
     // A control plane of its own: its status-write counter then counts this node's writes
     // only. Host networking: a second control plane hands out the same pod CIDR as the
@@ -1070,7 +1070,7 @@ fn r29_2_steady_state_costs_no_status_write() {
 /// `node-cert`, `probelet node` with its default kubelet port, `kubectl apply -f
 /// examples/deployment.yaml`, and `kubectl get pods -w` until the pod is `1/1 Running`.
 #[test]
-fn r29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
+fn i29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
     let _slot = crate::common::two_at_a_time();
     // Alone: the example has no node selector, so this node must be the only one.
     let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
@@ -1179,7 +1179,7 @@ fn bin_path() -> String {
 }
 
 #[test]
-fn r29_2_the_kubelet_port_serves_only_clients_with_a_cluster_certificate() {
+fn i29_2_the_kubelet_port_serves_only_clients_with_a_cluster_certificate() {
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let node = Node::start("n-tls");
@@ -1210,4 +1210,198 @@ fn r29_2_the_kubelet_port_serves_only_clients_with_a_cluster_certificate() {
     let without = curl(false);
     assert!(!without.status.success(), "{}", text(&without));
     assert!(!node.output().contains("panicked"));
+}
+
+/// R8.19 under `probelet node`, decided by the same engine as `run`: the real API server's pod
+/// with `activeDeadlineSeconds` gets `Normal DeadlineExceeded`, its container is stopped by the
+/// kill path, and the pod ends `Failed` with that reason and message.
+#[test]
+fn r8_19_active_deadline_under_node() {
+    let _slot = crate::common::two_at_a_time();
+    let case = Case::new("deadline");
+    let ns = case.ns.clone();
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: late}\nspec:\n  nodeName: n-deadline\n  \
+         activeDeadlineSeconds: 3\n  terminationGracePeriodSeconds: 2\n  containers:\n  \
+         - name: app\n    image: example/app\n    command: [sleep, \"300\"]\n";
+    kubectl_apply(&ns, pod);
+    let p = wait_until("Failed", Duration::from_secs(40), || {
+        let p = pod_json(&ns, "late");
+        (p["status"]["phase"] == "Failed"
+            && p["status"]["containerStatuses"][0]["state"]["terminated"].is_object())
+        .then_some(p)
+    });
+    assert_eq!(p["status"]["reason"], "DeadlineExceeded");
+    assert_eq!(
+        p["status"]["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+    let events = wait_until("the event", Duration::from_secs(20), || {
+        let e = json(&["get", "events", "-n", &ns, "-o", "json"]);
+        let items = e["items"].as_array()?.clone();
+        items
+            .iter()
+            .any(|e| e["reason"] == "DeadlineExceeded")
+            .then_some(items)
+    });
+    let exceeded = events
+        .iter()
+        .find(|e| e["reason"] == "DeadlineExceeded")
+        .unwrap();
+    assert_eq!(exceeded["type"], "Normal");
+    assert_eq!(
+        exceeded["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+}
+
+/// R8.17 and R5.6 under `probelet node`, decided by the same engine as `run`: a `Never` pod
+/// whose regular container exits 0 has its native sidecar stopped by the kill path, ends
+/// Succeeded, and its Ready is False with `PodCompleted` and no message.
+#[test]
+fn r8_17_r5_6_a_completed_pod_stops_its_sidecar_under_node() {
+    let _slot = crate::common::two_at_a_time();
+    let case = Case::new("job");
+    let ns = case.ns.clone();
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: job}\nspec:\n  nodeName: n-job\n  \
+         restartPolicy: Never\n  terminationGracePeriodSeconds: 5\n  initContainers:\n  \
+         - name: side\n    image: example/side\n    restartPolicy: Always\n    command: [sleep, \"300\"]\n  \
+         containers:\n  - name: app\n    image: example/app\n    command: [sh, -c, \"sleep 1\"]\n";
+    kubectl_apply(&ns, pod);
+    let p = wait_until("the sidecar stopped", Duration::from_secs(40), || {
+        let p = pod_json(&ns, "job");
+        p["status"]["initContainerStatuses"][0]["state"]["terminated"]
+            .is_object()
+            .then_some(p)
+    });
+    assert_eq!(p["status"]["phase"], "Succeeded", "{p:#}");
+    let ready = condition(&p, "Ready").unwrap();
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "PodCompleted");
+    assert!(ready.get("message").is_none(), "{ready}");
+    assert_eq!(
+        condition(&p, "Initialized").unwrap()["reason"],
+        "PodCompleted"
+    );
+}
+
+/// R14.1: the node's Lease in `kube-node-lease`, named after the node, held by it for 40 s,
+/// owned by the Node object, and renewed (its `renewTime` moves on while the node runs).
+#[test]
+fn r14_1_the_node_lease_is_held_by_the_node_for_40_s_owned_by_it_and_renewed() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    // The host network: the lease does not depend on the pod network, and needs no link.
+    let node = Node::start_at("n-lease", "127.0.0.1", &["--pod-network", "host"]);
+    let path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n-lease";
+    let end = Instant::now() + Duration::from_secs(30);
+    let lease = loop {
+        if let Some(lease) = api_get(path) {
+            break lease;
+        }
+        assert!(
+            Instant::now() < end,
+            "no lease {path} within 30 s; leases: {}\nnode output:\n{}",
+            text(&kubectl(&["get", "leases", "-A"])),
+            node.output()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(lease["spec"]["holderIdentity"], "n-lease", "{lease}");
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 40, "{lease}");
+    let owner = &lease["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["kind"], "Node", "{lease}");
+    assert_eq!(owner["name"], "n-lease", "{lease}");
+    assert_eq!(
+        owner["uid"],
+        node_json("n-lease")["metadata"]["uid"],
+        "{lease}"
+    );
+    let first = lease["spec"]["renewTime"].clone();
+    assert!(first.is_string(), "{lease}");
+    // Renewed every 10 s: a second renewal shows within the 40 s the lease is valid for.
+    wait_until("the lease renewed", Duration::from_secs(40), || {
+        let renewed = api_get(path)?["spec"]["renewTime"].clone();
+        (renewed != first).then_some(())
+    });
+    assert!(!node.output().contains("panicked"));
+}
+
+/// R14.4: probe events reach the API server from the kubelet of the node (`source.component:
+/// kubelet`, `source.host: NAME`), about the container, with §9's reason and message.
+#[test]
+fn r14_4_probe_events_go_to_the_api_server_as_the_nodes_kubelet() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("events");
+    let node = Node::start_at("n-events", "127.0.0.1", &["--pod-network", "host"]);
+    let port = common::free_port();
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  nodeName: {}\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"127.0.0.1:{}\"]\n    readinessProbe: {{exec: {{command: [sh, -c, \"echo not yet; exit 1\"]}}, periodSeconds: 1}}\n",
+        node.name, port
+    );
+    kubectl_apply(&ns, &pod);
+    let event = wait_until("an Unhealthy event", Duration::from_secs(30), || {
+        let events = api_get(&format!("/api/v1/namespaces/{ns}/events"))?;
+        events["items"]
+            .as_array()?
+            .iter()
+            .find(|e| e["reason"] == "Unhealthy")
+            .cloned()
+    });
+    assert_eq!(event["type"], "Warning", "{event}");
+    assert_eq!(
+        event["message"], "Readiness probe failed: not yet\n",
+        "{event}"
+    );
+    assert_eq!(event["source"]["component"], "kubelet", "{event}");
+    assert_eq!(event["source"]["host"], "n-events", "{event}");
+    assert_eq!(event["involvedObject"]["kind"], "Pod", "{event}");
+    assert_eq!(event["involvedObject"]["name"], "web", "{event}");
+    assert_eq!(
+        event["involvedObject"]["fieldPath"], "spec.containers{app}",
+        "{event}"
+    );
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// R14.3: a node runs the pods bound to it (`spec.nodeName`) and no other node's; a pod it runs
+/// that is deleted leaves the API server once its container has stopped: the kubelet deletes
+/// the object itself (nothing else would: a deleted pod's object waits for its kubelet).
+#[test]
+fn r14_3_the_node_runs_only_its_pods_and_deletes_a_deleted_pod_after_its_container_stops() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("mine");
+    let _node = Node::start_at("n-mine", "127.0.0.1", &["--pod-network", "host"]);
+    let pod = |name: &str, node: &str, marker: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"{marker}\"]\n"
+        )
+    };
+    let mine = format!("127.0.0.1:{}", common::free_port());
+    let theirs = format!("127.0.0.1:{}", common::free_port());
+    kubectl_apply(&ns, &pod("theirs", "n-elsewhere", &theirs));
+    kubectl_apply(&ns, &pod("mine", "n-mine", &mine));
+    wait_until("mine Running", Duration::from_secs(30), || {
+        (pod_json(&ns, "mine")["status"]["phase"] == "Running").then_some(())
+    });
+    assert!(process_with(&mine).is_some());
+    // The other node's pod: no process here, no status from this node.
+    assert!(process_with(&theirs).is_none());
+    let other = pod_json(&ns, "theirs");
+    assert!(other["status"]["containerStatuses"].is_null(), "{other}");
+    assert_eq!(other["status"]["phase"], "Pending", "{other}");
+
+    kubectl_ok(&["delete", "pod", "-n", &ns, "mine", "--wait=false"]);
+    let path = format!("/api/v1/namespaces/{ns}/pods/mine");
+    wait_until(
+        "mine gone from the API server",
+        Duration::from_secs(25),
+        || api_get(&path).is_none().then_some(()),
+    );
+    assert!(
+        process_with(&mine).is_none(),
+        "the container's process survived"
+    );
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }

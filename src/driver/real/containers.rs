@@ -25,6 +25,7 @@ impl Supervisor {
             host,
             ports: c.spec.ports.clone().unwrap_or_default(),
             env: c.spec.env.clone().unwrap_or_default(),
+            working_dir: c.spec.working_dir.clone(),
         };
         let refused = (!self.config.allow_link_local)
             .then(|| crate::probe::link_local::probe_target(&probe, &target.host))
@@ -119,12 +120,12 @@ impl Supervisor {
                     let (hooks, tx, container) = (hooks.clone(), tx.clone(), container.clone());
                     tokio::spawn(async move {
                         let timeout = hooks.pod_grace;
-                        if let Err(message) = hooks.run(&post_start, timeout).await {
-                            let _ = tx.send(Msg::Event {
+                        if let Err(detail) = hooks.run(&post_start, timeout).await {
+                            let _ = tx.send(Msg::HookFailed {
                                 pod,
                                 container,
-                                reason: "FailedPostStartHook",
-                                message,
+                                hook: HookKind::PostStart,
+                                detail,
                             });
                             let _ = kill_tx.send(KillGrace {
                                 grace: hooks.pod_grace,
@@ -149,12 +150,12 @@ impl Supervisor {
                                 hooks.pre_stop.as_ref().filter(|_| !kill.budget().is_zero())
                             {
                                 let started = tokio::time::Instant::now();
-                                if let Err(message) = hooks.run(pre_stop, kill.budget()).await {
-                                    let _ = tx.send(Msg::Event {
+                                if let Err(detail) = hooks.run(pre_stop, kill.budget()).await {
+                                    let _ = tx.send(Msg::HookFailed {
                                         pod,
                                         container: container.clone(),
-                                        reason: "FailedPreStopHook",
-                                        message,
+                                        hook: HookKind::PreStop,
+                                        detail,
                                     });
                                 }
                                 pre_stop_elapsed = started.elapsed();
@@ -219,6 +220,7 @@ impl Supervisor {
                 host: run.map_or_else(|| self.config.pod_ip.clone(), |p| p.ip.clone()),
                 ports: c.and_then(|c| c.ports.clone()).unwrap_or_default(),
                 env: c.and_then(|c| c.env.clone()).unwrap_or_default(),
+                working_dir: c.and_then(|c| c.working_dir.clone()),
             },
             config: self.probe_config.clone(),
             container: name.to_string(),
@@ -234,6 +236,25 @@ impl Supervisor {
                     .map_or(0, |i| i.termination_grace_period_seconds),
             ),
         }
+    }
+
+    /// R8.18: the termination message of an instance that exited with `code`. Under `run`
+    /// containers share the host's file system, so `terminationMessagePath` is not one file per
+    /// container and is not read (docs/run.md); with `FallbackToLogsOnError` a non-zero exit
+    /// takes the tail of the instance's log.
+    pub(super) fn termination_message(
+        &self,
+        pod: PodId,
+        container: &str,
+        code: i32,
+    ) -> Option<String> {
+        let c = self.pods.get(&pod)?.containers.get(container)?;
+        let policy = c.spec.termination_message_policy.as_deref();
+        if code == 0 || policy != Some("FallbackToLogsOnError") {
+            return None;
+        }
+        let logs = c.logs.lock().unwrap_or_else(|e| e.into_inner());
+        Some(log_tail(&logs.current))
     }
 
     pub(super) fn kill_container(&mut self, kill: KillRequest) {
@@ -305,5 +326,46 @@ impl HookContext {
                 crate::display::go_duration(timeout)
             )),
         }
+    }
+}
+
+/// The kubelet's fallback termination message (R8.18, `readLastStringFromContainerLogs`): the
+/// last 80 lines of the log, of which the last 2 KiB (stdout and stderr as logged).
+pub(super) fn log_tail(log: &crate::logs::LogBuffer) -> String {
+    const LINES: usize = 80;
+    const BYTES: usize = 2048;
+    let mut text = String::new();
+    for (_, line) in log.tail(LINES) {
+        text.push_str(line);
+        text.push('\n');
+    }
+    let mut cut = text.len().saturating_sub(BYTES);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    text.split_off(cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// R8.18: 80 lines at most, then 2 KiB at most, from the end.
+    #[test]
+    fn r8_18_the_log_tail_is_80_lines_and_2_kib() {
+        let mut log = crate::logs::LogBuffer::new(1 << 20);
+        for i in 0..100 {
+            log.push(Stream::Stdout, format!("line {i}"));
+        }
+        let tail = log_tail(&log);
+        assert!(tail.starts_with("line 20\n"), "{tail}");
+        assert!(tail.ends_with("line 99\n"));
+        let mut log = crate::logs::LogBuffer::new(1 << 20);
+        for _ in 0..10 {
+            log.push(Stream::Stderr, "é".repeat(500));
+        }
+        let tail = log_tail(&log);
+        assert!(tail.len() <= 2048 && tail.len() > 2040, "{}", tail.len());
+        assert!(tail.ends_with("é\n"));
     }
 }

@@ -51,6 +51,14 @@ pub enum PodCommand {
         /// Its network sandbox (`None`: the host's network).
         netns: Option<Netns>,
     },
+    /// The conditions the kubelet does not own, as the API server has them now (R5.7): the
+    /// readiness gates read them (R5.6).
+    Conditions {
+        /// `metadata.uid`.
+        uid: String,
+        /// The foreign conditions ([`objects::foreign_conditions`]).
+        conditions: Vec<crate::engine::status::ForeignCondition>,
+    },
     /// Stop a pod by the kill path (preStop, grace period, R8.6/R8.15), the grace period
     /// given by the deletion (`None`: the pod's own).
     Delete {
@@ -164,7 +172,50 @@ impl Supervisor {
                 });
                 let _ = reply.send(pod.ok_or(DeleteRefused::NotFound));
             }
+            Control::PatchStatus {
+                namespace,
+                name,
+                patch,
+                strategic,
+                reply,
+            } => {
+                let _ = reply.send(self.patch_status(&namespace, &name, &patch, strategic));
+            }
         }
+    }
+
+    /// `PATCH pods/NAME/status` (R5.7): the conditions the kubelet does not own change; the
+    /// engine decides `Ready` again (R5.6) and the pod is published with them.
+    fn patch_status(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+        strategic: bool,
+    ) -> Result<k8s_openapi::api::core::v1::Pod, DeleteRefused> {
+        let found = self
+            .pods
+            .iter_mut()
+            .find(|(_, p)| p.template.namespace == namespace && p.template.name == name);
+        let Some((id, run)) = found.map(|(id, run)| (*id, run)) else {
+            return Err(DeleteRefused::NotFound);
+        };
+        let foreign = objects::patch_foreign_conditions(&run.foreign, patch, strategic)
+            .map_err(DeleteRefused::Conflict)?;
+        let engine_view = objects::foreign_conditions(&foreign);
+        run.foreign = foreign;
+        run.published = None; // The foreign conditions are part of what is published.
+        if let Some(api) = &mut self.api {
+            api.unpublished.push(id);
+        }
+        let now = self.now();
+        let _ = self.manager.set_foreign_conditions(now, id, engine_view);
+        self.dispatch();
+        self.flush_api();
+        self.api
+            .as_ref()
+            .and_then(|a| a.publisher.pod(namespace, name).map(|e| e.pod.clone()))
+            .ok_or(DeleteRefused::NotFound)
     }
 
     /// Starts a pod's deletion: its containers stop by the kill path, within `grace` seconds
@@ -193,6 +244,12 @@ impl Supervisor {
                 netns,
             } => {
                 self.add_pod_as(*template, &uid, ip, netns);
+            }
+            PodCommand::Conditions { uid, conditions } => {
+                if let Some(id) = self.manager.pod_by_uid(&uid) {
+                    let now = self.now();
+                    let _ = self.manager.set_foreign_conditions(now, id, conditions);
+                }
             }
             PodCommand::Delete { uid, grace } => {
                 let found = self.pods.iter().find(|(id, run)| {
@@ -245,7 +302,7 @@ impl Supervisor {
                 continue;
             };
             let version = api.publisher.next_version();
-            let pod = objects::pod(
+            let mut pod = objects::pod(
                 &run.template,
                 &identity,
                 status,
@@ -253,6 +310,10 @@ impl Supervisor {
                 &api.placement,
                 version,
             );
+            // `run` plays the API server too: the conditions others wrote stay (R5.7).
+            if let Some(conditions) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+                conditions.extend(run.foreign.iter().cloned());
+            }
             let logs = run
                 .template
                 .spec

@@ -10,7 +10,7 @@ mod containers;
 mod links;
 mod output;
 
-use super::hooks::run_hook;
+use super::hooks::{HookKind, run_hook};
 use crate::api::metrics::{ProbeKey, ProbeMetrics};
 use crate::api::objects::{self, Placement, PodIdentity, PodRef, WallClock};
 use crate::api::store::{ApiStore, Control, DeleteRefused, PodEntry, Publisher};
@@ -119,6 +119,8 @@ struct PodRun {
     deletion: Option<(Instant, i64)>,
     /// What was last published to the API, to publish only changes.
     published: Option<(PodStatus, Option<(Instant, i64)>)>,
+    /// `run`: the conditions the kubelet does not own, as patched through its API (R5.7).
+    foreign: Vec<k8s_openapi::api::core::v1::PodCondition>,
 }
 
 enum Msg {
@@ -126,12 +128,12 @@ enum Msg {
         worker: crate::engine::WorkerId,
         outcome: ProbeOutcome,
     },
-    /// A Warning event from a task (hooks).
-    Event {
+    /// A lifecycle hook failed: `detail` is the kubelet's sync error, for the log only (R9.4).
+    HookFailed {
         pod: PodId,
         container: String,
-        reason: &'static str,
-        message: String,
+        hook: HookKind,
+        detail: String,
     },
     Exited {
         pod: PodId,
@@ -303,6 +305,7 @@ impl Supervisor {
                 created: now,
                 deletion: None,
                 published: None,
+                foreign: Vec::new(),
             },
         );
         if let Some(api) = &mut self.api {
@@ -498,12 +501,12 @@ impl Supervisor {
     fn apply(&mut self, msg: Msg) {
         let now = self.now();
         match msg {
-            Msg::Event {
+            Msg::HookFailed {
                 pod,
                 container,
-                reason,
-                message,
-            } => self.emit(pod, &container, reason, EventType::Warning, message),
+                hook,
+                detail,
+            } => self.hook_failed(pod, &container, hook, detail),
             Msg::ProbeDone { worker, outcome } => {
                 if let Some(key) = self.probing.remove(&worker) {
                     let text = match &outcome {
@@ -534,6 +537,11 @@ impl Supervisor {
                 let _ =
                     self.manager
                         .container_exited(now, pod, &container, status.code, status.signal);
+                if let Some(message) = self.termination_message(pod, &container, status.code) {
+                    let _ = self
+                        .manager
+                        .set_termination_message(pod, &container, message);
+                }
             }
         }
     }

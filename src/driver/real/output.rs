@@ -37,6 +37,35 @@ impl Supervisor {
         (self.sink)(line);
     }
 
+    /// R9.4: a failed hook is one Warning event with the fixed message; its detail (the
+    /// hook's output, maybe a secret) is a `note` line of this supervisor's own log only.
+    pub(super) fn hook_failed(
+        &mut self,
+        pod: PodId,
+        container: &str,
+        hook: HookKind,
+        detail: String,
+    ) {
+        let (reason, message) = hook.event();
+        self.emit(
+            pod,
+            container,
+            reason,
+            EventType::Warning,
+            message.to_string(),
+        );
+        let line = Line {
+            time: self.wall(self.now()),
+            pod: self.pod_name(pod),
+            container: container.to_string(),
+            kind: "note",
+            reason: reason.to_string(),
+            event_type: "",
+            message: detail,
+        };
+        (self.sink)(line);
+    }
+
     pub(super) fn pod_name(&self, pod: PodId) -> String {
         self.pods
             .get(&pod)

@@ -11,12 +11,28 @@ impl Manager {
         let triggers = self.update_status(pod, now);
         let in_backoff = self.compute_actions(pod, now);
         self.update_conditions(pod, now);
-        if self
-            .pod(pod)
-            .is_some_and(|p| p.status.phase.is_terminal() && !p.finished)
+        if let Some(p) = self.pod(pod)
+            && p.status.phase.is_terminal()
+            && !p.finished
         {
-            // R3.3-1: nothing restarts in a Failed or Succeeded pod; its workers exit.
-            self.finish_pod(pod);
+            let active = p
+                .status
+                .containers
+                .iter()
+                .zip(&p.runtime)
+                .any(|(s, rt)| s.is_running() || rt.start_pending || rt.kill_pending);
+            let stopping = p.stop.is_some() || p.deletion_grace.is_some();
+            if !active {
+                // R3.3-1: nothing restarts in a Failed or Succeeded pod; its workers exit.
+                self.finish_pod(pod);
+            } else if !stopping {
+                // R8.17: no regular container runs and none will start: the sidecars (and
+                // whatever else runs) stop by the kill path, in the R8.15 order.
+                if let Some(p) = self.pod_mut(pod) {
+                    p.stop = Some(StopCause::Completed);
+                }
+                self.queue_sync(pod);
+            }
         }
         for w in triggers {
             self.trigger_worker(w, now);
@@ -98,12 +114,13 @@ impl Manager {
         triggers
     }
 
-    /// Phase and conditions (R5.5), with transition times.
+    /// Phase and conditions (R5.5, R5.6), with transition times.
     pub(super) fn update_conditions(&mut self, pod: PodId, now: Instant) {
-        use crate::engine::status::ConditionType as C;
         let Some(p) = self.pod_mut(pod) else { return };
         let info = p.info.clone();
-        if !p.finished {
+        if p.stop == Some(StopCause::DeadlineExceeded) {
+            p.status.phase = PodPhase::Failed; // R8.19
+        } else if !p.finished {
             let restarting: Vec<bool> = p
                 .runtime
                 .iter()
@@ -113,48 +130,10 @@ impl Manager {
             p.status.phase = status::phase(&info, &p.status, &restarting);
         }
         let initialized = p.initialized || status::init_complete(&info, &p.status);
-        let completed = p.status.phase == PodPhase::Succeeded;
-        let containers_ready = !completed
-            && info
-                .containers
-                .iter()
-                .zip(&p.status.containers)
-                .filter(|(c, _)| c.kind != ContainerKind::Init)
-                .all(|(_, s)| s.ready);
-        let gates_ok = info.readiness_gates == 0;
-        let not_ready_reason = if completed {
-            "PodCompleted"
-        } else {
-            "ContainersNotReady"
-        };
-        let status = &mut p.status;
-        status.set_condition(
-            C::Initialized,
-            initialized,
-            if initialized {
-                ""
-            } else {
-                "ContainersNotInitialized"
-            },
-            now,
-        );
-        status.set_condition(
-            C::ContainersReady,
-            containers_ready,
-            if containers_ready {
-                ""
-            } else {
-                not_ready_reason
-            },
-            now,
-        );
-        let ready = containers_ready && gates_ok;
-        let reason = match (containers_ready, gates_ok) {
-            (true, true) => "",
-            (true, false) => "ReadinessGatesNotReady",
-            _ => not_ready_reason,
-        };
-        status.set_condition(C::Ready, ready, reason, now);
+        let generated = status::generate_conditions(&info, &p.status, initialized, &p.foreign);
+        for (kind, g) in generated {
+            p.status.set_condition(kind, g, now);
+        }
     }
 
     /// `computePodActions` for probes: kills on liveness/startup failure (R8.1–R8.3), starts and
@@ -166,7 +145,8 @@ impl Manager {
             return false;
         }
         let info = p.info.clone();
-        if let Some(grace) = p.deletion_grace {
+        if p.deletion_grace.is_some() || p.stop.is_some() {
+            let grace = p.deletion_grace;
             self.sync_terminating(pod, &info, grace, now);
             return false;
         }
@@ -379,12 +359,13 @@ impl Manager {
     }
 
     /// A terminating pod: kill what runs (R8.14), telling each waiting sidecar when its turn has
-    /// come (R8.15); once nothing runs, remove all workers.
+    /// come (R8.15); once nothing runs, remove all workers. `grace` is a deletion's; a pod
+    /// stopping on its own (R8.17, R8.19) has none and its containers take their own.
     pub(super) fn sync_terminating(
         &mut self,
         pod: PodId,
         info: &PodInfo,
-        grace: i64,
+        grace: Option<i64>,
         now: Instant,
     ) {
         let mut running = false;
@@ -408,13 +389,19 @@ impl Manager {
                 id,
                 KillReason::PodTerminating,
                 false,
-                Some(grace),
+                grace,
                 now,
             );
         }
         self.stop_turns(pod, info);
         if !running {
             let p = self.pod_mut(pod).expect("pod exists");
+            if p.stop.is_some() {
+                // Its phase was decided before the stop (R8.17: the regular containers alone;
+                // R8.19: Failed): the stopped sidecars' exit codes do not count.
+                self.finish_pod(pod);
+                return;
+            }
             let all_zero = p.status.containers.iter().all(|s| match &s.state {
                 ContainerState::Terminated(t) => t.exit_code == 0,
                 _ => true,

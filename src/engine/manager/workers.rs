@@ -103,6 +103,7 @@ impl Manager {
                 .get(id.index as usize)
                 .is_some_and(|s| s.generation == id.generation && s.scheduled == Some(at)),
             Timer::Sync(pod) => self.pod(pod).is_some_and(|p| p.next_sync == Some(at)),
+            Timer::Deadline(pod) => self.pod(pod).is_some_and(|p| !p.finished),
         }
     }
 

@@ -195,6 +195,22 @@ fn float(t: &str) -> Option<f64> {
     t.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
+/// Whether serde-saphyr reads the plain scalar `t` as a non-finite number, which it refuses
+/// wherever it stands, a string field or an ignored one included: YAML's infinities and
+/// unsigned NaNs, and numerals too large for an `f64` (`-.nan` it takes as a string).
+pub(super) fn non_finite(t: &str) -> bool {
+    let t = trim(t);
+    let unsigned = t.strip_prefix(['+', '-']).unwrap_or(t);
+    if t.len() > unsigned.len() && matches!(unsigned, ".nan" | ".NaN" | ".NAN") {
+        return false;
+    }
+    let numeral = unsigned.as_bytes().first().is_some_and(u8::is_ascii_digit);
+    match float(t) {
+        Some(v) => !v.is_finite(),
+        None => numeral && t.parse::<f64>().is_ok_and(f64::is_infinite),
+    }
+}
+
 /// A decimal integer with a redundant leading zero (`0127`, `-0127`).
 fn leading_zero_decimal(t: &str) -> bool {
     let d = t.strip_prefix(['+', '-']).unwrap_or(t);
@@ -378,14 +394,11 @@ impl<'t> NodeDe<'t> {
         } else if let Some(v) = integer(t, false).and_then(|v| u64::try_from(v).ok()) {
             return visitor.visit_u64(v);
         }
-        // A float, or a numeral too large for one (serde-saphyr refuses both infinities).
-        let numeral = unsigned.as_bytes().first().is_some_and(u8::is_ascii_digit);
+        if non_finite(t) {
+            return fail("a non-finite number is not supported here");
+        }
         match float(t) {
-            Some(v) if v.is_finite() => visitor.visit_f64(v),
-            Some(_) => fail("a non-finite number is not supported here"),
-            None if numeral && t.parse::<f64>().is_ok_and(f64::is_infinite) => {
-                fail("a non-finite number is not supported here")
-            }
+            Some(v) => visitor.visit_f64(v),
             None => visitor.visit_str(t),
         }
     }

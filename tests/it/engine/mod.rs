@@ -1,5 +1,7 @@
 //! Engine rule tests: each names the kubelet-semantics.md rule it proves.
 
+mod completion_rules;
+mod event_output;
 mod harness;
 mod manifests;
 mod prober_rules;

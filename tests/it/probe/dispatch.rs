@@ -24,6 +24,7 @@ fn target(ports: &[(&str, u16)]) -> ProbeTarget {
             })
             .collect(),
         env: vec![],
+        working_dir: None,
     }
 }
 

@@ -6,5 +6,5 @@ mod exec;
 mod grpc;
 mod http;
 mod http1;
-mod support;
+pub(crate) mod support;
 mod tcp;
