@@ -22,6 +22,15 @@ pub fn error_chain(err: &(dyn Error + 'static)) -> String {
     text
 }
 
+/// `1 target`, `2 targets`: a count and its noun, plural (with `s`) unless the count is one.
+pub fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// `text` made safe to print on a terminal: control characters (ESC, so no colour, title or
 /// cursor sequences; newlines, so one line stays one line), C1 controls and the invisible or
 /// reordering format characters (bidi overrides and isolates, zero-width spaces) are written
@@ -182,6 +191,13 @@ pub fn human_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn i48_12_one_target_is_singular() {
+        assert_eq!(counted(1, "target"), "1 target");
+        assert_eq!(counted(0, "target"), "0 targets");
+        assert_eq!(counted(2, "member"), "2 members");
+    }
 
     #[test]
     fn human_durations_match_apimachinery() {

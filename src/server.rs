@@ -244,6 +244,21 @@ pub async fn serve<A: Accept, H: Handler>(
     }
 }
 
+/// A `--listen` value: `HOST:PORT` with an IP address as the host (`127.0.0.1:9181`,
+/// `[::1]:9181`, `0.0.0.0:9181`). A port alone is refused with the form spelled out, since
+/// which interface to open is the caller's decision, not a default to guess.
+pub fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    if text.parse::<u16>().is_ok() {
+        return Err(format!(
+            "expected HOST:PORT, e.g. 127.0.0.1:{text} (this host only) or 0.0.0.0:{text} (every interface)"
+        ));
+    }
+    Err("expected HOST:PORT with an IP address as HOST, e.g. 127.0.0.1:9181 or [::1]:9181".into())
+}
+
 /// [`serve`] on a thread of its own with its own one-thread runtime, so that serving (parsing
 /// requests, writing large bodies to thousands of clients) never takes time from the tasks of
 /// the caller's runtime: the monitor's probes start on time whatever its clients do (issue 28
@@ -585,6 +600,19 @@ mod tests {
         assert_eq!(status_of(addr, "/healthz").await, 200);
         assert!(!server.is_finished());
         server.abort();
+    }
+
+    /// Issue 48 item 12: `--listen 10256` says the form it wants, with the port given.
+    #[test]
+    fn i48_12_a_port_alone_is_refused_with_host_port_spelled_out() {
+        let e = parse_listen("10256").unwrap_err();
+        assert!(
+            e.starts_with("expected HOST:PORT") && e.contains("127.0.0.1:10256"),
+            "{e}"
+        );
+        let e = parse_listen("localhost:80").unwrap_err();
+        assert!(e.contains("HOST:PORT with an IP address"), "{e}");
+        assert_eq!(parse_listen("[::1]:9181").unwrap().port(), 9181);
     }
 
     #[test]

@@ -671,6 +671,11 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 impl crate::server::Handler for Webhook {
     async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+        // The process answers: for a liveness probe or a load balancer, which carry no token
+        // (nothing is said but `ok`).
+        if req.uri().path() == "/healthz" {
+            return answer(200, "ok\n".into());
+        }
         if req.uri().path() != "/alerts" {
             return answer(404, "not found\n".into());
         }
@@ -1362,5 +1367,26 @@ mod tests {
         assert!(same(b"abc", b"abc"));
         assert!(!same(b"abc", b"abd"));
         assert!(!same(b"abc", b"abcd"));
+    }
+
+    /// Issue 48 item 12: `GET /healthz` answers 200 `ok` without a token, over a real socket,
+    /// and asks nothing of the API server (its client points at a closed port).
+    #[tokio::test]
+    async fn i48_12_healthz_answers_without_a_token() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let kube = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let client = kube::Client::try_from(kube).unwrap();
+        let server = tokio::spawn(serve(listener, client, config()));
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reply = String::new();
+        conn.read_to_string(&mut reply).await.unwrap();
+        server.abort();
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        assert!(reply.ends_with("\r\n\r\nok\n"), "{reply}");
     }
 }

@@ -34,7 +34,7 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: PathBuf,
     /// Where to listen, overriding the file's `listen` (port 0: any free port, printed).
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = probelet::server::parse_listen)]
     pub listen: Option<SocketAddr>,
 }
 
@@ -80,7 +80,7 @@ pub fn run(args: Args) -> ExitCode {
             eprintln!("webhook: {}", probelet::display::terminal(&w));
         }
         let addr = listener.local_addr().map_or(config.listen, |a| a);
-        eprintln!("webhook: listening on {addr} (POST /alerts)");
+        eprintln!("webhook: listening on {addr} (POST /alerts, GET /healthz)");
         tokio::select! {
             () = webhook::serve(listener, client, config) => {}
             _ = tokio::signal::ctrl_c() => {}

@@ -14,12 +14,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use k8s_openapi::api::core::v1::{Container, Probe};
+use probelet::display::go_duration;
 use probelet::engine::ProbeResult;
-use probelet::outcome::{ProbeOutcome, RawResult};
+use probelet::outcome::{FailureKind, ProbeOutcome, RawResult};
 use probelet::probe::http::HttpTarget;
 use probelet::probe::link_local;
 use probelet::probe::url::ProbeUrl;
-use probelet::probe::{self, ProbeConfig, ProbeTarget};
+use probelet::probe::{self, ProbeConfig, ProbeStats, ProbeTarget};
 use probelet::spec::ProbeType;
 
 /// Exit code for a usage error (bad arguments, unreadable manifest).
@@ -359,6 +360,10 @@ pub fn run(args: Args, manifests: Option<ManifestLoader>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let http_wait = match &plan {
+        Plan::Http(target, timeout) => Some((target.url.scheme == "https", *timeout)),
+        _ => None,
+    };
     let started = Instant::now();
     let (outcome, stats) = runtime.block_on(async {
         // Refused before anything connects, and reported as the probe's result (exit 1).
@@ -387,7 +392,14 @@ pub fn run(args: Args, manifests: Option<ManifestLoader>) -> ExitCode {
         (Some(argv), Some(code)) => with_exit_code(outcome, &argv, code),
         _ => outcome,
     };
-    println!("{}", render(&outcome, elapsed, args.output));
+    let mut shown = render(&outcome, elapsed, args.output);
+    if args.output == Format::Text
+        && let Some(note) =
+            http_wait.and_then(|(https, timeout)| waited_for(https, timeout, &stats))
+    {
+        shown.push_str(&format!("; {note}"));
+    }
+    println!("{shown}");
     // R6.2, the engine's one mapping: a warning is healthy; an error counts as unhealthy here
     // (one call, no retry: a HEALTHCHECK has to answer).
     match ProbeResult::counted(&outcome) {
@@ -616,6 +628,26 @@ fn with_exit_code(outcome: ProbeOutcome, argv: &[String], code: i32) -> ProbeOut
         ),
         other => other,
     }
+}
+
+/// What an HTTP call that timed out before any response was waiting for, after the kubelet's
+/// own text (Go's `context deadline exceeded (Client.Timeout exceeded while awaiting headers)`
+/// says the same for a server that never answers the TLS hello as for a slow handler). A dial
+/// timeout has its own text (`dial tcp ...: i/o timeout`) and is left alone.
+fn waited_for(https: bool, timeout: Duration, stats: &ProbeStats) -> Option<String> {
+    if stats.failure != Some(FailureKind::Timeout) || stats.http_status.is_some() {
+        return None;
+    }
+    let waited = go_duration(timeout);
+    Some(match (https, stats.bytes_read) {
+        (true, 0) => format!(
+            "connected, then waited {waited} for the server's TLS handshake: it never answered the ClientHello"
+        ),
+        (false, 0) => {
+            format!("connected, then waited {waited} for a response: the server sent nothing")
+        }
+        _ => format!("waited {waited} for the response headers"),
+    })
 }
 
 /// The one line (or JSON object) `check` prints.

@@ -16,7 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 #[derive(Debug, Clone, ClapArgs)]
 pub struct Args {
     /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "HOST:PORT", value_parser = probelet::server::parse_listen)]
     pub listen: SocketAddr,
     /// Do not open the port until this long after start (a slow starter: probes get "connection
     /// refused" meanwhile).
@@ -50,7 +50,7 @@ pub struct Args {
     /// Also serve the gRPC health protocol (`grpc.health.v1.Health/Check`) on this address:
     /// SERVING while `/healthz` would answer 200, NOT_SERVING after; the service names `""`
     /// and `demo` are known, others get NOT_FOUND. Opens after `--startup-delay` too.
-    #[arg(long)]
+    #[arg(long, value_name = "HOST:PORT", value_parser = probelet::server::parse_listen)]
     pub grpc_listen: Option<SocketAddr>,
     /// Talk sd_notify to `$NOTIFY_SOCKET` (`probelet sidecar`, systemd): `READY=1` once
     /// listening, `WATCHDOG=1` every this long from a worker loop.

@@ -53,7 +53,10 @@ fn collection(resource: &str) -> anyhow::Result<&'static str> {
     match resource {
         "pods" | "pod" | "po" => Ok("pods"),
         "events" | "event" | "ev" => Ok("events"),
-        other => anyhow::bail!("the server doesn't have a resource type \"{other}\""),
+        // The server may well serve it (deployments, services, ...): the limit is `get`'s.
+        other => anyhow::bail!(
+            "probelet get lists pods (pod, po) and events (event, ev) only, not {other:?}: use kubectl for the server's other resources"
+        ),
     }
 }
 
@@ -291,6 +294,20 @@ fn cell_text(cell: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 48 item 12: an unknown resource is `get`'s limit, not the server's.
+    #[test]
+    fn i48_12_an_unknown_resource_names_gets_own_limits() {
+        let e = collection("deploy").unwrap_err().to_string();
+        assert!(
+            e.contains("probelet get lists pods (pod, po) and events (event, ev) only")
+                && e.contains("\"deploy\"")
+                && e.contains("use kubectl"),
+            "{e}"
+        );
+        assert!(!e.contains("doesn't have"), "{e}");
+        assert_eq!(collection("po").unwrap(), "pods");
+    }
 
     fn table(rows: Value) -> Value {
         json!({

@@ -38,7 +38,7 @@ pub struct Args {
 
     /// Where to serve /metrics, /targets and /targets/NAME/ready. Port 0 picks a free port
     /// (printed at start).
-    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR:PORT")]
+    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "HOST:PORT", value_parser = probelet::server::parse_listen)]
     pub listen: SocketAddr,
 
     /// Probe link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata) too; by default
@@ -331,8 +331,8 @@ pub fn run(args: Args) -> ExitCode {
                 "address": addr.to_string(), "targets": summary.added,
                 "maxInFlight": max_in_flight}),
             format!(
-                "probelet monitor: {} targets from {file_name}, serving http://{addr}/metrics, /targets, /targets/NAME/ready (at most {max_in_flight} probes in flight)",
-                summary.added
+                "probelet monitor: {} from {file_name}, serving http://{addr}/metrics, /targets, /targets/NAME/ready (at most {max_in_flight} probes in flight)",
+                probelet::display::counted(summary.added, "target")
             ),
         );
         // The one server edge (connection cap, idle/header/write timeouts, accept back-off), on
@@ -604,8 +604,8 @@ async fn live_view(shared: Arc<Shared>, pending: Arc<Mutex<Vec<String>>>) {
             let s = shared.scheduler();
             let ready = s.targets().filter(|t| t.state.ready()).count();
             table.push(format!(
-                "{} targets: {} ready, {} not ready, {} invalid | {} in flight, {} queued | lateness p50 {:.1} ms, p99 {:.1} ms",
-                s.len(),
+                "{}: {} ready, {} not ready, {} invalid | {} in flight, {} queued | lateness p50 {:.1} ms, p99 {:.1} ms",
+                probelet::display::counted(s.len(), "target"),
                 ready,
                 s.len() - ready,
                 shared.invalid().len(),

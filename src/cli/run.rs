@@ -178,8 +178,16 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    for w in &loaded.warnings {
-        eprintln!("warning: {}", terminal(&w.to_string()));
+    // The texts of the files with unknown fields, read again to place them (file:line:col),
+    // as `validate` does; a file that cannot be read again is named without a place.
+    let texts: std::collections::HashMap<String, String> = loaded
+        .warnings
+        .iter()
+        .filter(|w| w.field.is_some())
+        .filter_map(|w| Some((w.source.clone(), std::fs::read_to_string(&w.source).ok()?)))
+        .collect();
+    for line in super::validate::warning_lines(&loaded, &texts) {
+        eprintln!("warning: {}", terminal(&line));
     }
     let mut templates = Vec::new();
     for t in loaded.templates {

@@ -36,7 +36,7 @@ pub struct Args {
 
     /// Where to serve, overriding the file's `listen` (default 127.0.0.1:8086). Port 0 picks
     /// a free port, printed at start.
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = probelet::server::parse_listen)]
     pub listen: Option<SocketAddr>,
 
     /// Let checks reach link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata); by

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use probelet::display::terminal;
+use probelet::display::{counted, terminal};
 use probelet::monitor::cluster::etcd::{Client, Event};
 use probelet::monitor::cluster::node;
 use probelet::monitor::cluster::node::{Settings, request_timeout};
@@ -162,8 +162,8 @@ async fn apply(file: PathBuf, etcd: EtcdArgs) -> ExitCode {
             }
         }
         eprintln!(
-            "error: {} invalid targets in {name}: nothing applied (every monitor would leave them out)",
-            loaded.invalid.len()
+            "error: {} in {name}: nothing applied (every monitor would leave them out)",
+            counted(loaded.invalid.len(), "invalid target")
         );
         return ExitCode::from(1);
     }
@@ -178,8 +178,8 @@ async fn apply(file: PathBuf, etcd: EtcdArgs) -> ExitCode {
     match client.put(&keys.config(), &text, 0).await {
         Ok(rev) => {
             println!(
-                "applied {} targets from {name} to {} (revision {rev})",
-                loaded.targets.len(),
+                "applied {} from {name} to {} (revision {rev})",
+                counted(loaded.targets.len(), "target"),
                 keys.config()
             );
             ExitCode::SUCCESS
@@ -209,7 +209,9 @@ fn rebalanced_text(
         parts.push(format!("{removed} removed"));
     }
     format!(
-        "probelet monitor: {members} members: {owned} targets owned ({})",
+        "probelet monitor: {}: {} owned ({})",
+        counted(members, "member"),
+        counted(owned, "target"),
         parts.join(", ")
     )
 }
@@ -372,8 +374,9 @@ pub async fn join(
                     json!({"time": time, "event": "ClusterJoined", "member": member,
                         "members": members, "owned": owned, "leaseTtlSeconds": lease_ttl}),
                     format!(
-                        "probelet monitor: joined as {member} ({} members, {owned} targets owned, lease {lease_ttl} s)",
-                        members.len()
+                        "probelet monitor: joined as {member} ({}, {} owned, lease {lease_ttl} s)",
+                        counted(members.len(), "member"),
+                        counted(owned, "target")
                     ),
                 ),
                 ClusterEvent::Rebalanced {
@@ -461,7 +464,7 @@ mod tests {
     fn i26_10_a_deleted_target_is_removed_not_handed_over() {
         assert_eq!(
             rebalanced_text(1, 2, 0, 1, 1),
-            "probelet monitor: 1 members: 2 targets owned (0 gained, 1 removed)"
+            "probelet monitor: 1 member: 2 targets owned (0 gained, 1 removed)"
         );
         assert_eq!(
             rebalanced_text(2, 3, 0, 2, 1),
@@ -470,6 +473,15 @@ mod tests {
         assert_eq!(
             rebalanced_text(2, 3, 1, 0, 0),
             "probelet monitor: 2 members: 3 targets owned (1 gained, 0 handed over)"
+        );
+    }
+
+    /// Issue 48 item 12: one is singular (`1 targets`).
+    #[test]
+    fn i48_12_one_member_one_target() {
+        assert_eq!(
+            rebalanced_text(1, 1, 1, 0, 0),
+            "probelet monitor: 1 member: 1 target owned (1 gained, 0 handed over)"
         );
     }
 }

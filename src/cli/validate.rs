@@ -61,37 +61,10 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let ordinals = probelet::lint::ordinals(&loaded.templates);
-    let mut indexes: HashMap<String, SourceIndex> = HashMap::new();
-    // `file:line:col` of a field of a template, or the file alone when it cannot be placed.
-    let mut at = |i: usize, field: &str| {
-        let template = &loaded.templates[i];
-        let mut at = template.source.clone();
-        if let Some(text) = texts.get(&template.source) {
-            let index = indexes
-                .entry(template.source.clone())
-                .or_insert_with(|| SourceIndex::build(text));
-            let (l, _) = probelet::lint::locate_field(index, text, template, ordinals[i], field);
-            if l.line > 0 {
-                at = format!("{at}:{}:{}", l.line, l.column);
-            }
-        }
-        at
-    };
-    for warning in &loaded.warnings {
-        let owner = warning
-            .object
-            .as_ref()
-            .and_then(|o| loaded.templates.iter().position(|t| &t.object_ref() == o));
-        match (&warning.field, owner) {
-            // An unknown field, placed like an error: file:line:col, the object, the text.
-            (Some(field), Some(i)) => eprintln!(
-                "warning: {}: {}: {}",
-                at(i, field),
-                loaded.templates[i].object_ref(),
-                warning.message
-            ),
-            _ => eprintln!("warning: {warning}"),
-        }
+    let mut indexes = HashMap::new();
+    let mut at = |i: usize, field: &str| place(&loaded, &texts, &ordinals, &mut indexes, i, field);
+    for line in warning_lines(&loaded, &texts) {
+        eprintln!("warning: {line}");
     }
     if loaded.templates.is_empty() {
         // Exit 0 is right (nothing is invalid), but an empty table alone would be puzzling.
@@ -139,6 +112,57 @@ pub fn run(args: Args) -> ExitCode {
     // A closed pipe (`| head`) is not an error worth a message.
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
     ExitCode::SUCCESS
+}
+
+/// A load's warnings, one line each (without `warning: `), the same in `validate` and `run`:
+/// an unknown field placed like an error (`file:line:col: Kind/name: unknown field "..."`) when
+/// its file's text is in `texts`, every other warning as the loader words it.
+pub(crate) fn warning_lines(loaded: &load::Loaded, texts: &HashMap<String, String>) -> Vec<String> {
+    let ordinals = probelet::lint::ordinals(&loaded.templates);
+    let mut indexes = HashMap::new();
+    loaded
+        .warnings
+        .iter()
+        .map(|warning| {
+            let owner = warning
+                .object
+                .as_ref()
+                .and_then(|o| loaded.templates.iter().position(|t| &t.object_ref() == o));
+            match (&warning.field, owner) {
+                (Some(field), Some(i)) => format!(
+                    "{}: {}: {}",
+                    place(loaded, texts, &ordinals, &mut indexes, i, field),
+                    loaded.templates[i].object_ref(),
+                    warning.message
+                ),
+                _ => warning.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// `file:line:col` of `field` of template `i`, or the file alone when it cannot be placed
+/// (its text is not in `texts`, or the field is not in it); `indexes` keeps each file's index.
+fn place(
+    loaded: &load::Loaded,
+    texts: &HashMap<String, String>,
+    ordinals: &[usize],
+    indexes: &mut HashMap<String, SourceIndex>,
+    i: usize,
+    field: &str,
+) -> String {
+    let template = &loaded.templates[i];
+    let mut at = template.source.clone();
+    if let Some(text) = texts.get(&template.source) {
+        let index = indexes
+            .entry(template.source.clone())
+            .or_insert_with(|| SourceIndex::build(text));
+        let (l, _) = probelet::lint::locate_field(index, text, template, ordinals[i], field);
+        if l.line > 0 {
+            at = format!("{at}:{}:{}", l.line, l.column);
+        }
+    }
+    at
 }
 
 /// Whether a warning only says an object was skipped because its kind has no pod template:

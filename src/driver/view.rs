@@ -43,17 +43,17 @@ pub fn render(rows: &[StatusRow], width: usize) -> Vec<String> {
             ]
         })
         .collect();
-    let mut widths = HEADERS.map(str::len);
+    let mut needs = HEADERS.map(str::len);
     for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            // Probe outputs can be long: cap a column so the others stay visible.
-            *w = (*w).max(c.chars().count().min(40));
+        for (w, c) in needs.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
         }
     }
+    let widths = fit(needs, width);
     let line = |cols: Vec<&str>| {
         let mut out = String::new();
         for (i, c) in cols.iter().enumerate() {
-            let cut: String = c.chars().take(widths[i]).collect();
+            let cut = cut(c, widths[i]);
             out.push_str(&format!("{cut:<w$}  ", w = widths[i]));
         }
         let out = out.trim_end().to_string();
@@ -64,6 +64,34 @@ pub fn render(rows: &[StatusRow], width: usize) -> Vec<String> {
         lines.push(line(row.iter().map(String::as_str).collect()));
     }
     lines
+}
+
+/// The probe columns (the last three: their outputs can be long) share what the other columns
+/// leave of `width`, the shortest first, so that each shows at least its header and the start of
+/// its result (`success`, `failure: ...`) instead of the line's end cutting the later ones off.
+fn fit(needs: [usize; 9], width: usize) -> [usize; 9] {
+    const PROBES: usize = 6;
+    let mut widths = needs;
+    let used: usize = needs[..PROBES].iter().map(|w| w + 2).sum();
+    let mut room = width.saturating_sub(used + 2 * (needs.len() - PROBES - 1));
+    let mut order: Vec<usize> = (PROBES..needs.len()).collect();
+    order.sort_by_key(|&i| needs[i]);
+    for (k, &i) in order.iter().enumerate() {
+        let share = room / (order.len() - k);
+        widths[i] = needs[i].min(share).max(HEADERS[i].len());
+        room = room.saturating_sub(widths[i]);
+    }
+    widths
+}
+
+/// `text` in at most `w` columns, its end replaced by `…` when it does not fit.
+fn cut(text: &str, w: usize) -> String {
+    if text.chars().count() <= w {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(w.saturating_sub(1)).collect();
+    out.push('…');
+    out
 }
 
 /// Redraws the table below newly printed lines, with ANSI cursor movement.
@@ -128,6 +156,52 @@ mod tests {
             lines[1]
         );
         assert!(render(&[row()], 30).iter().all(|l| l.chars().count() <= 30));
+    }
+
+    /// Issue 48 item 12: at 160 columns, with a long pod name and three long probe outputs,
+    /// every probe column shows its header and the start of its result, and a cut cell ends
+    /// with `…` (the line's end used to cut READINESS and STARTUP off).
+    #[test]
+    fn i48_12_at_160_columns_every_probe_column_shows() {
+        let long = |what: &str| {
+            Some(format!(
+                "{what}: Get \"http://10.1.2.3:8080/{what}/check/for/the/database\": context deadline exceeded"
+            ))
+        };
+        let mut r = row();
+        r.pod = "production-eu/orders-db-primary-0".into();
+        r.container = "postgres-exporter".into();
+        r.probes = [long("failure"), long("warning"), long("success")];
+        let lines = render(&[r], 160);
+        assert!(lines.iter().all(|l| l.chars().count() <= 160), "{lines:#?}");
+        let header = &lines[0];
+        let (liveness, readiness, startup) = (
+            header.find("LIVENESS").unwrap(),
+            header.find("READINESS").expect("READINESS shown"),
+            header.find("STARTUP").expect("STARTUP shown"),
+        );
+        let cell = |from: usize, to: usize| -> String {
+            lines[1]
+                .chars()
+                .skip(from)
+                .take(to - from)
+                .collect::<String>()
+        };
+        let cells = [
+            cell(liveness, readiness),
+            cell(readiness, startup),
+            cell(startup, 160),
+        ];
+        for (cell, word) in cells
+            .iter()
+            .zip(["failure: Get", "warning: Get", "success: Get"])
+        {
+            assert!(cell.starts_with(word), "{cell:?} in {lines:#?}");
+            assert!(
+                cell.trim_end().ends_with('…'),
+                "cut without a mark: {cell:?}"
+            );
+        }
     }
 
     #[test]

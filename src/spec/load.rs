@@ -78,7 +78,8 @@ pub struct Loaded {
 /// A problem that does not stop loading: an unknown field, a kind with no pod template, ...
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Warning {
-    /// The file the warning is about (`<stdin>` for standard input).
+    /// The file the warning is about (`<stdin>` for standard input), as `file:line:col` when
+    /// the loader knows the place (a skipped object).
     pub source: String,
     /// The object it is about, as `Kind/name`, when known.
     pub object: Option<String>,

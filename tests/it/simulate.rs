@@ -554,6 +554,184 @@ fn i26_10_back_off_and_scenario_windows_have_their_own_legend_entries() {
     }
 }
 
+/// Renders `svg` to a PNG with `rsvg-convert` (librsvg2-bin, installed by .ci/run) and decodes
+/// it.
+fn rendered(svg: &str) -> crate::pictures::Picture {
+    let dir = tempfile::tempdir().unwrap();
+    let (svg_path, png) = (dir.path().join("chart.svg"), dir.path().join("chart.png"));
+    std::fs::write(&svg_path, svg).unwrap();
+    let status = std::process::Command::new("rsvg-convert")
+        .arg("-o")
+        .arg(&png)
+        .arg(&svg_path)
+        .status()
+        .expect("rsvg-convert (librsvg2-bin) is installed by .ci/run");
+    assert!(status.success(), "rsvg-convert failed");
+    crate::pictures::Picture::load(&png)
+}
+
+/// The numeric attribute `name="..."` of an SVG element's line.
+fn attr(line: &str, name: &str) -> f64 {
+    let key = format!(" {name}=\"");
+    let start = line
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {line}"))
+        + key.len();
+    line[start..].split('"').next().unwrap().parse().unwrap()
+}
+
+/// A pod whose readiness probe (every second) fails for one period at 30 m, with a liveness
+/// probe whose lane label is long, simulated for 52 minutes (not a multiple of the grid's 5 m).
+fn short_spell_chart() -> String {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pod.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: spell}\nspec:\n  containers:\n  - name: app\n    image: x\n    ports: [{name: http, containerPort: 8080}]\n    readinessProbe:\n      tcpSocket: {port: http}\n      periodSeconds: 1\n      failureThreshold: 1\n    livenessProbe:\n      exec: {command: [pg_isready, --host, orders-db.shop.svc.cluster.local, --port, '5432']}\n      periodSeconds: 30\n",
+    )
+    .unwrap();
+    let scenario = dir.path().join("spell.yaml");
+    std::fs::write(
+        &scenario,
+        "# manifest: pod.yaml\nseed: 1\nduration: 52m\ncontainers:\n  app:\n    targets:\n      - tcp: {port: http}\n        windows:\n          - {at: 30m, for: 500ms, respond: fail}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("chart.svg");
+    let (code, _, err) = cli(&[
+        "simulate",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "-o",
+        "svg",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::read_to_string(out).unwrap()
+}
+
+/// Issue 48 item 9, on the rendered picture: an unready spell of one readiness period (1 s, a
+/// third of a pixel on this chart) shows its red `F` tick apart from its green `S` tick; the
+/// long lane label is whole and inside the picture; the axis ends with a label at the end of
+/// the simulation (52m0s, not the last 5 m step).
+#[test]
+fn i48_9_a_one_second_spell_shows_f_apart_from_s_labels_are_whole_and_the_axis_ends_labelled() {
+    use crate::pictures::{hex, near};
+    let svg = short_spell_chart();
+    assert_well_formed(&svg);
+    // The ticks at 30 m: the Failure, and the Success after it.
+    let tick = |result: &str, after: f64| -> (f64, f64) {
+        let needle = format!("Readiness result now {result}<");
+        let line = svg
+            .lines()
+            .filter(|l| l.starts_with("<line") && l.contains(&needle))
+            .find(|l| attr(l, "x1") > after)
+            .unwrap_or_else(|| panic!("no {result} tick in\n{svg}"));
+        (attr(line, "x1"), attr(line, "y2"))
+    };
+    let (f, bottom) = tick("Failure", 0.0);
+    let (s, _) = tick("Success", f - 1.0);
+    assert!(s > f, "F at {f}, S at {s}");
+    let chart = rendered(&svg);
+    // Below the marks, above the tick's end: only the ticks and the window behind them.
+    let y = (bottom - 2.0) as u32;
+    let red = chart.xs_of(y, hex("#d33c3c"), 40);
+    let green = chart.xs_of(y, hex("#2e9d4f"), 40);
+    let near_ticks = |xs: &[u32]| -> Vec<u32> {
+        xs.iter()
+            .copied()
+            .filter(|x| (f64::from(*x) - f).abs() < 20.0)
+            .collect()
+    };
+    let (red, green) = (near_ticks(&red), near_ticks(&green));
+    assert!(!red.is_empty(), "the F tick is hidden (green at {green:?})");
+    assert!(!green.is_empty(), "the S tick is hidden (red at {red:?})");
+    assert!(
+        red.iter().max().unwrap() + 1 < *green.iter().min().unwrap(),
+        "F {red:?} touches S {green:?}"
+    );
+
+    // The lane label: whole in the SVG, and its pixels inside the picture, left of the plot.
+    let label = "liveness · exec pg_isready --host orders-db.shop.svc.cluster.local --port 5432";
+    let line = svg
+        .lines()
+        .find(|l| l.ends_with(&format!(">{label}</text>")))
+        .unwrap_or_else(|| panic!("the label is cut:\n{svg}"));
+    let (right, baseline) = (attr(line, "x"), attr(line, "y"));
+    let ink: Vec<u32> = (0..chart.width)
+        .filter(|x| !near(chart.at(*x, (baseline - 4.0) as u32), [255, 255, 255], 60))
+        .filter(|x| f64::from(*x) < right)
+        .collect();
+    let first = *ink.first().expect("the label is drawn");
+    assert!(
+        first >= 10,
+        "the label starts at x {first}: cut at the edge"
+    );
+    assert!(
+        (right - f64::from(first)) > 7.0 * 70.0 * 0.8,
+        "the label's ink spans only {first}..{right}"
+    );
+
+    // The axis: its last label is the end of the simulation, at the plot's right end.
+    let end_labels: Vec<f64> = svg
+        .lines()
+        .filter(|l| l.starts_with("<text") && l.ends_with(">52m0s</text>"))
+        .map(|l| attr(l, "x"))
+        .collect();
+    assert_eq!(end_labels.len(), 2, "above and below:\n{svg}");
+    let last_x = svg
+        .lines()
+        .filter(|l| l.starts_with("<line") && l.contains("stroke=\"#e4e6ea\""))
+        .map(|l| attr(l, "x1"))
+        .fold(f64::MIN, f64::max);
+    assert_eq!(
+        end_labels[0], last_x,
+        "the end label sits on the last grid line"
+    );
+    assert!(!svg.contains(">50m0s</text>"), "50m0s would crowd 52m0s");
+    let text_ink = (last_x as u32 - 10..last_x as u32 + 10)
+        .flat_map(|x| (0..chart.height).map(move |y| (x, y)))
+        .filter(|(x, y)| near(chart.at(*x, *y), hex("#555555"), 50))
+        .count();
+    assert!(text_ink > 20, "no end label drawn: {text_ink} px");
+}
+
+/// Issue 48 item 9: each mark of a merged row of results (one timeline entry, many
+/// evaluations) carries its own time in its tooltip, and a bar of merged marks its first and
+/// last time and how many.
+#[test]
+fn i48_9_each_mark_carries_its_own_time() {
+    let svg = probelet::sim::svg::render(&example("db-hiccups"));
+    let tips: Vec<&str> = svg
+        .lines()
+        .filter(|l| l.starts_with("<circle cx=") && l.contains("<title>"))
+        .map(|l| {
+            l.split("<title>")
+                .nth(1)
+                .unwrap()
+                .split(": ")
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert!(tips.len() > 100, "{} marks", tips.len());
+    let distinct: std::collections::BTreeSet<&&str> = tips.iter().collect();
+    assert!(
+        distinct.len() * 10 >= tips.len() * 9,
+        "{} times among {} marks",
+        distinct.len(),
+        tips.len()
+    );
+    let bars: Vec<&str> = svg
+        .lines()
+        .filter(|l| l.starts_with("<rect") && l.contains("rx=\"2\"") && l.contains("<title>"))
+        .collect();
+    assert!(!bars.is_empty());
+    assert!(
+        bars.iter().all(|b| b.contains('–') && b.contains("×)")),
+        "{bars:?}"
+    );
+}
+
 /// Issue 48 item 7: `probelet simulate FILE` (README) without `--scenario` simulates the
 /// healthy case: every target answers ok, no container exits; with neither a manifest nor a
 /// scenario, a usage error that says what to give.

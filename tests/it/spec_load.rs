@@ -115,7 +115,7 @@ fn multi_document_files_skip_empty_documents_and_other_kinds() {
     assert_eq!(kinds, [("Pod", 1), ("Deployment", 2)]);
     assert_eq!(loaded.warnings.len(), 1);
     let w = loaded.warnings[0].to_string();
-    assert!(w.starts_with("m.yaml: Service/svc: skipped"), "{w}");
+    assert!(w.starts_with("m.yaml:4:1: Service/svc: skipped"), "{w}");
 }
 
 #[test]
@@ -129,7 +129,7 @@ fn list_items_are_loaded_and_unknown_fields_attributed_to_items() {
     assert_eq!(
         texts,
         [
-            "l.yaml: ConfigMap/cm: skipped: v1 ConfigMap has no pod template (line 4)",
+            "l.yaml:4:3: ConfigMap/cm: skipped: v1 ConfigMap has no pod template",
             "l.yaml: Pod/p: unknown field \"spec.containers[0].livenessProbe.httpGett\"",
         ]
     );

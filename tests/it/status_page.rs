@@ -4,36 +4,12 @@
 //! rows; and 10,000 targets render (the time is printed; BENCHMARKS.md has the figures).
 
 use crate::alerts_support;
+use crate::pictures::{Picture, Rgb, chromium, hex, near};
 use alerts_support::*;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 const BUDGET: Duration = Duration::from_secs(20);
-
-/// Runs headless Chromium on `url` with `args` (`--dump-dom`, `--screenshot=...`); stdout.
-fn chromium(url: &str, args: &[&str]) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-        ])
-        .args(["--disable-dev-shm-usage", "--hide-scrollbars"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(args)
-        .arg(url)
-        .output()
-        .expect("chromium (Debian package) is installed by .ci/run");
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A `data-NAME="..."` attribute of the dumped `<body>`.
 fn body_data(dom: &str, name: &str) -> Option<String> {
@@ -267,4 +243,124 @@ targets:
             .all(|t| t["alert"].is_null()),
         "{status}"
     );
+}
+
+/// The colour just right of the longest run of the "unknown" grey in a screenshot of one row:
+/// the state now at the right edge of the 24-hour bar (after a gap of a few px).
+fn right_of_the_day(shot: &Picture) -> Rgb {
+    let grey = hex("#b8b8b8");
+    let (mut best, mut at) = (0, (0, 0));
+    for y in 0..shot.height {
+        let xs = shot.xs_of(y, grey, 6);
+        let mut run = 1;
+        for pair in xs.windows(2) {
+            run = if pair[1] == pair[0] + 1 { run + 1 } else { 1 };
+            if run > best {
+                (best, at) = (run, (pair[1], y));
+            }
+        }
+    }
+    assert!(
+        best >= 200,
+        "no 24-hour bar in the screenshot (longest grey run {best} px)"
+    );
+    let (end, y) = at;
+    let white = [255, 255, 255];
+    let first = (end + 1..end + 8)
+        .find(|&x| !near(shot.at(x, y), white, 10))
+        .unwrap_or_else(|| {
+            panic!("nothing right of the bar's 24 h at y {y}: the state now is hidden")
+        });
+    shot.at(first + 4, y)
+}
+
+/// Issue 48 item 8: within seconds of the monitor's start, when the 24 hours are still grey
+/// (1 px is 6 minutes), the bar shows each target's state now at its right edge: red for a
+/// target that is down, green for one that is up. Checked on a screenshot's pixels.
+#[test]
+fn i48_8_the_bar_shows_the_state_now_at_its_right_edge_from_the_start() {
+    let web = TcpTarget::listening();
+    let db = TcpTarget::closed();
+    let monitor = Monitor::start(&three_targets(web.port, db.port), &[]);
+    wait_for(BUDGET, "web ready, db settled down", || {
+        let s = get_json(&monitor.addr, "/status.json")?;
+        let t = s["targets"].as_array()?;
+        (t[0]["ready"] == true && t[1]["settled"] == true && t[1]["ready"] == false).then_some(())
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let edge = |target: &str| {
+        let path = dir.path().join(format!("{target}.png"));
+        chromium(
+            &format!("http://{}/?filter=target%3D{target}", monitor.addr),
+            &[
+                &format!("--screenshot={}", path.display()),
+                "--window-size=1280,200",
+            ],
+        );
+        right_of_the_day(&Picture::load(&path))
+    };
+    let down = edge("db");
+    assert!(near(down, hex("#d33a2c"), 12), "db's state now: {down:?}");
+    let up = edge("web");
+    assert!(near(up, hex("#2e9e44"), 12), "web's state now: {up:?}");
+}
+
+/// Issue 48 item 8: the `last failure` column has the room the other columns leave (at least
+/// 300 px in a 1280 px window), a message takes at most two lines, and a URL in it is never
+/// broken across lines. Measured in Chromium's layout of the page as served (a script added to
+/// a copy of it reads the boxes).
+#[test]
+fn i48_8_the_last_failure_takes_two_lines_at_most_and_keeps_urls_whole() {
+    let url =
+        "http://127.0.0.1:9/orders/api/v1/health/with/a/rather/long/path?and=query&more=params";
+    let message = format!(
+        "GET {url} returned 503 Service Unavailable from the upstream pool after three retries, each one waiting for an answer"
+    );
+    let file = format!(
+        "defaults: {{periodSeconds: 1, failureThreshold: 1}}
+targets:
+- name: long
+  probe: {{exec: {{command: [sh, -c, 'printf %s \"$0\"; exit 1', '{message}']}}}}
+"
+    );
+    let monitor = Monitor::start(&file, &[]);
+    wait_for(BUDGET, "long failed", || {
+        let s = get_json(&monitor.addr, "/status.json")?;
+        s["targets"][0]["failure"].is_array().then_some(())
+    });
+    let (status, page) = get(&monitor.addr, "/").unwrap();
+    assert_eq!(status, 200);
+    let measure = r#"<script>
+const td = document.querySelector('td.fail');
+const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+let node = walker.nextNode();
+while (!node.textContent.includes('http://')) node = walker.nextNode();
+const text = node.textContent;
+const i = text.indexOf('http://'), j = text.includes(' ', i) ? text.indexOf(' ', i) : text.length;
+const range = document.createRange();
+range.setStart(node, i); range.setEnd(node, j);
+const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+const style = getComputedStyle(td);
+const inner = td.getBoundingClientRect().height - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+document.body.dataset.failWidth = String(Math.round(td.getBoundingClientRect().width));
+document.body.dataset.failLines = String(Math.round(inner / parseFloat(style.lineHeight)));
+document.body.dataset.urlLines = String(tops.size);
+</script></body>"#;
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("status.html");
+    std::fs::write(&copy, page.replacen("</body>", measure, 1)).unwrap();
+    let dom = chromium(
+        &format!("file://{}", copy.display()),
+        &["--window-size=1280,800", "--dump-dom"],
+    );
+    assert!(dom.contains("returned 503"), "{dom}");
+    let number = |name: &str| -> u32 {
+        body_data(&dom, name)
+            .unwrap_or_else(|| panic!("no {name}: {dom}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(number("fail-width") >= 300, "{} px", number("fail-width"));
+    assert!(number("fail-lines") <= 2, "{} lines", number("fail-lines"));
+    assert_eq!(number("url-lines"), 1, "the URL is broken across lines");
 }

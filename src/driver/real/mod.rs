@@ -86,10 +86,11 @@ pub struct Line {
     /// `event` for an event, `status` for a started/ready change, `stdout`/`stderr` for
     /// container output, `note` for probelet's own remark (the spam filter's note).
     pub kind: &'static str,
-    /// Event reason, or empty.
+    /// Event reason, or empty (then left out of JSON: a status or output line has none).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
-    /// `Normal`/`Warning` for events, else empty.
-    #[serde(rename = "type")]
+    /// `Normal`/`Warning` for events, else empty (and left out of JSON).
+    #[serde(rename = "type", skip_serializing_if = "str::is_empty")]
     pub event_type: &'static str,
     /// Event message or output line.
     pub message: String,

@@ -124,14 +124,13 @@ pub(super) fn tree_plan(
         Some(wk) if wk.api_version() == api_version => Some(Plan::Object(wk)),
         Some(_) => None,
         None => {
+            // Placed like every other warning and error: file:line:col first.
+            let (line, column) = index.at(h.node);
             warnings.push(Warning {
-                source: source.to_string(),
+                source: format!("{source}:{line}:{column}"),
                 object: Some(format!("{kind}/{}", h.name.unwrap_or_default())),
                 field: None,
-                message: format!(
-                    "skipped: {api_version} {kind} has no pod template (line {})",
-                    index.at(h.node).0
-                ),
+                message: format!("skipped: {api_version} {kind} has no pod template"),
             });
             Some(Plan::Skip)
         }

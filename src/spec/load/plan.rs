@@ -118,14 +118,12 @@ pub(super) fn plan_for(
                 .as_ref()
                 .and_then(|m| m.name.clone().or_else(|| m.generate_name.clone()))
                 .unwrap_or_default();
+            // Placed like every other warning and error: file:line:col first.
             ctx.warnings.push(Warning {
-                source: ctx.source.to_string(),
+                source: format!("{}:{}:{}", ctx.source, at.line(), at.column()),
                 object: Some(format!("{kind}/{name}")),
                 field: None,
-                message: format!(
-                    "skipped: {api_version} {kind} has no pod template (line {})",
-                    at.line()
-                ),
+                message: format!("skipped: {api_version} {kind} has no pod template"),
             });
             Ok(Plan::Skip)
         }
