@@ -89,9 +89,8 @@ proptest! {
 
 /// The server side: one `probelet run` for the cases of a target.
 mod server {
-    use std::sync::{LazyLock, Mutex};
-
     use proptest::prelude::*;
+    use proptest::test_runner::TestRunner;
 
     use crate::common::{RunningApi, http_body, start_run_with_api};
     use crate::support::config;
@@ -110,7 +109,9 @@ mod server {
         }
     }
 
-    static RUN: LazyLock<Mutex<Run>> = LazyLock::new(|| {
+    /// Starts the `probelet run` of this target. It is owned by the test that uses it (a
+    /// `static` is never dropped, so a run kept in one outlived the test binary).
+    fn start() -> Run {
         let dir = tempfile::tempdir().unwrap();
         let api = start_run_with_api(
             dir.path(),
@@ -123,12 +124,12 @@ mod server {
             .unwrap()
             .trim_matches('"')
             .to_string();
-        Mutex::new(Run {
+        Run {
             api,
             token,
             _dir: dir,
-        })
-    });
+        }
+    }
 
     /// The list parameters (`watch` is left out: a watch stays open by design).
     const LIST: &[&str] = &[
@@ -257,24 +258,30 @@ mod server {
             })
     }
 
-    proptest! {
-        #![proptest_config(config(300))]
-
-        /// Every request is answered, with a 4xx at worst, and the process lives on.
-        #[test]
-        fn api_server_queries_and_bodies((method, path, body) in request()) {
-            let run = RUN.lock().unwrap_or_else(|e| e.into_inner());
-            let server = run.api.server.clone();
-            let headers = format!(
-                "Authorization: Bearer {}\r\nContent-Type: application/json\r\n",
-                run.token
-            );
+    /// Every request is answered, with a 4xx at worst, and the process lives on.
+    #[test]
+    fn api_server_queries_and_bodies() {
+        let run = start();
+        let server = run.api.server.clone();
+        let headers = format!(
+            "Authorization: Bearer {}\r\nContent-Type: application/json\r\n",
+            run.token
+        );
+        let mut runner = TestRunner::new(config(300));
+        let result = runner.run(&request(), |(method, path, body)| {
             let (code, text) = http_body(&server, &method, &path, &headers, &body);
             // 504 is upstream's answer to a resourceVersion ahead of the store.
             let too_new = code == 504
                 && path.contains("resourceVersion=")
                 && (method == "HEAD" || text.contains("ResourceVersionTooLarge"));
-            prop_assert!((200..500).contains(&code) || too_new, "{method} {path} {body}: {code} {text}");
+            prop_assert!(
+                (200..500).contains(&code) || too_new,
+                "{method} {path} {body}: {code} {text}"
+            );
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("{e}");
         }
     }
 }
