@@ -117,6 +117,9 @@ pub struct WebhookConfig {
     pub listen: SocketAddr,
     /// The bearer token callers must present.
     pub token: String,
+    /// Who besides its owner may read the token file: the mode bits of group and others
+    /// (0 when only the owner can), for [`WebhookConfig::token_file_warning`].
+    pub token_file_shared: (PathBuf, u32),
     /// Label keys it may touch start with one of these.
     pub allowed_prefixes: Vec<String>,
     /// Pods one alert may label at most.
@@ -141,6 +144,20 @@ const MAX_LIMIT: usize = 100_000;
 const MAX_FINGERPRINT: usize = 128;
 
 impl WebhookConfig {
+    /// One line when the token file can be read by more than its owner (group or others have
+    /// a permission bit): anyone on the machine who can read it can label pods through the
+    /// webhook. A warning, not a refusal, like ssh's for an unprotected key (issue 48 item 12).
+    pub fn token_file_warning(&self) -> Option<String> {
+        let (path, bits) = &self.token_file_shared;
+        (*bits != 0).then(|| {
+            format!(
+                "warning: tokenFile {} can be read by other users (mode {:04o} for group and others): anyone who reads it can label pods; chmod 600 it",
+                path.display(),
+                bits
+            )
+        })
+    }
+
     /// Reads and validates the config at `path`.
     pub fn load(path: &Path) -> Result<WebhookConfig, WebhookError> {
         let (file, text) = crate::spec::load::read_manifest(path)?;
@@ -166,6 +183,9 @@ impl WebhookConfig {
             })?
             .trim()
             .to_string();
+        let shared_bits = std::fs::metadata(&token_path)
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o077)
+            .unwrap_or(0);
         if token.len() < 16 {
             return Err(WebhookError::Token {
                 path: token_path,
@@ -224,6 +244,7 @@ impl WebhookConfig {
                 .listen
                 .unwrap_or_else(|| "127.0.0.1:9095".parse().expect("constant")),
             token,
+            token_file_shared: (token_path, shared_bits),
             allowed_prefixes: doc.allowed_prefixes,
             max_pods_per_alert,
             max_alerts,
@@ -999,6 +1020,7 @@ mod tests {
         WebhookConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             token: "t".repeat(16),
+            token_file_shared: (PathBuf::from("token"), 0),
             allowed_prefixes: vec!["probe/".into(), "strategy/".into()],
             max_pods_per_alert: 2,
             max_alerts: 3,
@@ -1011,6 +1033,36 @@ mod tests {
                 selectors: [("orders".to_string(), "app=orders".to_string())].into(),
             }],
         }
+    }
+
+    /// Issue 48 item 12: a token file others can read loads, with one warning that names it
+    /// and its mode; an owner-only file loads without one.
+    #[test]
+    fn i48_12_a_token_file_others_can_read_gets_a_warning() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "0123456789abcdef0123").unwrap();
+        let file = dir.path().join("webhook.yaml");
+        std::fs::write(
+            &file,
+            "tokenFile: token\nallowedPrefixes: [probe/]\nrules:\n- alert: A\n  labels: {probe/a: b}\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let warning = WebhookConfig::load(&file)
+            .unwrap()
+            .token_file_warning()
+            .expect("a world-readable token warns");
+        assert!(
+            warning.contains(&token.display().to_string()) && warning.contains("mode 0044"),
+            "{warning}"
+        );
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            WebhookConfig::load(&file).unwrap().token_file_warning(),
+            None
+        );
     }
 
     fn alert(status: &str, labels: &str, annotations: &str) -> String {

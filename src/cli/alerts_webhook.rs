@@ -76,6 +76,9 @@ pub fn run(args: Args) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        if let Some(w) = config.token_file_warning() {
+            eprintln!("webhook: {}", probelet::display::terminal(&w));
+        }
         if let Some(w) = webhook::privilege_warning(&client).await {
             eprintln!("webhook: {}", probelet::display::terminal(&w));
         }

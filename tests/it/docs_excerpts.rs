@@ -19,7 +19,9 @@ fn block_after(doc: &str, marker: &str) -> Vec<String> {
         .collect()
 }
 
-/// A line with each number as `#` and each run of spaces as one.
+/// A line with each number as `#` and each run of spaces as one; a simulated time that never
+/// came (`never`, a cell of calibrate's comparison table, which depends on what was measured) is
+/// a duration like any other (`#s`).
 fn shape(line: &str) -> String {
     let mut out = String::new();
     let mut chars = line.trim_end().chars().peekable();
@@ -41,7 +43,10 @@ fn shape(line: &str) -> String {
             out.push(c);
         }
     }
-    out
+    out.split(' ')
+        .map(|w| if w == "never" { "#s" } else { w })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `probelet ARGS`' standard output, run from the repository.

@@ -369,7 +369,17 @@ fn start_webhook(dir: &Path, max_pods: usize) -> Webhook {
 
 /// [`start_webhook`] with the credentials of `kubeconfig`.
 fn start_webhook_as(dir: &Path, max_pods: usize, kubeconfig: &Path) -> Webhook {
-    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    // Readable by its owner only, as a token should be (others' read bits make a warning).
+    std::io::Write::write_all(
+        &mut std::os::unix::fs::OpenOptionsExt::mode(
+            std::fs::OpenOptions::new().write(true).create_new(true),
+            0o600,
+        )
+        .open(dir.join("token"))
+        .unwrap(),
+        TOKEN.as_bytes(),
+    )
+    .unwrap();
     let cfg = dir.join("webhook.yaml");
     std::fs::write(
         &cfg,
@@ -1479,7 +1489,26 @@ fn i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning() {
         let log = std::fs::read_to_string(&example_log).unwrap_or_default();
         log.contains("listening on").then_some(log)
     });
-    assert!(!log.contains("warning"), "{log}");
+    // No warning about its permissions; the example's token file (public, in the repository)
+    // warns exactly when others can read it, as a clone with umask 022 leaves it.
+    assert!(!log.contains("can do more"), "{log}");
+    let token_mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rollout-safety/webhook-token"),
+        )
+        .unwrap()
+        .permissions(),
+    );
+    assert_eq!(
+        log.contains("webhook-token can be read by other users"),
+        token_mode & 0o077 != 0,
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("warning").count(),
+        usize::from(token_mode & 0o077 != 0),
+        "{log}"
+    );
     let own_dir = tmp.path().join("own");
     std::fs::create_dir_all(&own_dir).unwrap();
     let webhook = start_webhook_as(&own_dir, 10, &own);
