@@ -1125,6 +1125,16 @@ async fn delete_pod(req: &Request, ns: &str, name: &str) -> Response {
         preconditions: options.preconditions,
         reply,
     });
+    control_answer(sent, answer, name).await
+}
+
+/// The answer to a control sent to the supervisor (`sent`: whether it took it): the pod it
+/// returns, its refusal, or 503 while probelet shuts down.
+async fn control_answer(
+    sent: bool,
+    answer: tokio::sync::oneshot::Receiver<Result<core::Pod, DeleteRefused>>,
+    name: &str,
+) -> Response {
     let shutting_down = || {
         status(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -1192,21 +1202,7 @@ async fn patch_pod_status(req: &Request, ns: &str, name: &str) -> Response {
         strategic,
         reply,
     });
-    let shutting_down = || {
-        status(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            "probelet is shutting down",
-        )
-    };
-    if !sent {
-        return shutting_down();
-    }
-    match answer.await {
-        Ok(Ok(pod)) => json_response(&pod),
-        Ok(Err(why)) => refused(name, why),
-        Err(_) => shutting_down(),
-    }
+    control_answer(sent, answer, name).await
 }
 
 /// What a watch sends for `change`, as the watch cache's `convertToWatchEvent` decides from
