@@ -96,14 +96,14 @@ fn json_values() -> Vec<Vec<u8>> {
     values
 }
 
-/// Every body: each template (one `@`, a field's place) with each of [`json_values`], and the
+/// Every body: each template (`@` marks the fields' places) with each of [`json_values`], and the
 /// extremes as whole bodies (nothing, invalid UTF-8, deep JSON).
 fn bodies(templates: &[&str]) -> Vec<Vec<u8>> {
     let mut out = vec![Vec::new(), b"\xff\xfe\xfd".to_vec(), deep_json()];
     for t in templates {
-        let (before, after) = t.split_once('@').expect("a template has one @");
+        let parts: Vec<&[u8]> = t.split('@').map(str::as_bytes).collect();
         for v in json_values() {
-            out.push([before.as_bytes(), &v, after.as_bytes()].concat());
+            out.push(parts.join(&v[..]));
         }
     }
     out
@@ -563,6 +563,14 @@ fn sweep_run_pod_status_patch() {
         let headers = format!(
             "Authorization: Bearer {}\r\nContent-Type: {media}\r\n",
             token.trim_matches('"')
+        );
+        // The baseline: the token and the media type are right, a valid patch is applied.
+        r.expect(
+            "PATCH",
+            "/api/v1/namespaces/default/pods/web/status",
+            headers.as_bytes(),
+            br#"{"status":{"conditions":[{"type":"example.com/lb","status":"True"}]}}"#,
+            |c| c == 200,
         );
         for body in &bodies {
             r.expect(
