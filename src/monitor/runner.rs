@@ -179,19 +179,45 @@ impl Check {
             // The fallbacks cannot happen (the kind was just matched); boxed, they keep the
             // task small while still always answering `done`.
             Check::Http(_) => tokio::spawn(async move {
-                done(match &*self {
-                    Check::Http(t) => run_http(t, timeout, &cfg).await,
-                    other => Box::pin(other.run(timeout, &cfg)).await,
-                })
+                done(
+                    contained(async {
+                        match &*self {
+                            Check::Http(t) => run_http(t, timeout, &cfg).await,
+                            other => Box::pin(other.run(timeout, &cfg)).await,
+                        }
+                    })
+                    .await,
+                )
             }),
             Check::Tcp { .. } => tokio::spawn(async move {
-                done(match &*self {
-                    Check::Tcp { host, port } => run_tcp(host, *port, timeout, &cfg).await,
-                    other => Box::pin(other.run(timeout, &cfg)).await,
-                })
+                done(
+                    contained(async {
+                        match &*self {
+                            Check::Tcp { host, port } => run_tcp(host, *port, timeout, &cfg).await,
+                            other => Box::pin(other.run(timeout, &cfg)).await,
+                        }
+                    })
+                    .await,
+                )
             }),
-            _ => tokio::spawn(async move { done(self.run(timeout, &cfg).await) }),
+            _ => tokio::spawn(async move { done(contained(self.run(timeout, &cfg)).await) }),
         };
+    }
+}
+
+/// Awaits one evaluation. A panic inside it (a bug reached by one target's probe) becomes an
+/// errored evaluation of that target: `done` is still called, so the scheduler sees the probe
+/// end and the target keeps its schedule, instead of waiting for ever on a task that is gone
+/// (docs/hostile-input.md, "Panic strategy").
+async fn contained(evaluation: impl std::future::Future<Output = Evaluation>) -> Evaluation {
+    match futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(evaluation)).await {
+        Ok(evaluation) => evaluation,
+        Err(payload) => Evaluation::Errored {
+            error: format!(
+                "the probe panicked (a bug): {}",
+                crate::panics::message(&*payload)
+            ),
+        },
     }
 }
 
@@ -765,6 +791,33 @@ impl Shared {
 mod tests {
     use super::*;
     use crate::outcome::RawResult;
+
+    /// Issue 44: a panic inside one probe evaluation is that target's probe error, handed to
+    /// `done` like any other, so its schedule goes on (the task is not silently lost).
+    #[tokio::test]
+    async fn i44_monitor_probe_panic_is_an_errored_evaluation() {
+        let ok = || Evaluation::Completed {
+            raw: RawResult::Success,
+            output: String::new(),
+            failure: None,
+            http_status: None,
+            duration: Duration::from_millis(1),
+        };
+        let evaluation = contained(async {
+            if std::hint::black_box(true) {
+                panic!("boom in a handler");
+            }
+            ok()
+        })
+        .await;
+        assert_eq!(
+            evaluation,
+            Evaluation::Errored {
+                error: "the probe panicked (a bug): boom in a handler".into()
+            }
+        );
+        assert_eq!(contained(async { ok() }).await, ok());
+    }
 
     /// The issue's memory goal is ≤ 1 KiB per idle target at 100,000 targets; the slot is the
     /// largest part, so it is kept in check here (the rest is measured by `probelet bench`).

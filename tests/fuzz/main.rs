@@ -25,5 +25,6 @@ mod http2;
 mod kubeconfig;
 mod netlink;
 mod notify;
+mod sweep;
 mod webhook;
 mod yaml;
