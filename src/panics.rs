@@ -16,6 +16,23 @@ pub fn message(payload: &(dyn Any + Send)) -> &str {
         .unwrap_or("a panic without a message")
 }
 
+/// Awaits `future`; a panic inside it (a bug reached by one request or one probe) becomes
+/// `Err` with the panic's message, so the task awaiting it answers for that one request or probe
+/// and goes on, instead of ending silently. Used by the server edge per request and by the
+/// monitor's and the sidecar's probe tasks.
+pub async fn contained<T>(future: impl std::future::Future<Output = T>) -> Result<T, String> {
+    futures::FutureExt::catch_unwind(AssertUnwindSafe(future))
+        .await
+        .map_err(|payload| message(&*payload).to_string())
+}
+
+/// The errored evaluation a probe that panicked counts as.
+pub fn probe_panicked(message: &str) -> crate::outcome::Evaluation {
+    crate::outcome::Evaluation::Errored {
+        error: format!("the probe panicked (a bug): {message}"),
+    }
+}
+
 /// Runs `f`, the part of the process named `what` that it cannot live without; if `f`
 /// panics, says so in one line and stops the process the way a second Ctrl-C does: every
 /// container's process group and cgroup killed, then exit 1. Never returns after a panic.

@@ -343,11 +343,9 @@ impl Conn<'_> {
             let handler = handler.clone();
             let line = RequestLine::of(&req);
             async move {
-                let answer = std::panic::AssertUnwindSafe(handler.handle(req));
-                let response = match futures::FutureExt::catch_unwind(answer).await {
-                    Ok(response) => response,
-                    Err(payload) => line.panicked(crate::panics::message(&*payload)),
-                };
+                let response = crate::panics::contained(handler.handle(req))
+                    .await
+                    .unwrap_or_else(|m| line.panicked(&m));
                 guard.answering = true;
                 guard.state.answering.fetch_add(1, Ordering::AcqRel);
                 Ok::<_, std::convert::Infallible>(response.map(|body| {

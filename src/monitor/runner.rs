@@ -210,15 +210,9 @@ impl Check {
 /// end and the target keeps its schedule, instead of waiting for ever on a task that is gone
 /// (docs/hostile-input.md, "Panic strategy").
 async fn contained(evaluation: impl std::future::Future<Output = Evaluation>) -> Evaluation {
-    match futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(evaluation)).await {
-        Ok(evaluation) => evaluation,
-        Err(payload) => Evaluation::Errored {
-            error: format!(
-                "the probe panicked (a bug): {}",
-                crate::panics::message(&*payload)
-            ),
-        },
-    }
+    crate::panics::contained(evaluation)
+        .await
+        .unwrap_or_else(|m| crate::panics::probe_panicked(&m))
 }
 
 /// One HTTP evaluation, with the status code the handler received.

@@ -296,7 +296,11 @@ fn spawn_check(
                 Some(addr) => Evaluation::Errored {
                     error: crate::probe::link_local::refusal(addr),
                 },
-                None => run_check(&spec, &target, &cfg).await,
+                // A panic in one check (a bug) is that check's error; the check keeps its
+                // schedule instead of its task ending with a stale answer.
+                None => crate::panics::contained(run_check(&spec, &target, &cfg))
+                    .await
+                    .unwrap_or_else(|m| crate::panics::probe_panicked(&m)),
             };
             shared.record(generation, evaluation);
         })
