@@ -138,3 +138,39 @@ pub fn memory_mib(pid: u32, field: &str) -> f64 {
 pub fn reset_peak(pid: u32) {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
 }
+
+/// The crash sweep's query values (issue 44: tests/fuzz/sweep.rs, and the kubelet port's in
+/// tests/kubernetes/node_e2e.rs), as they appear in the request line (invalid UTF-8
+/// percent-encoded): i64/u64 max and min, negatives, NaN, `1e999`, a 64 KiB string, nothing.
+pub fn query_values() -> Vec<String> {
+    let mut values: Vec<String> = [
+        "",
+        "0",
+        "-1",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "9223372036854775808",
+        "18446744073709551615",
+        "18446744073709551616",
+        "NaN",
+        "-inf",
+        "1e999",
+        "-1e999",
+        "1e-999",
+        "0.5",
+        "%FF%FE%FD",
+        "%C0%80",
+        "%ED%A0%80",
+        "%00",
+        "%ZZ",
+        "%",
+        "%E2%80%AE",
+        "true",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    values.push("a".repeat(64 * 1024));
+    values.push(format!("{}{}", "%5B".repeat(10_000), "%5D".repeat(10_000)));
+    values
+}

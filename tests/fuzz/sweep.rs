@@ -10,7 +10,8 @@
 //! (HTTP, gRPC frames over HTTP/1, and gRPC over HTTP/2 with tonic's client), `probelet
 //! alerts webhook` (its kubeconfig names a port that refuses connections: a plan that reaches
 //! the API answers 502, a refused body a 4xx) and `run`'s `PATCH pods/NAME/status`. The
-//! node's kubelet port is not swept here: it needs a control plane (tests/kubernetes).
+//! node's kubelet port is swept with the same values in tests/kubernetes/node_e2e.rs
+//! (`i44_sweep_…`): it needs a control plane.
 //!
 //! Bounded: about 1,500 requests on loopback, each on a fresh connection.
 
@@ -20,41 +21,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::common::hostile::query_values;
 use crate::common::{start_run_with_api, two_at_a_time};
-
-/// Query values, as they appear in the request line (invalid UTF-8 percent-encoded).
-fn query_values() -> Vec<String> {
-    let mut values: Vec<String> = [
-        "",
-        "0",
-        "-1",
-        "9223372036854775807",
-        "-9223372036854775808",
-        "9223372036854775808",
-        "18446744073709551615",
-        "18446744073709551616",
-        "NaN",
-        "-inf",
-        "1e999",
-        "-1e999",
-        "1e-999",
-        "0.5",
-        "%FF%FE%FD",
-        "%C0%80",
-        "%ED%A0%80",
-        "%00",
-        "%ZZ",
-        "%",
-        "%E2%80%AE",
-        "true",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    values.push("a".repeat(64 * 1024));
-    values.push(format!("{}{}", "%5B".repeat(10_000), "%5D".repeat(10_000)));
-    values
-}
 
 /// 10,000 nested JSON arrays.
 fn deep_json() -> Vec<u8> {

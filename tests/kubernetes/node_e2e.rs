@@ -1616,3 +1616,199 @@ fn i45_3_setsid_descendants_of_a_container_and_of_an_exec_probe_die_with_the_pod
     assert!(!node.output().contains("panicked"));
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// The TLS of the API server's connections to a kubelet: the cluster CA verifies the node's
+/// serving certificate, and the API server's kubelet client certificate is presented.
+fn kubelet_client_tls() -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    let pki = cluster().dir.join("pki");
+    let read = |file: &str| std::fs::read(pki.join(file)).unwrap();
+    let roots = probelet::http_client::pem_roots(&read("ca.crt")).unwrap();
+    let certs =
+        probelet::http_client::pem_certificates(&read("apiserver-kubelet-client.crt")).unwrap();
+    let key =
+        rustls::pki_types::PrivateKeyDer::from_pem_slice(&read("apiserver-kubelet-client.key"))
+            .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certs, key)
+        .unwrap();
+    std::sync::Arc::new(config)
+}
+
+/// One request to the kubelet port at `127.0.0.1:port` over a TLS connection of its own: the
+/// status code (0: no answer, the connection was dropped) and the start of the body. A
+/// `follow=true` answer streams while the container runs: its head is the answer.
+fn kubelet_send(
+    tls: &std::sync::Arc<rustls::ClientConfig>,
+    port: u16,
+    method: &str,
+    target: &str,
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let connection = rustls::ClientConnection::new(tls.clone(), name).unwrap();
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    tcp.set_write_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut s = rustls::StreamOwned::new(connection, tcp);
+    let head = format!(
+        "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    );
+    // A server may answer (and close) before it has read everything: its answer still counts.
+    let _ = s.write_all(head.as_bytes()).and_then(|()| s.flush());
+    let head_only = target.contains("follow=true");
+    let (mut response, mut buf) = (Vec::new(), [0u8; 16 * 1024]);
+    loop {
+        if head_only && response.windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => response.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&response);
+    let code = text
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|t| t.get(..3))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (code, body.chars().take(200).collect())
+}
+
+/// Issue 44, the crash sweep of the node's kubelet port (tests/fuzz/sweep.rs sweeps the other
+/// servers with the same values): with one pod running, every query parameter of
+/// `/containerLogs/NS/POD/CONTAINER` and `/healthz`, each path segment, unknown paths and
+/// methods get the extremes, each request on a TLS connection of its own with the API
+/// server's client certificate. Every answer is the documented code (200 for what is valid, a
+/// 4xx for what is refused), never a dropped connection or a 500; afterwards the node runs,
+/// its pod still runs and `kubectl logs` still works. About 300 requests.
+#[test]
+fn i44_sweep_the_kubelet_port_answers_every_extreme_and_lives() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sweep");
+    let mut node = Node::start_at("n-sweep", "127.0.0.1", &["--pod-network", "host"]);
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: talker}\nspec:\n  nodeName: n-sweep\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'echo sweep start; exec sleep 600']\n",
+    );
+    let logs = || {
+        let out = kubectl(&["logs", "-n", &ns, "talker"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.success() && text.contains("sweep start")).then_some(text)
+    };
+    wait_until("kubectl logs", Duration::from_secs(30), logs);
+    let port = node_json("n-sweep")["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .and_then(|p| u16::try_from(p).ok())
+        .expect("the kubelet port in the Node");
+    let tls = kubelet_client_tls();
+    let logs_path = format!("/containerLogs/{ns}/talker/app");
+    // The baseline is served (else every 4xx below could be the sweep's own mistake).
+    let (code, body) = kubelet_send(&tls, port, "GET", &logs_path);
+    assert_eq!((code, body.as_str()), (200, "sweep start\n"));
+
+    let (mut wrong, mut requests) = (Vec::new(), 0);
+    let mut expect = |method: &str, target: &str, ok: &dyn Fn(u16) -> bool| {
+        let (code, body) = kubelet_send(&tls, port, method, target);
+        requests += 1;
+        // A target over 65,534 bytes is refused by hyper before any route: 414 URI Too Long.
+        let right = if target.len() > 65_534 {
+            code == 414
+        } else {
+            ok(code)
+        };
+        if !right {
+            let shown: String = target.chars().take(120).collect();
+            wrong.push(format!("{code} for {method} {shown}: {body}"));
+        }
+    };
+    let is_200 = |code| code == 200;
+    let refused = |code| (400..500).contains(&code);
+    let u64_or_empty = |v: &str| v.is_empty() || v.parse::<u64>().is_ok();
+    for v in crate::common::hostile::query_values() {
+        // The numbers: a u64 (or nothing) is served, anything else is a 400.
+        for param in ["sinceSeconds", "tailLines", "limitBytes"] {
+            let code = if u64_or_empty(&v) { 200 } else { 400 };
+            expect("GET", &format!("{logs_path}?{param}={v}"), &|c| c == code);
+        }
+        // The flags are true for `true` or `1`, false for anything else; sinceTime is not
+        // read. A previous instance this container does not have is a 400.
+        for param in ["sinceTime", "timestamps", "follow"] {
+            expect("GET", &format!("{logs_path}?{param}={v}"), &is_200);
+        }
+        let previous = if v == "true" { 400 } else { 200 };
+        expect("GET", &format!("{logs_path}?previous={v}"), &|c| {
+            c == previous
+        });
+        expect("GET", &format!("/healthz?{v}={v}"), &is_200);
+        // No namespace, pod or container of these names: not found (or a bad request).
+        for target in [
+            format!("/containerLogs/{v}/talker/app"),
+            format!("/containerLogs/{ns}/{v}/app"),
+            format!("/containerLogs/{ns}/talker/{v}"),
+        ] {
+            expect("GET", &target, &refused);
+        }
+    }
+    // The kubelet's other routes, which this one does not serve, and shapes of these two.
+    for path in [
+        "/",
+        "/pods",
+        "/runningpods/",
+        "/stats/summary",
+        "/metrics",
+        "/metrics/cadvisor",
+        "/configz",
+        "/debug/pprof/",
+        "/logs/",
+        "/spec/",
+        &format!("/exec/{ns}/talker/app?command=ls"),
+        &format!("/attach/{ns}/talker/app"),
+        &format!("/run/{ns}/talker/app"),
+        &format!("/portForward/{ns}/talker"),
+        "/containerLogs",
+        &format!("/containerLogs/{ns}"),
+        &format!("/containerLogs/{ns}/talker"),
+        &format!("{logs_path}/extra"),
+        "/healthz/x",
+        "/%2e%2e/healthz",
+        "/%FF",
+    ] {
+        expect("GET", path, &refused);
+    }
+    for method in [
+        "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "FOO", "CONNECT",
+    ] {
+        for path in ["/healthz", logs_path.as_str()] {
+            expect(method, path, &refused);
+        }
+    }
+    expect("HEAD", "/healthz", &is_200);
+    expect("HEAD", &logs_path, &is_200);
+    assert!(
+        wrong.is_empty(),
+        "{} wrong answers of {requests} requests, first ones:\n{}",
+        wrong.len(),
+        wrong[..wrong.len().min(15)].join("\n")
+    );
+
+    // The node lives, its pod runs, and `kubectl logs` is served as before.
+    let alive = node.child.as_mut().unwrap().try_wait().unwrap();
+    assert!(alive.is_none(), "the node exited:\n{}", node.output());
+    assert!(logs().is_some(), "kubectl logs after the sweep");
+    let pod = pod_json(&ns, "talker");
+    assert_eq!(pod["status"]["phase"], "Running", "{pod:#}");
+    let app = &pod["status"]["containerStatuses"][0];
+    assert!(app["state"]["running"].is_object(), "{app}");
+    assert_eq!(app["restartCount"], 0, "{app}");
+    assert!(!node.output().contains("panicked"), "{}", node.output());
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
