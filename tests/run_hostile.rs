@@ -273,7 +273,7 @@ impl Supervised {
     fn children_named(&self, comm: &str, n: usize) -> Vec<i32> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let pids = children_of(self.child.id() as i32)
+            let pids = probelet::runtime::containment::children_of(self.child.id() as i32)
                 .into_iter()
                 .filter(|p| {
                     std::fs::read_to_string(format!("/proc/{p}/comm"))
@@ -313,20 +313,6 @@ impl Drop for Supervised {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn children_of(pid: i32) -> Vec<i32> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|c| {
-            c.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<i32>>()
-        })
-        .collect()
 }
 
 /// Opens a watch and returns its status code and the open stream (read in the background:

@@ -307,8 +307,8 @@ pub fn kill_all_and_exit(code: i32) -> ! {
     std::process::exit(code)
 }
 
-/// The children of `pid`, from `/proc/<pid>/task/*/children`.
-fn children_of(pid: i32) -> Vec<i32> {
+/// The children of `pid`, from `/proc/<pid>/task/*/children` (none when it is gone).
+pub fn children_of(pid: i32) -> Vec<i32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };

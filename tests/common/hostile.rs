@@ -174,3 +174,16 @@ pub fn query_values() -> Vec<String> {
     values.push(format!("{}{}", "%5B".repeat(10_000), "%5D".repeat(10_000)));
     values
 }
+
+/// An HTTP/1.1 response's status code (0 when there is none: the connection was dropped) and
+/// the first 200 characters of its body, for the sweeps' failure messages.
+pub fn status_and_body(response: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(response);
+    let code = text
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|t| t.get(..3))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (code, body.chars().take(200).collect())
+}

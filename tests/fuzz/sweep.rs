@@ -107,14 +107,7 @@ fn send(addr: &str, method: &str, path: &str, headers: &[u8], body: &[u8]) -> (u
     } else {
         let _ = s.read_to_end(&mut response);
     }
-    let text = String::from_utf8_lossy(&response);
-    let code = text
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|t| t.get(..3))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (code, body.chars().take(200).collect())
+    crate::common::hostile::status_and_body(&response)
 }
 
 /// A request line shown in a failure: long values cut.

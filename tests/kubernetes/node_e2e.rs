@@ -1673,14 +1673,7 @@ fn kubelet_send(
             Ok(n) => response.extend_from_slice(&buf[..n]),
         }
     }
-    let text = String::from_utf8_lossy(&response);
-    let code = text
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|t| t.get(..3))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (code, body.chars().take(200).collect())
+    crate::common::hostile::status_and_body(&response)
 }
 
 /// Issue 44, the crash sweep of the node's kubelet port (tests/fuzz/sweep.rs sweeps the other
