@@ -511,14 +511,19 @@ fn shell(command: &str, bin: &Path) -> Command {
 /// `tmp` (the test's temporary directory) is mounted on `/tmp`, so what it reads and writes
 /// there is the test's alone (issue 48 item 11: `check --from examples/shell-demo.yaml` read
 /// the machine's `/tmp/probelet-demo-alive`, left by anyone who had run the shell demo). The
-/// test's `probelet` is linked in `tmp/bin`, which is `/tmp/bin` in there.
+/// test's `probelet` is linked (hard) in `tmp/bin`, which is `/tmp/bin` in there.
 fn shell_with_private_tmp(command: &str, tmp: &Path) -> Command {
     std::fs::create_dir(tmp.join("bin")).unwrap();
-    std::os::unix::fs::symlink(
+    // A link to the binary's inode, not a symlink: a clone under /tmp (`git clone . /tmp/fresh`)
+    // has its target/ hidden by the mount, so a symlink's path would no longer resolve. A copy
+    // where /tmp is another file system.
+    let (bin, linked) = (
         env!("CARGO_BIN_EXE_probelet"),
         tmp.join("bin").join("probelet"),
-    )
-    .unwrap();
+    );
+    if std::fs::hard_link(bin, &linked).is_err() {
+        std::fs::copy(bin, &linked).unwrap();
+    }
     let inner = shell(
         r#"mount --bind "$PRIVATE_TMP" /tmp || exit 97; exec sh -c "$DOC_COMMAND""#,
         Path::new("/tmp/bin"),
