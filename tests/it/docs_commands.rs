@@ -513,6 +513,12 @@ fn shell(command: &str, bin: &Path) -> Command {
 /// the machine's `/tmp/probelet-demo-alive`, left by anyone who had run the shell demo). The
 /// test's `probelet` is linked (hard) in `tmp/bin`, which is `/tmp/bin` in there.
 fn shell_with_private_tmp(command: &str, tmp: &Path) -> Command {
+    // A clone under /tmp (`git clone . /tmp/fresh`) would be hidden by the mount, its
+    // examples with it: there the command runs with the machine's /tmp, as it did before.
+    if repo().starts_with("/tmp") {
+        let bin = Path::new(env!("CARGO_BIN_EXE_probelet")).parent().unwrap();
+        return shell(command, bin);
+    }
     std::fs::create_dir(tmp.join("bin")).unwrap();
     // A link to the binary's inode, not a symlink: a clone under /tmp (`git clone . /tmp/fresh`)
     // has its target/ hidden by the mount, so a symlink's path would no longer resolve. A copy
