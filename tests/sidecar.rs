@@ -198,12 +198,11 @@ fn a_paused_postgres_fails_readiness_and_never_liveness() {
     let body = loop {
         let started = Instant::now();
         let (code, body) = s.get("/readyz?verbose");
-        // The cache answers; a dependency that hangs for its 1 s timeout never delays it.
-        assert!(
-            started.elapsed() < Duration::from_millis(500),
-            "an answer waited {:?}",
-            started.elapsed()
-        );
+        // The cache answers; a dependency that hangs for its 1 s timeout never delays it (an
+        // answer that waited for the check would take the whole second).
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(1), "an answer waited {took:?}");
+        common::slo::at_most("/readyz answer from the cache", took, Duration::from_millis(500));
         let (live, _) = s.get("/livez");
         assert_eq!(live, 200, "liveness must hold while the database is paused");
         if code == 503 {
@@ -958,8 +957,8 @@ fn fake_scram_postgres(iterations: u64) -> u16 {
 }
 
 /// Issue 28 item 4: a server asking for 200,000,000 SCRAM iterations cannot freeze the
-/// sidecar: the check fails at once with the reason, and liveness answers within 100 ms
-/// meanwhile.
+/// sidecar: the check fails with the reason (computing them would take minutes; objective:
+/// within 2 s), and liveness answers meanwhile (objective: within 100 ms).
 #[test]
 fn i28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
     let _slot = common::two_at_a_time();
@@ -972,34 +971,37 @@ fn i28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
     let line = s.wait_line("the failure", |l| {
         l.contains("check db is failing from the start")
     });
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
+    common::slo::at_most(
+        "SCRAM iteration bomb refused",
+        started.elapsed(),
+        Duration::from_secs(2),
     );
     assert!(
         line.contains("200000000 PBKDF2 iterations, more than the 100000"),
         "{line}"
     );
+    let mut slowest = Duration::ZERO;
     for _ in 0..20 {
         let asked = Instant::now();
         assert_eq!(s.get("/livez").0, 200);
-        assert!(
-            asked.elapsed() < Duration::from_millis(100),
-            "{:?}",
-            asked.elapsed()
-        );
+        slowest = slowest.max(asked.elapsed());
         std::thread::sleep(Duration::from_millis(100));
     }
+    common::slo::at_most(
+        "slowest /livez beside a SCRAM bomb",
+        slowest,
+        Duration::from_millis(100),
+    );
 }
 
 /// Issue 28 item 2, through the shared attacks (tests/common/hostile.rs): at `ulimit -n 256`,
 /// 500 connections that send nothing, 500 that send `P` (taken as HTTP/2) and 100 HTTP/1 gRPC
-/// requests announcing a body they never send: `/livez` answers within 100 ms all along.
+/// requests announcing a body they never send: `/livez` answers all along (objective: a median
+/// within 100 ms).
 #[test]
 fn i28_2_connection_floods_on_every_path_leave_liveness_answering() {
     let _slot = common::two_at_a_time();
-    use common::hostile::{Limited, assert_answers_within, flood};
+    use common::hostile::{Limited, assert_answers, flood};
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("s.yaml");
@@ -1023,7 +1025,7 @@ fn i28_2_connection_floods_on_every_path_leave_liveness_answering() {
         100,
         b"POST /grpc.health.v1.Health/Check HTTP/1.1\r\nHost: x\r\nContent-Type: application/grpc\r\nContent-Length: 10\r\n\r\n",
     );
-    assert_answers_within(
+    assert_answers(
         port,
         "/livez",
         200,
@@ -1035,7 +1037,7 @@ fn i28_2_connection_floods_on_every_path_leave_liveness_answering() {
 /// Issue 28 item 3: 24 HTTP/2 connections × 16 `Watch` streams (384, over the 256 cap) and a
 /// notify flood on top: the streams beyond the cap are refused `RESOURCE_EXHAUSTED`, RSS grows
 /// by less than 50 MB and returns (within 10 MB) once the watchers leave, and `/livez` answers
-/// within 100 ms.
+/// (objective of the SLO run: within 100 ms).
 #[test]
 fn i28_3_watch_fan_out_is_capped_and_cheap() {
     let _slot = common::two_at_a_time();
@@ -1094,10 +1096,10 @@ fn i28_3_watch_fan_out_is_capped_and_cheap() {
     }
     let asked = Instant::now();
     assert_eq!(s.get("/livez").0, 200);
-    assert!(
-        asked.elapsed() < Duration::from_millis(100),
-        "{:?}",
-        asked.elapsed()
+    common::slo::at_most(
+        "/livez answer after a notify flood",
+        asked.elapsed(),
+        Duration::from_millis(100),
     );
     let grown = common::hostile::memory_mib(s.child.id(), "VmRSS") - before;
     assert!(grown < 50.0, "RSS grew {grown:.1} MiB");
