@@ -202,7 +202,11 @@ fn a_paused_postgres_fails_readiness_and_never_liveness() {
         // answer that waited for the check would take the whole second).
         let took = started.elapsed();
         assert!(took < Duration::from_secs(1), "an answer waited {took:?}");
-        common::slo::at_most("/readyz answer from the cache", took, Duration::from_millis(500));
+        common::slo::at_most(
+            "/readyz answer from the cache",
+            took,
+            Duration::from_millis(500),
+        );
         let (live, _) = s.get("/livez");
         assert_eq!(live, 200, "liveness must hold while the database is paused");
         if code == 503 {

@@ -79,7 +79,11 @@ pub fn assert_answers(port: u16, path: &str, code: u16, objective: Duration, dur
     }
     took.sort();
     let slow = took.iter().filter(|t| **t > Duration::from_secs(1)).count();
-    super::slo::at_most(&format!("{path} answers slower than 1 s under attack"), slow, 1);
+    super::slo::at_most(
+        &format!("{path} answers slower than 1 s under attack"),
+        slow,
+        1,
+    );
     super::slo::at_most(
         &format!("{path} median answer under attack"),
         took[took.len() / 2],

@@ -17,13 +17,21 @@ pub fn enforced() -> bool {
 /// asserted in the SLO run only.
 #[track_caller]
 pub fn at_most<T: PartialOrd + Debug>(what: &str, figure: T, bound: T) {
-    report(what, figure <= bound, &format!("{figure:?}, objective ≤ {bound:?}"));
+    report(
+        what,
+        figure <= bound,
+        &format!("{figure:?}, objective ≤ {bound:?}"),
+    );
 }
 
 /// Reports `figure` against its objective `bound` (met when `figure >= bound`).
 #[track_caller]
 pub fn at_least<T: PartialOrd + Debug>(what: &str, figure: T, bound: T) {
-    report(what, figure >= bound, &format!("{figure:?}, objective ≥ {bound:?}"));
+    report(
+        what,
+        figure >= bound,
+        &format!("{figure:?}, objective ≥ {bound:?}"),
+    );
 }
 
 #[track_caller]

@@ -274,6 +274,13 @@ const TABLE: &[(&str, How)] = &[
         Not("the build .ci/run starts with (minutes the first time); every test's `up` reuses it"),
     ),
     ("cargo test --test kubernetes", Not("the tests themselves")),
+    // docs/testing.md
+    (
+        "PROBELET_SLO=1 cargo test --locked -- --nocapture",
+        Not(
+            "the SLO run: the whole suite again with its latency objectives asserted, for a quiet machine (cargo test runs the same tests)",
+        ),
+    ),
     // docs/hostile-input.md
     (
         "PROBELET_FUZZ_CASES=20000 PROBELET_FUZZ_SEED=random cargo test --release --test fuzz",
@@ -889,7 +896,10 @@ fn i26_3_the_demo_terminal_shows_killing_and_backoff_after_60s() {
     ] {
         assert!(text.contains(shown), "no {shown:?}:\n{text}");
     }
-    let kills = text.lines().filter(|l| l.contains(KILLED_DEADLOCKS)).count();
+    let kills = text
+        .lines()
+        .filter(|l| l.contains(KILLED_DEADLOCKS))
+        .count();
     let backoffs = text
         .lines()
         .filter(|l| l.contains("[deadlocks] Warning BackOff:"))

@@ -330,10 +330,14 @@ targets:
     assert_eq!(m.get("/targets/web/ready").0, 200);
     let down = Instant::now();
     web.healthy.store(false, Ordering::SeqCst);
-    let ev = m.event_for("NotReady", "web", Duration::from_secs(5));
+    // The limit guards against a hang; how soon is an objective: F × P + timeout + 0.5 s.
+    let ev = m.event_for("NotReady", "web", Duration::from_secs(30));
     let took = down.elapsed();
-    let bound = Duration::from_millis(2 * 1000 + 1000 + 500);
-    assert!(took <= bound, "NotReady after {took:?}, bound {bound:?}");
+    crate::common::slo::at_most(
+        "monitor NotReady after the target went down",
+        took,
+        Duration::from_millis(2 * 1000 + 1000 + 500),
+    );
     assert!(
         took >= Duration::from_millis(900),
         "needs two failures one period apart: {took:?}"
@@ -631,7 +635,9 @@ targets:
     let t = m.target("hang");
     assert_eq!(t["reason"], "timeout", "{t}");
     let took = t["lastDurationSeconds"].as_f64().unwrap();
-    assert!((1.0..1.3).contains(&took), "one timeout per probe: {took}");
+    // The whole timeout, and one per probe (two would be 2 s); how close to 1 s is an objective.
+    assert!((1.0..2.0).contains(&took), "one timeout per probe: {took}");
+    crate::common::slo::at_most("a 1 s probe timeout's duration", took, 1.3);
     assert!(t["lastOutput"].as_str().unwrap().contains("Client.Timeout"));
 }
 
