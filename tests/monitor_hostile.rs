@@ -27,7 +27,9 @@ fn monitor(file: &Path, nofile: u32, extra: &[&str]) -> (Limited, u16, JsonLines
     let mut lines = JsonLines::read(m.child.stdout.take().unwrap());
     let stderr = m.child.stderr.take().unwrap();
     std::thread::spawn(move || std::io::copy(&mut { stderr }, &mut std::io::sink()));
-    let v = lines.wait_for("Listening", Duration::from_secs(20), |v| {
+    // 20,000 targets load in seconds; the limit guards against a hang (a loaded machine
+    // has taken over 20 s).
+    let v = lines.wait_for("Listening", Duration::from_secs(120), |v| {
         v["event"] == "Listening"
     });
     let addr: std::net::SocketAddr = v["address"].as_str().unwrap().parse().unwrap();

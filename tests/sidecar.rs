@@ -195,6 +195,7 @@ fn a_paused_postgres_fails_readiness_and_never_liveness() {
 
     kill(pg.postmaster(), rustix::process::Signal::STOP);
     let deadline = Instant::now() + Duration::from_secs(15);
+    let mut slowest = Duration::ZERO;
     let body = loop {
         let started = Instant::now();
         let (code, body) = s.get("/readyz?verbose");
@@ -202,11 +203,7 @@ fn a_paused_postgres_fails_readiness_and_never_liveness() {
         // answer that waited for the check would take the whole second).
         let took = started.elapsed();
         assert!(took < Duration::from_secs(1), "an answer waited {took:?}");
-        common::slo::at_most(
-            "/readyz answer from the cache",
-            took,
-            Duration::from_millis(500),
-        );
+        slowest = slowest.max(took);
         let (live, _) = s.get("/livez");
         assert_eq!(live, 200, "liveness must hold while the database is paused");
         if code == 503 {
@@ -215,6 +212,11 @@ fn a_paused_postgres_fails_readiness_and_never_liveness() {
         assert!(Instant::now() < deadline, "readiness never failed:\n{body}");
         std::thread::sleep(Duration::from_millis(100));
     };
+    common::slo::at_most(
+        "slowest /readyz answer from the cache",
+        slowest,
+        Duration::from_millis(500),
+    );
     assert!(
         body.contains("[-]orders-db failed: no answer within 1s from postgres app@127.0.0.1"),
         "{body}"

@@ -119,7 +119,11 @@ pub fn assert_bounded(elapsed: Duration, timeout: Duration) {
         elapsed <= timeout + HANG,
         "took {elapsed:?}, more than {timeout:?} + {HANG:?}: not cut by the timeout"
     );
-    crate::common::slo::at_most("probe end (its timeout + 100 ms)", elapsed, timeout + MARGIN);
+    crate::common::slo::at_most(
+        "probe end (its timeout + 100 ms)",
+        elapsed,
+        timeout + MARGIN,
+    );
 }
 
 /// Destructures a completed outcome.
