@@ -195,7 +195,7 @@ fn assert_decided(what: &str, condition: &Value, since: i64, objective: i64) {
         (0..=objective + 5).contains(&took),
         "{what} {took} s after the change (objective {objective} s): {condition}"
     );
-    common::slo::at_most(what, took, objective + 1);
+    common::slo::at_most(&format!("{what}, seconds"), took, objective + 1);
 }
 
 #[test]

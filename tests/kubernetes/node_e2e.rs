@@ -971,7 +971,7 @@ fn i29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_peri
         (0..=20).contains(&took),
         "written back {took} s after: {back}"
     );
-    crate::common::slo::at_most("node Ready written back (whole seconds)", took, 11);
+    crate::common::slo::at_most("node Ready written back, seconds", took, 11);
 }
 
 /// The pod watch resumes after the API server restarts: pods created and deleted after it is
