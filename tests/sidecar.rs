@@ -111,7 +111,8 @@ impl Sidecar {
         http(&self.addr, "GET", path, "")
     }
 
-    /// Polls `path` until its status is `code` (within `timeout`); the last body.
+    /// Polls `path` until its status is `code` (within `timeout`, a guard against a hang: 30 s
+    /// where the change takes a second or two); the last body.
     fn wait_status(&self, path: &str, code: u16, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {
@@ -379,13 +380,13 @@ overload: {recover: 1s}
         )
     );
     send(b"READY=1\nSTATUS=warming caches");
-    s.wait_status("/startupz", 200, Duration::from_secs(5));
-    let body = s.wait_status("/readyz?verbose", 200, Duration::from_secs(5));
+    s.wait_status("/startupz", 200, Duration::from_secs(30));
+    let body = s.wait_status("/readyz?verbose", 200, Duration::from_secs(30));
     assert!(body.contains("status: warming caches\n"), "{body}");
     // Not watched until the first heartbeat; then 1 s without one fails liveness.
     assert_eq!(s.get("/livez").0, 200);
     send(b"WATCHDOG=1");
-    let body = s.wait_status("/livez?verbose", 503, Duration::from_secs(5));
+    let body = s.wait_status("/livez?verbose", 503, Duration::from_secs(30));
     assert!(
         body.contains("[-]watchdog failed: no WATCHDOG=1 for"),
         "{body}"
@@ -402,17 +403,17 @@ overload: {recover: 1s}
             }
         })
     };
-    s.wait_status("/livez", 200, Duration::from_secs(5));
+    s.wait_status("/livez", 200, Duration::from_secs(30));
     // Overload: readiness only, back after the recover time.
     send(b"X-PROBELET-OVERLOADED=1");
-    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(5));
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(30));
     assert!(
         body.contains("[-]overload failed: the app reports overload"),
         "{body}"
     );
     send(b"X-PROBELET-OVERLOADED=0");
     assert_eq!(s.get("/livez").0, 200);
-    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    s.wait_status("/readyz", 200, Duration::from_secs(30));
     send(&vec![b'A'; 5000]);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !s
@@ -424,7 +425,7 @@ overload: {recover: 1s}
         std::thread::sleep(Duration::from_millis(50));
     }
     send(b"STOPPING=1");
-    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(5));
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(30));
     assert!(
         body.contains("[-]shutdown failed: draining after STOPPING=1"),
         "{body}"
@@ -463,9 +464,9 @@ fn sigterm_drains_then_exits_zero_with(program: &(&str, &[&str])) {
         &[],
         &["--listen", "127.0.0.1:0"],
     );
-    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    s.wait_status("/readyz", 200, Duration::from_secs(30));
     s.signal(rustix::process::Signal::TERM);
-    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(5));
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(30));
     assert!(
         body.contains("[-]shutdown failed: draining after SIGTERM"),
         "{body}"
@@ -589,7 +590,7 @@ fn sighup_reload_keeps_unchanged_checks() {
     // A changed check starts from the kubelet's initial value (readiness: failed, "no result
     // yet") until its first run, which is due at once: wait for it, so that the refusal
     // below is what is tested.
-    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    s.wait_status("/readyz", 200, Duration::from_secs(30));
     std::fs::write(
         &s.config,
         "checks:\n- name: x\n  probe: {tcpSocket: {port: 0}}\n",
@@ -745,7 +746,7 @@ fn i28_1_notify_datagrams_from_another_process_are_refused() {
     let sock = s.dir().join("notify.sock");
     let app = std::os::unix::net::UnixDatagram::unbound().unwrap();
     app.send_to(b"READY=1\nWATCHDOG=1", &sock).unwrap();
-    s.wait_status("/startupz", 200, Duration::from_secs(5));
+    s.wait_status("/startupz", 200, Duration::from_secs(30));
     // The impostor: another process heartbeating every 100 ms, then sending STOPPING=1.
     let mut impostor = Command::new(env!("CARGO_BIN_EXE_probelet"))
         .args(["demo-app", "--listen", "127.0.0.1:0"])
@@ -762,7 +763,7 @@ fn i28_1_notify_datagrams_from_another_process_are_refused() {
         .spawn()
         .unwrap();
     // The app stopped heartbeating: liveness fails despite the impostor's heartbeats.
-    let body = s.wait_status("/livez?verbose", 503, Duration::from_secs(5));
+    let body = s.wait_status("/livez?verbose", 503, Duration::from_secs(30));
     assert!(body.contains("[-]watchdog failed"), "{body}");
     impostor.wait().unwrap();
     std::thread::sleep(Duration::from_millis(500));
@@ -789,7 +790,7 @@ fn i28_1_notify_datagrams_from_another_process_are_refused() {
     });
     // The app itself is still heard.
     app.send_to(b"WATCHDOG=1", &sock).unwrap();
-    s.wait_status("/livez", 200, Duration::from_secs(5));
+    s.wait_status("/livez", 200, Duration::from_secs(30));
 }
 
 /// Issue 28 item 5: a number too large for a duration is a positioned error at start, and a
@@ -1052,7 +1053,7 @@ fn i28_3_watch_fan_out_is_capped_and_cheap() {
     let sock = s.dir().join("notify.sock");
     let app = std::os::unix::net::UnixDatagram::unbound().unwrap();
     app.send_to(b"READY=1", &sock).unwrap();
-    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    s.wait_status("/readyz", 200, Duration::from_secs(30));
     let before = common::hostile::memory_mib(s.child.id(), "VmRSS");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let addr = format!("http://{}", s.addr);

@@ -370,8 +370,8 @@ impl Monitor {
         m
     }
 
-    /// The first event named `event` (seen before or arriving within `timeout`) that `pred`
-    /// accepts.
+    /// The first event named `event` (seen before or arriving within `timeout`, a guard against
+    /// a hang) that `pred` accepts.
     fn wait_event(
         &mut self,
         event: &str,
@@ -701,7 +701,7 @@ fn one_etcd_member_lost_then_quorum_lost_and_regained() {
         .position(|x| Some(x.id.as_str()) == hrw::owner(&during, &["a", "b"]))
         .unwrap();
     targets.set_down(&during);
-    m[owner6].wait_event("NotReady", Duration::from_secs(5), |v| {
+    m[owner6].wait_event("NotReady", Duration::from_secs(30), |v| {
         v["target"] == during.as_str()
     });
     assert_eq!(m[owner6].get(&format!("/targets/{during}/ready")).0, 503);
@@ -759,7 +759,7 @@ fn targets_apply_feeds_members_and_watch_prints_a_target_going_down() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("applied 6 targets"));
     for x in &mut m {
-        x.wait_event("ConfigApplied", Duration::from_secs(5), |v| {
+        x.wait_event("ConfigApplied", Duration::from_secs(30), |v| {
             v["targets"] == 6
         });
     }
@@ -1178,7 +1178,7 @@ fn i48_6_a_target_taken_over_before_its_first_settled_state_is_reported_down() {
     };
     assert_eq!(records.len(), list.len());
     for t in taken {
-        m2.wait_event("NotReady", Duration::from_secs(5), |v| v["target"] == *t);
+        m2.wait_event("NotReady", Duration::from_secs(30), |v| v["target"] == *t);
     }
     drop(m1);
 }
