@@ -36,6 +36,8 @@ const NODE_SESSION: &str = "i29_4_the_docs_session_deploys_the_example_and_watch
 const K8S_EXAMPLE: &str = "i30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load";
 const WEBHOOK_ACCOUNT: &str =
     "i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning";
+const REFERENCE_KUBELET: &str =
+    "i47_1_up_runs_a_pod_on_the_real_kubelet_and_down_leaves_the_host_as_it_was";
 const APP_SESSION: &str = "docs_check_and_monitor_against_the_demo_app";
 
 /// Every documented command, as written (comments after two spaces and `# ` cut off).
@@ -85,6 +87,19 @@ const TABLE: &[(&str, How)] = &[
     (
         "probelet logs demo -c deadlocks --previous",
         ByTest(DEMO_SESSION),
+    ),
+    // docs/reference-kubelet.md
+    (
+        "scripts/reference-kubelet up /tmp/ref /tmp/cp ref1",
+        ByTest(REFERENCE_KUBELET),
+    ),
+    (
+        "scripts/reference-kubelet down /tmp/ref",
+        ByTest(REFERENCE_KUBELET),
+    ),
+    (
+        "cargo test --test kubernetes -- differential --nocapture",
+        Not("the differential suite itself"),
     ),
     // docs/hostile-input.md
     (
@@ -274,6 +289,19 @@ const TABLE: &[(&str, How)] = &[
         Not("the build .ci/run starts with (minutes the first time); every test's `up` reuses it"),
     ),
     ("cargo test --test kubernetes", Not("the tests themselves")),
+    // docs/reference-kubelet.md
+    (
+        "scripts/reference-kubelet up /tmp/ref /tmp/cp ref1",
+        ByTest(REFERENCE_KUBELET),
+    ),
+    (
+        "scripts/reference-kubelet down /tmp/ref",
+        ByTest(REFERENCE_KUBELET),
+    ),
+    (
+        "cargo test --test kubernetes -- differential --nocapture",
+        Not("the differential suite itself"),
+    ),
     // docs/hostile-input.md
     (
         "PROBELET_FUZZ_CASES=20000 PROBELET_FUZZ_SEED=random cargo test --release --test fuzz",
@@ -817,7 +845,10 @@ fn i26_3_the_demo_terminal_shows_killing_and_backoff_after_60s() {
         .unwrap()
         .to_string();
     // After the first restart of `deadlocks` (killed about 10 s in, back 10 s later).
-    lines.wait_for("Started container deadlocks", Duration::from_secs(10));
+    lines.wait_for(
+        "[deadlocks] Normal Started: Container started",
+        Duration::from_secs(10),
+    );
     let restarted = Instant::now() + Duration::from_secs(25);
     while Instant::now() < restarted {
         std::thread::sleep(Duration::from_millis(200));
@@ -875,7 +906,7 @@ fn i26_3_the_demo_terminal_shows_killing_and_backoff_after_60s() {
     let text = lines.text();
     // The README's sample output, line by line in kind.
     for shown in [
-        "default/demo[slow-start] Normal Started: Started container slow-start",
+        "default/demo[slow-start] Normal Started: Container started",
         "default/demo[slow-start] Warning Unhealthy: Startup probe failed: Get \"http://127.0.0.1:18081/startupz\": dial tcp 127.0.0.1:18081: connect: connection refused",
         "default/demo[deadlocks] Normal Killing: Container deadlocks failed liveness probe, will be restarted",
         "default/demo[flappy] is ready",
