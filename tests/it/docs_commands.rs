@@ -36,6 +36,8 @@ const NODE_SESSION: &str = "i29_4_the_docs_session_deploys_the_example_and_watch
 const K8S_EXAMPLE: &str = "i30_3_the_example_is_accepted_by_the_api_server_and_its_configs_load";
 const WEBHOOK_ACCOUNT: &str =
     "i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning";
+const REFERENCE_KUBELET: &str =
+    "i47_1_up_runs_a_pod_on_the_real_kubelet_and_down_leaves_the_host_as_it_was";
 const APP_SESSION: &str = "docs_check_and_monitor_against_the_demo_app";
 
 /// Every documented command, as written (comments after two spaces and `# ` cut off).
@@ -85,6 +87,19 @@ const TABLE: &[(&str, How)] = &[
     (
         "probelet logs demo -c deadlocks --previous",
         ByTest(DEMO_SESSION),
+    ),
+    // docs/reference-kubelet.md
+    (
+        "scripts/reference-kubelet up /tmp/ref /tmp/cp ref1",
+        ByTest(REFERENCE_KUBELET),
+    ),
+    (
+        "scripts/reference-kubelet down /tmp/ref",
+        ByTest(REFERENCE_KUBELET),
+    ),
+    (
+        "cargo test --test kubernetes -- differential --nocapture",
+        Not("the differential suite itself"),
     ),
     // docs/hostile-input.md
     (
@@ -280,6 +295,19 @@ const TABLE: &[(&str, How)] = &[
         Not(
             "the SLO run: the whole suite again with its latency objectives asserted, for a quiet machine (cargo test runs the same tests)",
         ),
+    ),
+    // docs/reference-kubelet.md
+    (
+        "scripts/reference-kubelet up /tmp/ref /tmp/cp ref1",
+        ByTest(REFERENCE_KUBELET),
+    ),
+    (
+        "scripts/reference-kubelet down /tmp/ref",
+        ByTest(REFERENCE_KUBELET),
+    ),
+    (
+        "cargo test --test kubernetes -- differential --nocapture",
+        Not("the differential suite itself"),
     ),
     // docs/hostile-input.md
     (
@@ -833,7 +861,11 @@ fn i26_3_the_demo_terminal_shows_killing_and_backoff_after_60s() {
     // After the first restart of `deadlocks` (killed about 10 s in, back 10 s later). The
     // waits below follow the session's own lines, however slowly a loaded machine runs it;
     // their limits guard against a hang only.
-    lines.wait_count("Started container deadlocks", 2, Duration::from_secs(120));
+    lines.wait_count(
+        "[deadlocks] Normal Started: Container started",
+        2,
+        Duration::from_secs(120),
+    );
     let kube = |command: &str, needle: &str| {
         let command = doc_command(command);
         let (code, text) = run_to_end(
@@ -887,7 +919,7 @@ fn i26_3_the_demo_terminal_shows_killing_and_backoff_after_60s() {
     let text = lines.text();
     // The README's sample output, line by line in kind.
     for shown in [
-        "default/demo[slow-start] Normal Started: Started container slow-start",
+        "default/demo[slow-start] Normal Started: Container started",
         "default/demo[slow-start] Warning Unhealthy: Startup probe failed: Get \"http://127.0.0.1:18081/startupz\": dial tcp 127.0.0.1:18081: connect: connection refused",
         "default/demo[deadlocks] Normal Killing: Container deadlocks failed liveness probe, will be restarted",
         "default/demo[flappy] is ready",
