@@ -136,8 +136,24 @@ async fn kubelet_tls(
         return Ok((serving::server_config(fixed, roots)?, None));
     }
     let cert = Arc::new(serving::ServingCert::default());
-    let request =
-        serving::request(client, &config.name, std::slice::from_ref(&config.address)).await?;
+    let tls = serving::server_config(cert.clone(), roots)?;
+    let request = match serving::request(
+        client,
+        &config.name,
+        std::slice::from_ref(&config.address),
+    )
+    .await
+    {
+        Ok(request) => request,
+        // The node may still register and run pods: its port refuses every handshake.
+        Err(e @ NodeError::Forbidden { .. }) => {
+            note(format!(
+                "kubelet port: no serving certificate, so `kubectl logs` fails: {e}; give --tls-cert-file and --tls-private-key-file"
+            ));
+            return Ok((tls, None));
+        }
+        Err(e) => return Err(e),
+    };
     if !request.approved {
         note(format!(
             "kubelet port: certificate request {} waits for approval (the node's credentials may not approve it): kubectl certificate approve {}",
@@ -151,7 +167,6 @@ async fn kubelet_tls(
         cert.clone(),
         note.clone(),
     ));
-    let tls = serving::server_config(cert.clone(), roots)?;
     if approved {
         // Issued within a second by a controller-manager that signs: wait for it here.
         let issued = tokio::time::timeout(std::time::Duration::from_secs(10), &mut wait).await;
