@@ -316,11 +316,7 @@ const TABLE: &[(&str, How)] = &[
     ),
     // docs/node.md
     (
-        "scripts/control-plane node-cert /tmp/cp mynode",
-        ByTest(NODE_SESSION),
-    ),
-    (
-        "probelet node --kubeconfig /tmp/cp/kubeconfig --name mynode --tls-cert-file /tmp/cp/pki/node-mynode.crt --tls-private-key-file /tmp/cp/pki/node-mynode.key --client-ca-file /tmp/cp/pki/ca.crt",
+        "probelet node --kubeconfig /tmp/cp/kubeconfig --name mynode",
         ByTest(NODE_SESSION),
     ),
     (
