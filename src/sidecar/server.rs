@@ -420,6 +420,23 @@ mod tests {
     }
 
     #[test]
+    fn i46_1_paths_name_an_endpoint_and_maybe_one_line() {
+        assert_eq!(endpoint_path("/readyz"), Some((ProbeType::Readiness, None)));
+        assert_eq!(
+            endpoint_path("/readyz/gate"),
+            Some((ProbeType::Readiness, Some("gate")))
+        );
+        assert_eq!(
+            endpoint_path("/livez/watchdog"),
+            Some((ProbeType::Liveness, Some("watchdog")))
+        );
+        assert_eq!(endpoint_path("/startupz"), Some((ProbeType::Startup, None)));
+        for other in ["/", "/metrics", "/readyzz", "/gate/readyz", "readyz"] {
+            assert_eq!(endpoint_path(other), None, "{other}");
+        }
+    }
+
+    #[test]
     fn query_reads_verbose_and_every_exclude() {
         assert_eq!(
             query("verbose&exclude=db&exclude=cache"),
