@@ -1142,3 +1142,91 @@ fn i28_10_sidecar_checks_at_link_local_addresses_are_refused() {
         "{line}"
     );
 }
+
+/// Issue 46 item 1, without a cluster: a readiness gate whose API server refuses every
+/// connection. The gate can never be written, so while readiness is False its `gate` line fails
+/// with the reason (the pod may still carry a `True` written earlier), and `/readyz/gate`, the
+/// sidecar container's own readiness probe, answers 503; while readiness is True that line is
+/// ok (a gate not written True keeps the pod out anyway).
+#[test]
+fn i46_1_a_gate_that_cannot_be_written_fails_the_gate_line_with_the_reason() {
+    let _slot = common::two_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // The API server: a port where nothing listens (bound, then closed).
+    let api_port = free_port();
+    let ca = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    std::fs::write(dir.path().join("ca.crt"), ca.cert.pem()).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:{api_port}\", certificate-authority: {}}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n",
+            dir.path().join("ca.crt").display()
+        ),
+    )
+    .unwrap();
+    let db = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let config = format!(
+        "readinessGate: cloud.example.com/dependency-check\nchecks:\n- name: db\n  probe: {{tcpSocket: {{port: {}}}, periodSeconds: 1, failureThreshold: 1}}\n",
+        db.local_addr().unwrap().port()
+    );
+    let mut s = Sidecar::start_with(
+        &config,
+        &[("POD_NAME", "app"), ("POD_NAMESPACE", "shop")],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    // The checks pass: readiness is True, and so is the gate line, although True cannot be
+    // written either.
+    let body = s.wait_status("/readyz?verbose", 200, Duration::from_secs(10));
+    assert!(body.contains("[+]db ok\n[+]gate ok\n"), "{body}");
+    assert_eq!(s.get("/readyz/gate"), (200, "ok".to_string()));
+    assert_eq!(s.get("/readyz/db").0, 200);
+    assert_eq!(s.get("/readyz/nope").0, 404);
+    s.wait_line("the failed write", |l| {
+        l.contains("127.0.0.1") && l.contains("(retrying")
+    });
+
+    // The dependency goes: readiness is False and cannot be written, so the gate line fails.
+    drop(db);
+    let body = s.wait_status("/readyz/gate?verbose", 503, Duration::from_secs(10));
+    assert!(
+        body.starts_with(
+            "[-]gate failed: readiness is False but condition cloud.example.com/dependency-check \
+             cannot be written (it may still be True on the pod): "
+        ),
+        "{body}"
+    );
+    assert!(body.contains(&format!("127.0.0.1:{api_port}")), "{body}");
+    let (code, body) = s.get("/readyz?verbose");
+    assert_eq!(code, 503);
+    assert!(body.contains("[-]db failed: "), "{body}");
+    assert!(
+        body.contains("\n[-]gate failed: readiness is False"),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "gate: cloud.example.com/dependency-check not written yet (0 writes, failing: "
+        ),
+        "{body}"
+    );
+    assert_eq!(
+        s.get("/readyz/gate").1,
+        "[-]gate failed: reason withheld\nreadyz check failed\n"
+    );
+    // Liveness never depends on it.
+    assert_eq!(s.get("/livez").0, 200);
+    let all = s.all_stderr();
+    assert!(
+        all.contains("(retrying; readiness fails (its gate line) until False is written)"),
+        "{all}"
+    );
+}

@@ -1568,3 +1568,254 @@ fn i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning() {
         "{log}"
     );
 }
+
+/// A TCP proxy in front of the API server that the test can cut: while cut, its open
+/// connections are shut and new ones are closed at once, as when the API server becomes
+/// unreachable for one client only (the node keeps its own connection).
+struct ApiProxy {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl ApiProxy {
+    fn to(upstream: String) -> ApiProxy {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy = ApiProxy {
+            port: listener.local_addr().unwrap().port(),
+            cut: Default::default(),
+            open: Default::default(),
+        };
+        let (cut, open) = (proxy.cut.clone(), proxy.open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if cut.load(Ordering::SeqCst) {
+                    continue; // dropped: closed at once
+                }
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let mut o = open.lock().unwrap();
+                o.extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
+                drop(o);
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        proxy
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn restore(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The current time in whole seconds since the epoch (lastTransitionTime's resolution).
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// A condition's lastTransitionTime in whole seconds since the epoch.
+fn transition_second(condition: &Value) -> i64 {
+    let at: k8s_openapi::jiff::Timestamp = condition["lastTransitionTime"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no lastTransitionTime: {condition}"));
+    at.as_second()
+}
+
+/// Issue 46 item 1 end to end: the sidecar of a pod of `probelet node` loses the API server
+/// (a proxy in front of it, cut) while its gate is True, then its dependency fails. The gate
+/// cannot be written False, so the sidecar's `/readyz` says why and its `/readyz/gate` (the
+/// container's readiness probe) fails: ContainersReady and Ready go False and the pod leaves
+/// its Service's EndpointSlice, although the gate still says True. With the API server back,
+/// False is written, the container is ready again, and the gate alone keeps the pod out until
+/// the dependency returns.
+#[test]
+fn i46_1_a_gate_that_cannot_be_written_takes_the_pod_out_through_its_container_readiness() {
+    let _slot = crate::common::two_at_a_time();
+    let ns = namespace("stuckgate");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
+    let ip = host_ip();
+    let node_name = format!("stuck-gate-node-{}", std::process::id());
+    let _node = Node::start(&node_name, tmp.path(), &ip);
+    let mut db = TcpTarget::listening();
+    let (api_host, api_port) = api_host_port();
+    let proxy = ApiProxy::to(format!("{api_host}:{api_port}"));
+    // The sidecar reaches the API server through the proxy only, as the pod's account.
+    let token = kubectl_ok(&["create", "token", "-n", &ns, "probelet-sidecar"]);
+    let kubeconfig = tmp.path().join("sidecar.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{{name: c, cluster: {{server: \"https://{api_host}:{}\", certificate-authority: {}}}}}]\n\
+             users: [{{name: u, user: {{token: {}}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n",
+            proxy.port,
+            cluster().dir.join("pki/ca.crt").display(),
+            token.trim()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let config = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "readinessGate: {GATE}\nchecks:\n- name: db\n  probe: {{tcpSocket: {{port: {}}}, periodSeconds: 1, failureThreshold: 1}}\n",
+            db.port
+        ),
+    )
+    .unwrap();
+    apply(
+        &ns,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: gated, labels: {{app: gated}}}}
+spec:
+  nodeName: {node_name}
+  serviceAccountName: probelet-sidecar
+  readinessGates: [{{conditionType: {GATE}}}]
+  containers:
+  - name: probe-sidecar
+    image: probelet
+    command: ["{bin}", sidecar, "{config}", --listen, "{ip}:{port}", --kubeconfig, "{kubeconfig}"]
+    ports: [{{name: health, containerPort: {port}}}]
+    env:
+    - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+    - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    readinessProbe: {{httpGet: {{path: /readyz/gate, port: {port}}}, periodSeconds: 1, failureThreshold: 1}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: gated}}
+spec:
+  selector: {{app: gated}}
+  ports: [{{port: 80, targetPort: health}}]
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            config = config.display(),
+            kubeconfig = kubeconfig.display(),
+        ),
+    );
+    let sidecar = format!("{ip}:{port}");
+    let endpoints = || -> Vec<bool> {
+        let v = cluster()
+            .get(&format!(
+                "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dgated"
+            ))
+            .unwrap();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+            .map(|e| e["conditions"]["ready"] == true)
+            .collect()
+    };
+    wait_for(
+        Duration::from_secs(60),
+        "ready in the EndpointSlice",
+        || (endpoints() == [true]).then_some(()),
+    );
+    assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
+    let gate_written = transition_second(&condition(&pod_json(&ns, "gated"), GATE).unwrap());
+
+    // The API server becomes unreachable for the sidecar, then its dependency fails.
+    proxy.cut();
+    let failed_at = unix_now();
+    db.close();
+    let body = wait_for(Duration::from_secs(10), "the gate line failing", || {
+        let (code, body) = common::http(&sidecar, "GET", "/readyz?verbose", "");
+        (code == 503 && body.contains("[-]gate failed:")).then_some(body)
+    });
+    assert!(body.contains("[-]db failed: "), "{body}");
+    assert!(
+        body.contains(&format!(
+            "[-]gate failed: readiness is False but condition {GATE} cannot be written (it is True on the pod): "
+        )),
+        "{body}"
+    );
+    assert_eq!(
+        common::http(&sidecar, "GET", "/readyz/gate", "").0,
+        503,
+        "the container's own readiness"
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "not ready in the EndpointSlice",
+        || (endpoints() == [false]).then_some(()),
+    );
+    let pod = pod_json(&ns, "gated");
+    // The gate never changed: it still says True, written before the outage.
+    let gate = condition(&pod, GATE).unwrap();
+    assert_eq!(gate["status"], "True", "{gate}");
+    assert!(transition_second(&gate) <= failed_at && gate_written <= failed_at);
+    // The node took the pod out through the container's readiness: the check's period × threshold
+    // (1 s), the probe's (1 s), and slack for whole seconds and a loaded machine. The node's
+    // decision is read from its lastTransitionTime, not from when the EndpointSlice followed.
+    let ready = condition(&pod, "Ready").unwrap();
+    assert_eq!(
+        (&ready["status"], &ready["reason"]),
+        (&Value::from("False"), &Value::from("ContainersNotReady")),
+        "{ready}"
+    );
+    let node_took = transition_second(&ready) - failed_at;
+    assert!(
+        (0..=2 + 6).contains(&node_took),
+        "Ready turned False {node_took} s after the dependency failed"
+    );
+    assert_eq!(
+        condition(&pod, "ContainersReady").unwrap()["status"],
+        "False"
+    );
+
+    // The API server is back: False is written, the container is ready again, and the gate
+    // alone keeps the pod out of traffic until the dependency returns.
+    proxy.restore();
+    wait_gate(&ns, "gated", "False", Duration::from_secs(60));
+    wait_for(Duration::from_secs(30), "ContainersReady again", || {
+        let pod = pod_json(&ns, "gated");
+        (condition(&pod, "ContainersReady")?["status"] == "True").then_some(())
+    });
+    let ready = condition(&pod_json(&ns, "gated"), "Ready").unwrap();
+    assert_eq!(ready["reason"], "ReadinessGatesNotReady", "{ready}");
+    assert_eq!(endpoints(), [false]);
+    db.open();
+    wait_gate(&ns, "gated", "True", Duration::from_secs(30));
+    wait_for(
+        Duration::from_secs(30),
+        "ready in the EndpointSlice again",
+        || (endpoints() == [true]).then_some(()),
+    );
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "-n",
+        &ns,
+        "gated",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+}
