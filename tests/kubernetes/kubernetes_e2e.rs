@@ -1625,23 +1625,6 @@ impl ApiProxy {
     }
 }
 
-/// The current time in whole seconds since the epoch (lastTransitionTime's resolution).
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
-/// A condition's lastTransitionTime in whole seconds since the epoch.
-fn transition_second(condition: &Value) -> i64 {
-    let at: k8s_openapi::jiff::Timestamp = condition["lastTransitionTime"]
-        .as_str()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("no lastTransitionTime: {condition}"));
-    at.as_second()
-}
-
 /// Issue 46 item 1 end to end: the sidecar of a pod of `probelet node` loses the API server
 /// (a proxy in front of it, cut) while its gate is True, then its dependency fails. The gate
 /// cannot be written False, so the sidecar's `/readyz` says why and its `/readyz/gate` (the
