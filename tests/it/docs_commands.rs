@@ -88,19 +88,6 @@ const TABLE: &[(&str, How)] = &[
         "probelet logs demo -c deadlocks --previous",
         ByTest(DEMO_SESSION),
     ),
-    // docs/reference-kubelet.md
-    (
-        "scripts/reference-kubelet up /tmp/ref /tmp/cp ref1",
-        ByTest(REFERENCE_KUBELET),
-    ),
-    (
-        "scripts/reference-kubelet down /tmp/ref",
-        ByTest(REFERENCE_KUBELET),
-    ),
-    (
-        "cargo test --test kubernetes -- differential --nocapture",
-        Not("the differential suite itself"),
-    ),
     // docs/hostile-input.md
     (
         "probelet run hostile.yaml",
