@@ -678,6 +678,62 @@ mod tests {
         assert!(Backends::default().in_turn().is_empty());
     }
 
+    /// A backend on 127.0.0.1 that sends `name` to each connection, then waits for its end.
+    async fn backend(name: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            loop {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    conn.write_all(name.as_bytes()).await.unwrap();
+                    let _ = conn.read_to_end(&mut Vec::new()).await;
+                });
+            }
+        });
+        addr
+    }
+
+    /// What a new connection to `addr` is sent first (empty: closed at once).
+    async fn first_words(addr: std::net::SocketAddr) -> (TcpStream, String) {
+        use tokio::io::AsyncReadExt;
+        let mut conn = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 3];
+        let n = conn.read(&mut buf).await.unwrap_or(0);
+        (conn, String::from_utf8_lossy(&buf[..n]).into_owned())
+    }
+
+    #[tokio::test]
+    async fn i46_1_the_proxy_relays_in_turn_and_closes_connections_beyond_the_cap() {
+        let backends = Arc::new(Backends {
+            addrs: Mutex::new(vec![backend("one").await, backend("two").await]),
+            next: AtomicUsize::new(0),
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cap = Arc::new(Semaphore::new(2));
+        let proxy = tokio::spawn(serve(listener, backends, cap, Duration::from_secs(1)));
+        let (first, said) = first_words(addr).await;
+        assert_eq!(said, "one");
+        let (_second, said) = first_words(addr).await;
+        assert_eq!(said, "two");
+        // At the cap: closed at once, no backend asked.
+        let (_, said) = first_words(addr).await;
+        assert_eq!(said, "");
+        // A relayed connection that ends frees its slot.
+        drop(first);
+        let said = loop {
+            let (_conn, said) = first_words(addr).await;
+            if !said.is_empty() {
+                break said;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(said, "one");
+        proxy.abort();
+    }
+
     #[test]
     fn i46_1_a_relist_replaces_the_objects_only_when_done() {
         let mut m = Mirror::default();
