@@ -12,6 +12,7 @@
 //! * [`status`]: the status manager (strategic merge patches, only on change);
 //! * [`events`]: the event recorder;
 //! * [`kubelet`]: the kubelet's TLS read endpoints (`containerLogs`);
+//! * [`serving`]: the kubelet port's certificate, from files or the `certificates.k8s.io` API;
 //! * [`service_account`]: Downward API env, service variables and a token for each pod;
 //! * [`services`]: ClusterIP Services from the pods' network (kube-proxy's part).
 
@@ -23,6 +24,7 @@ pub mod pods;
 pub mod registration;
 pub mod service_account;
 pub mod services;
+pub mod serving;
 pub mod state;
 pub mod status;
 
@@ -43,8 +45,8 @@ pub struct NodeConfig {
     pub address: String,
     /// Where the kubelet endpoints listen (port 0: any free port).
     pub kubelet_listen: std::net::SocketAddr,
-    /// The kubelet endpoints' TLS; `None`: no endpoints (`kubectl logs` then fails).
-    pub tls: Option<kubelet::KubeletTls>,
+    /// The kubelet endpoints' TLS: files, or what the node bootstraps.
+    pub tls: kubelet::KubeletTls,
     /// How pods are networked.
     pub pod_network: PodNetworkMode,
     /// `--allow-privileged`: `privileged: true` containers run with every capability.
@@ -119,6 +121,64 @@ async fn pod_network(
         .map_err(|e| NodeError::PodNetwork(e.to_string()))
 }
 
+/// What waits for a bootstrapped serving certificate, when it is not there yet.
+type CertificateWait = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// The kubelet port's TLS ([`serving`]): the files given, or a certificate through the
+/// `certificates.k8s.io` API, waited for (at most [`serving`]'s 10 s) when the node approved
+/// its own request, so that the port the Node advertises serves from the start.
+async fn kubelet_tls(
+    config: &NodeConfig,
+    client: &kube::Client,
+    note: &(impl Fn(String) + Send + Sync + Clone + 'static),
+) -> Result<(rustls::ServerConfig, Option<CertificateWait>), NodeError> {
+    let roots = serving::client_ca(config.tls.client_ca.as_deref(), &config.kubeconfig).await?;
+    if let Some((cert, key)) = &config.tls.cert_and_key {
+        let fixed = Arc::new(serving::from_files(cert, key)?);
+        return Ok((serving::server_config(fixed, roots)?, None));
+    }
+    let cert = Arc::new(serving::ServingCert::default());
+    let tls = serving::server_config(cert.clone(), roots)?;
+    let request = match serving::request(
+        client,
+        &config.name,
+        std::slice::from_ref(&config.address),
+    )
+    .await
+    {
+        Ok(request) => request,
+        // The node may still register and run pods: its port refuses every handshake.
+        Err(e @ NodeError::Forbidden { .. }) => {
+            note(format!(
+                "kubelet port: no serving certificate, so `kubectl logs` fails: {e}; give --tls-cert-file and --tls-private-key-file"
+            ));
+            return Ok((tls, None));
+        }
+        Err(e) => return Err(e),
+    };
+    if !request.approved {
+        note(format!(
+            "kubelet port: certificate request {} waits for approval (the node's credentials may not approve it): kubectl certificate approve {}",
+            request.name, request.name
+        ));
+    }
+    let approved = request.approved;
+    let mut wait: CertificateWait = Box::pin(serving::install(
+        client.clone(),
+        request,
+        cert.clone(),
+        note.clone(),
+    ));
+    if approved {
+        // Issued within a second by a controller-manager that signs: wait for it here.
+        let issued = tokio::time::timeout(std::time::Duration::from_secs(10), &mut wait).await;
+        if issued.is_ok() {
+            return Ok((tls, None));
+        }
+    }
+    Ok((tls, Some(wait)))
+}
+
 /// `1.33` → `v1.33.0`: a node's `kubeletVersion` is a full semantic version (kubectl and the
 /// controllers parse it).
 fn semver(version: &str) -> String {
@@ -156,7 +216,7 @@ pub async fn run(
         .local_addr()
         .map_err(|e| NodeError::Server(e.to_string()))?
         .port();
-    let tls = config.tls.as_ref().map(kubelet::tls_config).transpose()?;
+    let tls = kubelet_tls(&config, &client, &note).await?;
     let identity = registration::NodeIdentity {
         name: config.name.clone(),
         address: config.address.clone(),
@@ -236,12 +296,14 @@ pub async fn run(
     if let Some(follow) = follow_services {
         tasks.spawn(follow);
     }
-    if let Some(tls) = tls {
-        tasks.spawn(kubelet::serve(
-            kubelet::TlsListener::new(listener, tls),
-            shared.clone(),
-        ));
+    let (tls, waiting) = tls;
+    if let Some(waiting) = waiting {
+        tasks.spawn(waiting);
     }
+    tasks.spawn(kubelet::serve(
+        kubelet::TlsListener::new(listener, tls),
+        shared.clone(),
+    ));
 
     supervisor.attach_node(
         Box::new(pods::Sink {

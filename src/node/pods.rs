@@ -376,7 +376,12 @@ async fn apply(
         delete_now(client, &pod, report).await;
         return;
     }
-    if terminal || refused.contains(&uid) {
+    if refused.contains(&uid) {
+        // Kept for the kubelet port: `kubectl logs` answers from its status.
+        lock(shared).entry(&uid).api = Some(pod);
+        return;
+    }
+    if terminal {
         return;
     }
     let spec = pod.spec.clone().unwrap_or_default();
@@ -384,7 +389,8 @@ async fn apply(
     let (ip, netns) = match why_not.map_or_else(|| ips.assign(&uid), Err) {
         Ok(assigned) => assigned,
         Err(message) => {
-            refused.insert(uid);
+            refused.insert(uid.clone());
+            lock(shared).entry(&uid).api = Some(pod.clone());
             if let Err(e) = warn(client, node_name, &pod, "Failed", &message).await {
                 report(e.to_string());
             }

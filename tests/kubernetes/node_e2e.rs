@@ -169,28 +169,55 @@ impl Node {
 
     /// [`Node::start_at`], with `env` added to the node's own environment.
     fn start_with_env(name: &str, ip: &str, extra: &[&str], env: &[(&str, &str)]) -> Node {
+        Self::launch(name, ip, extra, env, &[], true)
+    }
+
+    /// Starts node `name` at `ip` with `extra` options and `env`, its command line after
+    /// `wrap` (say `prlimit ...`); with `tls_files`, the serving certificate of
+    /// `scripts/control-plane node-cert` and the cluster CA as its client CA, else none of the
+    /// TLS options (the node bootstraps its certificate).
+    fn launch(
+        name: &str,
+        ip: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        wrap: &[&str],
+        tls_files: bool,
+    ) -> Node {
         let c = cluster();
-        let cert = Command::new(script())
-            .args(["node-cert"])
-            .arg(&c.dir)
-            .args([name, ip])
-            .output()
-            .unwrap();
-        assert!(cert.status.success(), "node-cert: {}", text(&cert));
         let pki = c.dir.join("pki");
         let out = c.dir.join(format!("node-{name}.out"));
-        let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        let mut command = match wrap.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(env!("CARGO_BIN_EXE_probelet"));
+                command
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_probelet")),
+        };
+        command
             .arg("node")
             .arg("--kubeconfig")
             .arg(&c.kubeconfig)
             .args(["--name", name, "--node-ip", ip])
-            .args(["--kubelet-listen", &format!("{ip}:0")])
-            .arg("--tls-cert-file")
-            .arg(pki.join(format!("node-{name}.crt")))
-            .arg("--tls-private-key-file")
-            .arg(pki.join(format!("node-{name}.key")))
-            .arg("--client-ca-file")
-            .arg(pki.join("ca.crt"))
+            .args(["--kubelet-listen", &format!("{ip}:0")]);
+        if tls_files {
+            let cert = Command::new(script())
+                .args(["node-cert"])
+                .arg(&c.dir)
+                .args([name, ip])
+                .output()
+                .unwrap();
+            assert!(cert.status.success(), "node-cert: {}", text(&cert));
+            command
+                .arg("--tls-cert-file")
+                .arg(pki.join(format!("node-{name}.crt")))
+                .arg("--tls-private-key-file")
+                .arg(pki.join(format!("node-{name}.key")))
+                .arg("--client-ca-file")
+                .arg(pki.join("ca.crt"));
+        }
+        let child = command
             .args(["--max-container-restart-period", "2s"])
             .arg("--run-dir")
             .arg(c.dir.join(format!("run-{name}")))
@@ -523,7 +550,7 @@ fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
 }
 
 /// The current time in whole seconds since the epoch (lastTransitionTime's resolution).
-fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -531,7 +558,7 @@ fn unix_now() -> i64 {
 }
 
 /// A condition's lastTransitionTime in whole seconds since the epoch.
-fn transition_second(condition: &serde_json::Value) -> i64 {
+pub(crate) fn transition_second(condition: &serde_json::Value) -> i64 {
     let at: k8s_openapi::jiff::Timestamp = condition["lastTransitionTime"]
         .as_str()
         .and_then(|t| t.parse().ok())
@@ -955,18 +982,24 @@ fn i29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_peri
             .find(|c| c["type"] == "Ready")
             .cloned()
     };
-    let marked = Instant::now();
-    // The status loop's period is 10 s; the node may have compared just before the patch.
-    // Bound: one period, plus 10 s for the node's read and write and the poll under a loaded
-    // CI machine (15 s in all failed once in CI, 12-06).
-    let bound = Duration::from_secs(20);
-    let back = wait_until("Ready written back", bound, || {
+    let marked = unix_now();
+    // The status loop's period is 10 s; the node may have compared just before the patch. The
+    // node's decision is read from the lastTransitionTime it wrote, not from when this poll
+    // saw it (15 s in all failed once in CI, 12-06: a loaded machine's poll and API server);
+    // the wait caps a hang.
+    let back = wait_until("Ready written back", Duration::from_secs(60), || {
         ready().filter(|c| c["status"] == "True")
     });
     assert_eq!(back["reason"], "KubeletReady", "{back}");
     assert_eq!(back["message"], "kubelet is posting ready status", "{back}");
-    let took = marked.elapsed();
-    assert!(took <= bound, "written back after {took:?}");
+    // One period, and a generous 10 s more for the node's own read and write (14 s seen at a
+    // load average of 29, 12-07); on a quiet machine, one period and 2 s.
+    let took = transition_second(&back) - marked;
+    assert!(
+        (0..=20).contains(&took),
+        "written back {took} s after: {back}"
+    );
+    crate::common::slo::at_most("node Ready written back, seconds", took, 12);
 }
 
 /// The pod watch resumes after the API server restarts: pods created and deleted after it is
@@ -1079,8 +1112,9 @@ fn i29_2_steady_state_costs_no_status_write() {
 }
 
 /// docs/node.md's session, command for command (with the test's control plane for `/tmp/cp`):
-/// `node-cert`, `probelet node` with its default kubelet port, `kubectl apply -f
-/// examples/deployment.yaml`, and `kubectl get pods -w` until the pod is `1/1 Running`.
+/// `probelet node` with its default kubelet port and no TLS option, `kubectl apply -f
+/// examples/deployment.yaml`, `kubectl get pods -w` until the pods are `1/1 Running`, and
+/// `kubectl logs` of one.
 #[test]
 fn i29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
     let _slot = crate::common::two_at_a_time();
@@ -1113,13 +1147,7 @@ fn i29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
         }
         cmd.spawn().unwrap()
     };
-    let out = sh("scripts/control-plane node-cert /tmp/cp mynode")
-        .wait_with_output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let node = sh(
-        "probelet node --kubeconfig /tmp/cp/kubeconfig --name mynode --tls-cert-file /tmp/cp/pki/node-mynode.crt --tls-private-key-file /tmp/cp/pki/node-mynode.key --client-ca-file /tmp/cp/pki/ca.crt",
-    );
+    let node = sh("probelet node --kubeconfig /tmp/cp/kubeconfig --name mynode");
     let node = Node {
         name: "mynode".into(),
         child: Some(node),
@@ -1176,6 +1204,15 @@ fn i29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
         "{seen:#?}\n{}",
         node.output()
     );
+    // Issue 46 item 4: the two commands give a working `kubectl logs`, with no certificate
+    // step (the node bootstrapped its serving certificate).
+    let pod = seen
+        .iter()
+        .find(|l| l.contains("1/1") && l.contains("Running"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    logs_with(&["-n", &ns, &pod], "listening on");
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
     drop(node);
 }
@@ -1737,14 +1774,24 @@ fn i44_sweep_the_kubelet_port_answers_every_extreme_and_lives() {
     let refused = |code| (400..500).contains(&code);
     let u64_or_empty = |v: &str| v.is_empty() || v.parse::<u64>().is_ok();
     for v in crate::common::hostile::query_values() {
-        // The numbers: a u64 (or nothing) is served, anything else is a 400.
+        // The numbers: a u64 (or nothing) is served, anything else is a 400; sinceSeconds
+        // and limitBytes must be greater than 0 (422, as the API server's validation).
         for param in ["sinceSeconds", "tailLines", "limitBytes"] {
-            let code = if u64_or_empty(&v) { 200 } else { 400 };
+            let code = match u64_or_empty(&v) {
+                true if v == "0" && param != "tailLines" => 422,
+                true => 200,
+                false => 400,
+            };
             expect("GET", &format!("{logs_path}?{param}={v}"), &|c| c == code);
         }
-        // The flags are true for `true` or `1`, false for anything else; sinceTime is not
-        // read. A previous instance this container does not have is a 400.
-        for param in ["sinceTime", "timestamps", "follow"] {
+        // sinceTime is an RFC 3339 time (none of these values is one): a 400.
+        let since_time = if v.is_empty() { 200 } else { 400 };
+        expect("GET", &format!("{logs_path}?sinceTime={v}"), &|c| {
+            c == since_time
+        });
+        // The flags are true for `true` or `1`, false for anything else. A previous instance
+        // this container does not have is a 400.
+        for param in ["timestamps", "follow"] {
             expect("GET", &format!("{logs_path}?{param}={v}"), &is_200);
         }
         let previous = if v == "true" { 400 } else { 200 };
@@ -1814,4 +1861,449 @@ fn i44_sweep_the_kubelet_port_answers_every_extreme_and_lives() {
     assert_eq!(app["restartCount"], 0, "{app}");
     assert!(!node.output().contains("panicked"), "{}", node.output());
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// A pod on node `node` that prints `line` and sleeps, without a service-account token.
+fn talker_pod(name: &str, node: &str, line: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {node}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'echo {line}; exec sleep 600']\n"
+    )
+}
+
+/// `kubectl logs ARGS` once it prints `line` (30 s at most).
+fn logs_with(args: &[&str], line: &str) -> String {
+    wait_until(
+        &format!("kubectl logs {args:?}"),
+        Duration::from_secs(30),
+        || {
+            let out = kubectl(&[&["logs"], args].concat());
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            (out.status.success() && text.contains(line)).then_some(text)
+        },
+    )
+}
+
+/// The kubelet port of node `name`, as its Node advertises it.
+fn kubelet_port(name: &str) -> u16 {
+    node_json(name)["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .and_then(|p| u16::try_from(p).ok())
+        .expect("the kubelet port in the Node")
+}
+
+/// Issue 46 item 4: with no TLS option, the node asks the `certificates.k8s.io` API for its
+/// serving certificate (signer `kubernetes.io/kubelet-serving`, `CN=system:node:NAME`,
+/// `O=system:nodes`, its address as SAN), approves it with the admin kubeconfig of the docs,
+/// and takes its client CA from the kubeconfig: `kubectl logs` works with no certificate step.
+#[test]
+fn i46_4_without_tls_options_the_node_bootstraps_its_certificate_and_kubectl_logs_works() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("tlsboot");
+    let node = Node::launch(
+        "n-tlsboot",
+        "127.0.0.1",
+        &["--pod-network", "host"],
+        &[],
+        &[],
+        false,
+    );
+    kubectl_apply(&ns, &talker_pod("talker", "n-tlsboot", "boot start"));
+    logs_with(&["-n", &ns, "talker"], "boot start");
+    // The request: the kubelet's signer, subject and usages, approved by the node's user.
+    let csrs = json(&["get", "csr", "-o", "json"]);
+    let mine: Vec<&Value> = csrs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            let pem = c["status"]["certificate"].as_str().unwrap_or_default();
+            c["spec"]["signerName"] == "kubernetes.io/kubelet-serving" && {
+                let subject = openssl_x509(pem, &["-subject"]);
+                subject.contains("CN=system:node:n-tlsboot")
+                    || subject.contains("CN = system:node:n-tlsboot")
+            }
+        })
+        .collect();
+    assert_eq!(mine.len(), 1, "{csrs:#}");
+    let csr = mine[0];
+    assert_eq!(csr["spec"]["username"], "admin", "{csr:#}");
+    assert_eq!(
+        csr["spec"]["usages"],
+        serde_json::json!(["digital signature", "server auth"])
+    );
+    let approved = csr["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Approved" && c["status"] == "True");
+    assert!(approved, "{csr:#}");
+    let pem = csr["status"]["certificate"].as_str().unwrap();
+    let cert = openssl_x509(pem, &["-subject", "-ext", "subjectAltName"]);
+    assert!(
+        cert.contains("O = system:nodes") || cert.contains("O=system:nodes"),
+        "{cert}"
+    );
+    assert!(cert.contains("IP Address:127.0.0.1"), "{cert}");
+    let name = csr["metadata"]["name"].as_str().unwrap();
+    assert!(
+        node.output().contains(&format!(
+            "kubelet port: serving with the certificate of {name}"
+        )),
+        "{}",
+        node.output()
+    );
+    // The port the Node advertises is the one served, and lets only the cluster's clients in.
+    let port = kubelet_port("n-tlsboot");
+    let (code, body) = kubelet_send(&kubelet_client_tls(), port, "GET", "/healthz");
+    assert_eq!((code, body.as_str()), (200, "ok"));
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// `openssl x509 -noout ARGS` of the base64 of a PEM certificate (as a CSR's status has it).
+fn openssl_x509(base64_pem: &str, args: &[&str]) -> String {
+    use base64::Engine;
+    let Ok(pem) = base64::engine::general_purpose::STANDARD.decode(base64_pem) else {
+        return String::new();
+    };
+    let mut child = Command::new("openssl")
+        .args(["x509", "-noout"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&pem).unwrap();
+    text(&child.wait_with_output().unwrap())
+}
+
+/// Issue 46 item 4: the serving certificate and its key go together; either alone is a usage
+/// error (exit 2) that names the other, never silently ignored.
+#[test]
+fn i46_4_a_partial_set_of_tls_options_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("x.pem");
+    std::fs::write(&file, "").unwrap();
+    for (given, missing) in [
+        ("--tls-cert-file", "--tls-private-key-file"),
+        ("--tls-private-key-file", "--tls-cert-file"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .args(["node", "--kubeconfig"])
+            .arg(dir.path().join("missing-kubeconfig"))
+            .arg(given)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{given}: {stderr}");
+        assert!(stderr.contains(missing), "{given}: {stderr}");
+    }
+}
+
+/// A running `probelet node` with kubeconfig `kubeconfig`, no TLS option (not waiting for
+/// it to be Ready: its credentials decide).
+fn node_with_kubeconfig(name: &str, kubeconfig: &Path) -> Node {
+    let c = cluster();
+    let out = c.dir.join(format!("node-{name}.out"));
+    let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["node", "--name", name, "--pod-network", "host"])
+        .args(["--kubelet-listen", "127.0.0.1:0"])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--run-dir")
+        .arg(c.dir.join(format!("run-{name}")))
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::options().append(true).open(&out).unwrap())
+        .spawn()
+        .unwrap();
+    Node {
+        name: name.to_string(),
+        child: Some(child),
+        out,
+    }
+}
+
+/// A kubeconfig like the admin's with `token` instead, in `dir`.
+fn kubeconfig_with_token(dir: &Path, token: &str) -> PathBuf {
+    let admin = std::fs::read_to_string(&cluster().kubeconfig).unwrap();
+    let line = admin
+        .lines()
+        .find(|l| l.trim_start().starts_with("token:"))
+        .unwrap();
+    let file = dir.join("kubeconfig");
+    std::fs::write(&file, admin.replace(line, &format!("    token: {token}"))).unwrap();
+    file
+}
+
+/// Issue 46 item 4: a node whose credentials may not approve its request (the kubelet's own
+/// `system:node` role) says in one line who must, the port refuses handshakes at once (no
+/// 10 s `TLS handshake timeout`), and serves as soon as an admin approves the request.
+#[test]
+fn i46_4_a_node_that_may_not_approve_says_so_and_serves_once_approved() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("tlspend");
+    kubectl_ok(&["create", "serviceaccount", "-n", &ns, "agent"]);
+    kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        &format!("{ns}-agent"),
+        "--clusterrole=system:node",
+        &format!("--serviceaccount={ns}:agent"),
+    ]);
+    let token = kubectl_ok(&["create", "token", "-n", &ns, "agent", "--duration=1h"]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig_with_token(dir.path(), token.trim());
+    let node = node_with_kubeconfig("n-tlspend", &kubeconfig);
+    let csr = wait_until("the approval line", Duration::from_secs(30), || {
+        let out = node.output();
+        let line = out.lines().find(|l| l.contains("waits for approval"))?;
+        Some(line.rsplit(' ').next()?.to_string())
+    });
+    assert!(csr.starts_with("csr-"), "{}", node.output());
+    kubectl_apply(&ns, &talker_pod("talker", "n-tlspend", "pending start"));
+    wait_until("the pod runs", Duration::from_secs(30), || {
+        (pod_json(&ns, "talker")["status"]["phase"] == "Running").then_some(())
+    });
+    let refused = kubectl(&["logs", "-n", &ns, "talker"]);
+    assert!(!refused.status.success());
+    assert!(
+        !text(&refused).contains("TLS handshake timeout"),
+        "{}",
+        text(&refused)
+    );
+    kubectl_ok(&["certificate", "approve", &csr]);
+    logs_with(&["-n", &ns, "talker"], "pending start");
+    assert!(!node.output().contains("panicked"), "{}", node.output());
+    let _ = kubectl(&["delete", "clusterrolebinding", &format!("{ns}-agent")]);
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45 item 6: `kubectl logs` of a container that never ran answers as the kubelet does
+/// (`validateContainerLogStatus`): waiting behind its init container, and refused by the node.
+#[test]
+fn i45_6_kubectl_logs_of_a_container_that_never_ran_answers_as_the_kubelet() {
+    let _slot = crate::common::two_at_a_time();
+    let case = Case::new("neverran");
+    let ns = case.ns.clone();
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: initwait}\nspec:\n  nodeName: n-neverran\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n  initContainers:\n  - name: init\n    image: busybox\n    command: [sleep, '4506']\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '4506']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: noimg}\nspec:\n  nodeName: n-neverran\n  containers:\n  - name: app\n    image: busybox\n",
+    );
+    let answer = |pod: &str, expect: &str| {
+        wait_until(
+            &format!("kubectl logs {pod}"),
+            Duration::from_secs(30),
+            || {
+                let out = kubectl(&["logs", "-n", &ns, pod, "-c", "app"]);
+                let t = text(&out);
+                (!out.status.success() && t.contains(expect)).then_some(t)
+            },
+        )
+    };
+    answer(
+        "initwait",
+        "container \"app\" in pod \"initwait\" is waiting to start: PodInitializing",
+    );
+    answer(
+        "noimg",
+        "container \"app\" in pod \"noimg\" is not available",
+    );
+}
+
+/// The kubelet port reads `sinceTime` (`kubectl logs --since-time`) and refuses
+/// `limitBytes=0` as the API server does (422, `must be greater than 0`).
+#[test]
+fn i46_the_kubelet_port_reads_since_time_and_refuses_limit_bytes_0() {
+    let _slot = crate::common::two_at_a_time();
+    let case = Case::new("sincetime");
+    let ns = case.ns.clone();
+    kubectl_apply(&ns, &talker_pod("talker", "n-sincetime", "since start"));
+    logs_with(&["-n", &ns, "talker"], "since start");
+    let future = kubectl_ok(&[
+        "logs",
+        "-n",
+        &ns,
+        "talker",
+        "--since-time=2999-01-01T00:00:00Z",
+    ]);
+    assert_eq!(future, "");
+    let past = kubectl_ok(&[
+        "logs",
+        "-n",
+        &ns,
+        "talker",
+        "--since-time=2000-01-01T00:00:00Z",
+    ]);
+    assert_eq!(past, "since start\n");
+    let port = kubelet_port("n-sincetime");
+    let tls = kubelet_client_tls();
+    let path = format!("/containerLogs/{ns}/talker/app");
+    let (code, body) = kubelet_send(&tls, port, "GET", &format!("{path}?limitBytes=0"));
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body.contains("limitBytes: Invalid value: 0: must be greater than 0"),
+        "{body}"
+    );
+    let (code, body) = kubelet_send(&tls, port, "GET", &format!("{path}?sinceTime=soon"));
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = kubelet_send(&tls, port, "GET", &format!("{path}?limitBytes=5"));
+    assert_eq!((code, body.as_str()), (200, "since"));
+}
+
+/// Issue 45 item 6: `kubectl exec`, `attach` and `port-forward` through the real API server
+/// print the node's refusal in full (v1.36 speaks SPDY/3.1 to a kubelet for them), not
+/// `unable to upgrade connection: empty server response`.
+#[test]
+fn i45_6_exec_attach_and_port_forward_print_the_nodes_refusal() {
+    let _slot = crate::common::two_at_a_time();
+    let case = Case::new("noexec");
+    let ns = case.ns.clone();
+    kubectl_apply(&ns, &talker_pod("talker", "n-noexec", "exec start"));
+    logs_with(&["-n", &ns, "talker"], "exec start");
+    for (args, what) in [
+        (vec!["exec", "-n", &ns, "talker", "--", "true"], "exec"),
+        (vec!["attach", "-n", &ns, "talker"], "attach"),
+        (
+            vec!["port-forward", "-n", &ns, "pod/talker", "0:80"],
+            "port-forward",
+        ),
+    ] {
+        let out = Command::new("timeout")
+            .arg("30")
+            .arg("kubectl")
+            .arg("--kubeconfig")
+            .arg(&cluster().kubeconfig)
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let t = text(&out);
+        assert!(!out.status.success(), "{args:?}: {t}");
+        assert!(
+            t.contains(&format!(
+                "probelet node does not serve {what}: the API server speaks SPDY/3.1 to a kubelet"
+            )),
+            "{args:?}: {t}"
+        );
+    }
+}
+
+/// Issue 46 item 8: held `kubectl logs -f` streams of a user who may read logs in one
+/// namespace (real clients through the real API server) take at most half the kubelet port's
+/// connections; the admin's `kubectl logs` and `kubectl logs -f` in another namespace work.
+/// The node runs with 64 open files: a port of 16 connections, 8 follows.
+#[test]
+fn i46_8_one_namespaces_held_follows_do_not_lock_out_another_namespaces_kubectl_logs() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let hog = namespace("hog");
+    let other = namespace("other");
+    let _node = Node::launch(
+        "n-follows",
+        "127.0.0.1",
+        &["--pod-network", "host"],
+        &[],
+        &["prlimit", "--nofile=64:64", "--"],
+        true,
+    );
+    kubectl_apply(&hog, &talker_pod("talker", "n-follows", "hog start"));
+    kubectl_apply(&other, &talker_pod("talker", "n-follows", "other start"));
+    logs_with(&["-n", &hog, "talker"], "hog start");
+    logs_with(&["-n", &other, "talker"], "other start");
+    // A user who may read pods and their logs in its namespace only.
+    kubectl_ok(&["create", "serviceaccount", "-n", &hog, "reader"]);
+    kubectl_ok(&[
+        "create",
+        "role",
+        "-n",
+        &hog,
+        "logs",
+        "--verb=get",
+        "--resource=pods,pods/log",
+    ]);
+    kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "-n",
+        &hog,
+        "reader",
+        "--role=logs",
+        &format!("--serviceaccount={hog}:reader"),
+    ]);
+    let token = kubectl_ok(&["create", "token", "-n", &hog, "reader", "--duration=1h"]);
+    let dir = tempfile::tempdir().unwrap();
+    let header = dir.path().join("header");
+    std::fs::write(&header, format!("Authorization: Bearer {}\n", token.trim())).unwrap();
+    let kubeconfig = std::fs::read_to_string(&cluster().kubeconfig).unwrap();
+    let server = kubeconfig
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("server: "))
+        .unwrap()
+        .to_string();
+    let url = format!("{server}/api/v1/namespaces/{hog}/pods/talker/log?follow=true");
+    let ca = cluster().dir.join("pki/ca.crt");
+    let mut hogs: Vec<(Child, PathBuf)> = (0..16)
+        .map(|i| {
+            let out = dir.path().join(format!("follow-{i}"));
+            let child = Command::new("curl")
+                .args(["-sSN", "--cacert"])
+                .arg(&ca)
+                .arg("-H")
+                .arg(format!("@{}", header.display()))
+                .arg(&url)
+                .stdout(std::fs::File::create(&out).unwrap())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            // Each follow is held (its first line arrived) before the next one starts.
+            wait_until("a held follow", Duration::from_secs(10), || {
+                let t = std::fs::read_to_string(&out).ok()?;
+                t.contains("hog start").then_some(())
+            });
+            (child, out)
+        })
+        .collect();
+    // The admin reads and follows in the other namespace.
+    let read = kubectl(&["logs", "-n", &other, "talker"]);
+    assert!(read.status.success(), "kubectl logs: {}", text(&read));
+    assert_eq!(String::from_utf8_lossy(&read.stdout), "other start\n");
+    let followed = dir.path().join("admin-follow");
+    let mut admin = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(["logs", "-f", "-n", &other, "talker"])
+        .stdout(std::fs::File::create(&followed).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the admin's follow", Duration::from_secs(10), || {
+        let t = std::fs::read_to_string(&followed).ok()?;
+        t.contains("other start").then_some(())
+    });
+    // The user holds at most the cap less the admin's follow; the others were ended.
+    let held = wait_until("the hog's follows capped", Duration::from_secs(10), || {
+        let mut held = 0;
+        for (c, _) in &mut hogs {
+            held += usize::from(c.try_wait().unwrap().is_none());
+        }
+        (held <= 7).then_some(held)
+    });
+    assert!(held >= 1, "the newest follows are held");
+    assert!(
+        admin.try_wait().unwrap().is_none(),
+        "the admin's follow is held"
+    );
+    let _ = admin.kill();
+    let _ = admin.wait();
+    for (c, _) in &mut hogs {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    for ns in [&hog, &other] {
+        let _ = kubectl(&["delete", "namespace", ns, "--wait=false"]);
+    }
 }
