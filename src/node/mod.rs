@@ -13,7 +13,8 @@
 //! * [`events`]: the event recorder;
 //! * [`kubelet`]: the kubelet's TLS read endpoints (`containerLogs`);
 //! * [`serving`]: the kubelet port's certificate, from files or the `certificates.k8s.io` API;
-//! * [`service_account`]: Downward API env, service variables and a token for each pod.
+//! * [`service_account`]: Downward API env, service variables and a token for each pod;
+//! * [`services`]: ClusterIP Services from the pods' network (kube-proxy's part).
 
 pub mod client;
 pub mod error;
@@ -22,6 +23,7 @@ pub mod kubelet;
 pub mod pods;
 pub mod registration;
 pub mod service_account;
+pub mod services;
 pub mod serving;
 pub mod state;
 pub mod status;
@@ -222,16 +224,27 @@ pub async fn run(
         version: semver(supervisor.kubelet_version()),
     };
     let node = registration::register(&client, &identity).await?;
-    let ips: Arc<dyn pods::PodIps> = match config.pod_network.clone() {
-        PodNetworkMode::Host => Arc::new(pods::HostNetwork(config.address.clone())),
-        PodNetworkMode::Pod { bridge, run_dir } => {
-            Arc::new(pod_network(&client, &config.name, bridge, run_dir).await?)
-        }
+    let network = match config.pod_network.clone() {
+        PodNetworkMode::Host => None,
+        PodNetworkMode::Pod { bridge, run_dir } => Some(Arc::new(
+            pod_network(&client, &config.name, bridge, run_dir).await?,
+        )),
     };
     // What pods get for in-cluster clients (issue 30): the API server's address and CA, and
     // their credentials directory, made afresh once the pod network holds the run directory's
     // lock (so a second node on it fails there, before touching its tokens).
     service_account::init(&config.kubeconfig, &config.run_dir).await?;
+    // With a pod network, the pods reach Services (and the API server) through the node's
+    // proxy; with the host's, they share the node's network and reach what it reaches.
+    let (ips, follow_services): (Arc<dyn pods::PodIps>, _) = match network {
+        None => (Arc::new(pods::HostNetwork(config.address.clone())), None),
+        Some(network) => {
+            let api_server = service_account::api_server().unwrap_or_default();
+            let (with_services, follow) =
+                services::start(client.clone(), network, api_server, note.clone()).await?;
+            (with_services, Some(follow))
+        }
+    };
 
     let report = {
         let note = note.clone();
@@ -280,6 +293,9 @@ pub async fn run(
         status_tx.clone(),
         note,
     ));
+    if let Some(follow) = follow_services {
+        tasks.spawn(follow);
+    }
     let (tls, waiting) = tls;
     if let Some(waiting) = waiting {
         tasks.spawn(waiting);

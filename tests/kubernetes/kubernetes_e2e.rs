@@ -776,14 +776,34 @@ struct Node {
 
 impl Node {
     fn start(name: &str, dir: &Path, ip: &str) -> Node {
+        // The pods reach PostgreSQL, Redis and each other on the host's loopback.
+        Self::start_with(name, dir, ip, &["--pod-network", "host"])
+    }
+
+    /// A node with the default pod network (a namespace and IP per pod), its pod CIDR
+    /// `10.244.THIRD.0/24` set on the Node before it starts (the controller-manager would
+    /// hand every control plane's first node the same 10.244.0.0/24, and the pod networks of
+    /// nodes running at once on this machine must not overlap), its run directory in `dir`.
+    fn start_pod_network(name: &str, dir: &Path, third: u8) -> Node {
+        apply(
+            "default",
+            &format!(
+                "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nspec: {{podCIDR: 10.244.{third}.0/24, podCIDRs: [10.244.{third}.0/24]}}\n"
+            ),
+        );
+        let run_dir = dir.join("run");
+        let run_dir = run_dir.to_str().unwrap();
+        Self::start_with(name, dir, "127.0.0.1", &["--run-dir", run_dir])
+    }
+
+    fn start_with(name: &str, dir: &Path, ip: &str, extra: &[&str]) -> Node {
         let out = dir.join(format!("node-{name}.out"));
         let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
             .arg("node")
             .arg("--kubeconfig")
             .arg(&cluster().kubeconfig)
             .args(["--name", name, "--node-ip", ip])
-            // The pods reach PostgreSQL, Redis and each other on the host's loopback.
-            .args(["--pod-network", "host"])
+            .args(extra)
             .args(["--kubelet-listen", &format!("{ip}:0")])
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::options().append(true).open(&out).unwrap())
@@ -900,6 +920,177 @@ spec:
         "--wait=true",
         "--timeout=60s",
     ]);
+}
+
+/// The docs/kubernetes.md gate flow on a node with the default pod network (issue 46 item 1):
+/// the sidecar, in the pod's own network namespace, writes its gate through the `kubernetes`
+/// Service's ClusterIP (its `KUBERNETES_SERVICE_HOST`), which the node proxies to the API
+/// server; the certificate it verifies names that ClusterIP.
+#[test]
+fn i46_1_the_gate_is_written_through_the_kubernetes_cluster_ip_from_a_pod_network() {
+    let _slot = crate::common::two_at_a_time();
+    let ns = namespace("podnetgate");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
+    let node_name = format!("podnet-gate-{}", std::process::id());
+    let node = Node::start_pod_network(&node_name, tmp.path(), 231);
+    // The dependency: a file the sidecar's exec check looks for (the pod shares the host's
+    // file system, not its network).
+    let dep = tmp.path().join("dependency-up");
+    std::fs::write(&dep, "").unwrap();
+    let config = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "readinessGate: {GATE}\nchecks:\n- name: dep\n  probe: {{exec: {{command: [test, -f, {}]}}, periodSeconds: 1, failureThreshold: 1}}\n",
+            dep.display()
+        ),
+    )
+    .unwrap();
+    apply(
+        &ns,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: gated}}
+spec:
+  nodeName: {node_name}
+  serviceAccountName: probelet-sidecar
+  readinessGates: [{{conditionType: {GATE}}}]
+  containers:
+  - name: probe-sidecar
+    image: probelet
+    command: ["{bin}", sidecar, "{config}", --listen, "0.0.0.0:8086"]
+    env:
+    - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+    - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    readinessProbe: {{tcpSocket: {{port: 8086}}, periodSeconds: 1}}
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            config = config.display(),
+        ),
+    );
+    let ready = |want: &str| -> Option<Value> {
+        let pod = pod_json(&ns, "gated");
+        let c = condition(&pod, "Ready")?;
+        (c["status"] == want).then_some(c)
+    };
+    let log = || std::fs::read_to_string(&node.out).unwrap_or_default();
+    let pod = wait_for(Duration::from_secs(40), "the pod runs", || {
+        let pod = pod_json(&ns, "gated");
+        pod["status"]["podIP"].as_str().is_some().then_some(pod)
+    });
+    let pod_ip = pod["status"]["podIP"].as_str().unwrap().to_string();
+    assert!(pod_ip.starts_with("10.244.231."), "{pod_ip}\n{}", log());
+    let started = Instant::now();
+    while ready("True").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "not Ready through the gate within 40 s; gate {:?}; the sidecar says:\n{}\nthe node says:\n{}",
+            gate_status(&ns, "gated"),
+            common::http(&format!("{pod_ip}:8086"), "GET", "/readyz?verbose", "").1,
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
+    // The sidecar found the API server at the ClusterIP (not at the kubeconfig's 127.0.0.1,
+    // which in the pod's namespace is the pod itself).
+    let env = pod_environment(&config.display().to_string(), "gated");
+    assert!(
+        env.contains(&"KUBERNETES_SERVICE_HOST=10.0.0.1".to_string())
+            && env.contains(&"KUBERNETES_SERVICE_PORT=443".to_string()),
+        "{env:?}"
+    );
+
+    std::fs::remove_file(&dep).unwrap();
+    let c = wait_for(Duration::from_secs(10), "Ready=False", || ready("False"));
+    assert_eq!(c["reason"], "ReadinessGatesNotReady", "{c}");
+    std::fs::write(&dep, "").unwrap();
+    wait_for(Duration::from_secs(10), "Ready=True again", || {
+        ready("True")
+    });
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "-n",
+        &ns,
+        "gated",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+}
+
+/// The environment of the process whose command line contains `marker` and `name`.
+fn pod_environment(marker: &str, name: &str) -> Vec<String> {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if pid == std::process::id() || !cmdline.contains(marker) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let env: Vec<String> = String::from_utf8_lossy(&environ)
+            .split('\0')
+            .map(str::to_string)
+            .collect();
+        if env.iter().any(|e| e == &format!("POD_NAME={name}")) {
+            return env;
+        }
+    }
+    panic!("no process with {marker:?} for pod {name}");
+}
+
+/// A pod on a node with the default pod network reaches another pod through a Service's
+/// ClusterIP (issue 46 item 1): `curl` in the client pod's own network namespace gets the
+/// backend's answer, from an endpoint of the Service's EndpointSlice.
+#[test]
+fn i46_1_a_pod_curls_a_service_cluster_ip_and_gets_the_backends_answer() {
+    let _slot = crate::common::two_at_a_time();
+    let ns = namespace("podnetsvc");
+    let tmp = tempfile::tempdir().unwrap();
+    let node_name = format!("podnet-svc-{}", std::process::id());
+    let node = Node::start_pod_network(&node_name, tmp.path(), 232);
+    apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: backend, labels: {{app: backend}}}}\nspec:\n  nodeName: {node_name}\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: example/app\n    command: [\"{bin}\", demo-app, --listen, \"0.0.0.0:8080\"]\n    readinessProbe: {{httpGet: {{path: /readyz, port: 8080}}, periodSeconds: 1}}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: backend}}\nspec:\n  selector: {{app: backend}}\n  ports: [{{name: http, port: 80, targetPort: 8080}}]\n",
+            bin = env!("CARGO_BIN_EXE_probelet"),
+        ),
+    );
+    let cluster_ip = wait_for(Duration::from_secs(10), "the Service's ClusterIP", || {
+        let svc = cluster().get(&format!("/api/v1/namespaces/{ns}/services/backend"))?;
+        svc["spec"]["clusterIP"].as_str().map(str::to_string)
+    });
+    let log = || std::fs::read_to_string(&node.out).unwrap_or_default();
+    wait_for(Duration::from_secs(40), "the backend is ready", || {
+        let pod = pod_json(&ns, "backend");
+        (condition(&pod, "Ready")?["status"] == "True").then_some(())
+    });
+    let answer = tmp.path().join("answer");
+    apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: client}}\nspec:\n  nodeName: {node_name}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: curl\n    image: example/curl\n    command: [sh, -c, 'until curl -sS --max-time 2 -o {answer}.part http://{cluster_ip}/readyz; do sleep 0.2; done; mv {answer}.part {answer}; exec sleep 600']\n",
+            answer = answer.display(),
+        ),
+    );
+    let body = wait_for(Duration::from_secs(40), "the client's answer", || {
+        std::fs::read_to_string(&answer).ok()
+    });
+    // demo-app's `/readyz` answer: "ready at <its uptime>".
+    assert!(body.starts_with("ready at "), "{body:?}\n{}", log());
+    let client = pod_json(&ns, "client");
+    let client_ip = client["status"]["podIP"].as_str().unwrap_or_default();
+    assert!(client_ip.starts_with("10.244.232."), "{client}");
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }
 
 /// The machine's address on its default route (the API server refuses loopback addresses in
