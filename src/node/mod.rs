@@ -112,6 +112,7 @@ async fn pod_network(
         bridge: bridge.unwrap_or_else(|| bridge_name(name)),
         pod_cidr,
         run_dir,
+        registry: crate::runtime::registry::DEFAULT_DIR.into(),
     };
     crate::runtime::netns::PodNetwork::create(config)
         .map_err(|e| NodeError::PodNetwork(e.to_string()))
@@ -165,7 +166,11 @@ pub async fn run(
     let ips: Arc<dyn pods::PodIps> = match config.pod_network.clone() {
         PodNetworkMode::Host => Arc::new(pods::HostNetwork(config.address.clone())),
         PodNetworkMode::Pod { bridge, run_dir } => {
-            Arc::new(pod_network(&client, &config.name, bridge, run_dir).await?)
+            let network = pod_network(&client, &config.name, bridge, run_dir).await?;
+            for removed in network.dead_removed() {
+                note(removed.summary());
+            }
+            Arc::new(network)
         }
     };
     // What pods get for in-cluster clients (issue 30): the API server's address and CA, and
