@@ -31,7 +31,7 @@ pub fn status_patch(uid: &str, state: &super::state::PodState) -> Option<serde_j
     // Once given, the start time stays (the pod started then, whatever the node did since).
     // The pod's IPs are the sandbox's, as rendered: a pod re-run after a node restart at
     // another address (its old one could not be had) has the new one written, which the API
-    // server accepts (v1.36.3, checked with a server-side dry run) and the EndpointSlice
+    // server accepts (v1.36.3: node_e2e i46_2 writes it, with the list replaced) and the EndpointSlice
     // controller follows; keeping the old one would list an address where nothing answers.
     if let Some(start) = api_status.and_then(|api| api.start_time.clone()) {
         status.start_time = Some(start);
@@ -46,6 +46,12 @@ pub fn status_patch(uid: &str, state: &super::state::PodState) -> Option<serde_j
                 c.entry(key).or_insert(serde_json::Value::Null);
             }
         }
+    }
+    // podIPs merge by `ip`: a changed IP would be added to the old one (refused: one IP per
+    // family). The list is replaced whole, in every patch (the same form each time, so an
+    // unchanged status still compares equal to what was written).
+    if let Some(ips) = status.get_mut("podIPs").and_then(|v| v.as_array_mut()) {
+        ips.insert(0, serde_json::json!({ "$patch": "replace" }));
     }
     let patch = serde_json::json!({ "metadata": { "uid": uid }, "status": status });
     (state.written.as_ref() != Some(&patch)).then_some(patch)
@@ -184,7 +190,11 @@ mod tests {
         ));
         let patch = status_patch("u1", &s).unwrap();
         assert_eq!(patch["status"]["podIP"], "10.244.0.2", "{patch}");
-        assert_eq!(patch["status"]["podIPs"][0]["ip"], "10.244.0.2", "{patch}");
+        assert_eq!(
+            patch["status"]["podIPs"],
+            serde_json::json!([{"$patch": "replace"}, {"ip": "10.244.0.2"}]),
+            "the list is replaced, not merged with the old IP"
+        );
         assert_eq!(
             patch["status"]["startTime"], "1970-01-01T00:00:50Z",
             "{patch}"

@@ -1827,6 +1827,22 @@ fn interrupt(node: &mut Node) -> std::process::ExitStatus {
     status
 }
 
+/// [`wait_until`] for 30 s; on time-out, the failure shows the node's output.
+fn wait_or_show<T>(node: &Node, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out waiting for {what}; the node said:\n{}",
+            node.output()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The host veth of the sandbox of the pod at `ip` (`veth` and the IP in hex).
 fn host_veth(ip: &str) -> String {
     let ip: std::net::Ipv4Addr = ip.parse().unwrap();
@@ -1916,7 +1932,7 @@ fn i46_2_pod_ips_survive_a_restart_and_a_lost_record_moves_the_status_and_endpoi
     let sandboxes = cluster().dir.join("run-n-ipkeep").join("sandboxes");
     std::fs::remove_dir_all(&sandboxes).unwrap();
     let node = Node::start("n-ipkeep");
-    let new_ip = wait_until("b at a new IP", Duration::from_secs(30), || {
+    let new_ip = wait_or_show(&node, "b at a new IP", || {
         pod_json(&ns, "b")["status"]["podIP"]
             .as_str()
             .filter(|ip| *ip != b_ip)
