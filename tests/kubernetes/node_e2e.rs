@@ -2005,9 +2005,7 @@ fn i46_3_after_kill_9_a_node_of_another_name_in_another_control_plane_starts_and
     let port = common::free_port();
     let marker = format!("0.0.0.0:{port}");
     kubectl_apply(&ns, &demo_pod("n-crash-dead", &marker, ""));
-    wait_until("the pod's process", Duration::from_secs(30), || {
-        process_with(&marker)
-    });
+    wait_or_show(&dead, "the pod's process", || process_with(&marker));
     let ip = wait_until("the pod's IP", Duration::from_secs(30), || {
         pod_json(&ns, "web")["status"]["podIP"]
             .as_str()
@@ -2025,11 +2023,11 @@ fn i46_3_after_kill_9_a_node_of_another_name_in_another_control_plane_starts_and
 
     use_own_cluster("probelet-node-crash-b");
     let mut other = Node::start("n-crash-other");
-    assert_eq!(node_json("n-crash-other")["spec"]["podCIDR"], dead_cidr);
     let other_bridge = probelet::node::bridge_name("n-crash-other");
-    wait_until("the other node's bridge", Duration::from_secs(30), || {
+    wait_or_show(&other, "the other node's bridge", || {
         link_exists(&other_bridge).then_some(())
     });
+    assert_eq!(node_json("n-crash-other")["spec"]["podCIDR"], dead_cidr);
     let alive = other.child.as_mut().unwrap().try_wait().unwrap();
     assert!(alive.is_none(), "the node exited:\n{}", other.output());
     let output = other.output();
