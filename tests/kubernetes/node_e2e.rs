@@ -1873,8 +1873,27 @@ fn keep_pod(name: &str, node: &str, port: u16) -> String {
     )
 }
 
-/// Waits until pod `name` is Ready at `ip` in its status, answers there, and is the only ready
-/// address of Service `keep`.
+/// Whether `GET /readyz` at `ip:port` answers 200 within a second.
+fn readyz_answers(ip: &str, port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(
+        &format!("{ip}:{port}").parse().unwrap(),
+        Duration::from_secs(1),
+    ) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let request = format!("GET /readyz HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n");
+    let mut head = [0u8; 12];
+    s.write_all(request.as_bytes()).is_ok()
+        && s.read_exact(&mut head).is_ok()
+        && head.ends_with(b" 200")
+}
+
+/// Waits until pod `name` is Ready at `ip` in its status, its sandbox has that IP (the host
+/// veth is named after it), it answers there, and it is the only ready address of Service
+/// `keep`. (A connection alone proves nothing: this machine's default route may lead to a
+/// proxy that accepts any address.)
 fn wait_served_at(ns: &str, name: &str, ip: &str, port: u16) {
     wait_until(
         &format!("pod {name} Ready at {ip}, alone in the EndpointSlice"),
@@ -1884,11 +1903,8 @@ fn wait_served_at(ns: &str, name: &str, ip: &str, port: u16) {
             let ready = condition(&p, "Ready")?["status"] == "True";
             let at = p["status"]["podIP"] == ip;
             let slice = endpoint_ready(ns, "keep") == [(ip.to_string(), true)];
-            let answers = std::net::TcpStream::connect_timeout(
-                &format!("{ip}:{port}").parse().unwrap(),
-                Duration::from_millis(500),
-            )
-            .is_ok();
+            let sandbox = link_exists(&host_veth(ip));
+            let answers = sandbox && readyz_answers(ip, port);
             (ready && at && slice && answers).then_some(())
         },
     );
@@ -1902,7 +1918,13 @@ fn i46_2_pod_ips_survive_a_restart_and_a_lost_record_moves_the_status_and_endpoi
     let _slot = crate::common::two_at_a_time();
     let _shared = shared_server();
     let ns = namespace("ipkeep");
+    // Another /24 than i46_3's two fresh control planes use.
+    let placeholders = skip_first_pod_cidrs(16);
     let mut node = Node::start("n-ipkeep");
+    wait_or_show(&node, "the node's pod CIDR", || {
+        node_json("n-ipkeep")["spec"]["podCIDR"].as_str().map(drop)
+    });
+    drop(placeholders);
     let port = common::free_port();
     kubectl_apply(
         &ns,
@@ -1992,6 +2014,37 @@ fn i46_9_after_kill_9_a_restart_and_a_clean_stop_leave_no_bridge_and_no_token() 
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }
 
+/// Gives `n` free pod CIDRs of the control plane to Node objects no kubelet runs (deleted when
+/// the guard is dropped), so that the next node gets none of the first few /24s that the fresh
+/// control planes of other tests on the machine hand out to their running nodes (a running
+/// node's bridge on the same /24 is rightly refused).
+fn skip_first_pod_cidrs(n: usize) -> Placeholders {
+    let yaml: Vec<String> = (0..n)
+        .map(|i| format!("apiVersion: v1\nkind: Node\nmetadata: {{name: placeholder-{i}}}\n"))
+        .collect();
+    kubectl_apply("default", &yaml.join("---\n"));
+    for i in 0..n {
+        wait_until("a placeholder's pod CIDR", Duration::from_secs(30), || {
+            node_json(&format!("placeholder-{i}"))["spec"]["podCIDR"]
+                .as_str()
+                .map(drop)
+        });
+    }
+    Placeholders(n)
+}
+
+/// The Node objects of [`skip_first_pod_cidrs`]; deleted when dropped.
+struct Placeholders(usize);
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        let names: Vec<String> = (0..self.0).map(|i| format!("placeholder-{i}")).collect();
+        let mut args = vec!["delete", "node", "--wait=false"];
+        args.extend(names.iter().map(String::as_str));
+        let _ = kubectl(&args);
+    }
+}
+
 /// Issue 46 item 3: after `kill -9` of a node, a node of another name in another control plane
 /// (which hands out the same first pod CIDR) starts, removes the dead node's pod network
 /// (bridge and its address, veth, namespace mount) and its pods' tokens, and says so in one
@@ -2000,6 +2053,7 @@ fn i46_9_after_kill_9_a_restart_and_a_clean_stop_leave_no_bridge_and_no_token() 
 fn i46_3_after_kill_9_a_node_of_another_name_in_another_control_plane_starts_and_cleans_up() {
     let _slot = crate::common::two_at_a_time();
     use_own_cluster("probelet-node-crash-a");
+    let _placeholders_a = skip_first_pod_cidrs(8);
     let ns = namespace("crash");
     let mut dead = Node::start("n-crash-dead");
     let port = common::free_port();
@@ -2021,7 +2075,16 @@ fn i46_3_after_kill_9_a_node_of_another_name_in_another_control_plane_starts_and
     assert_eq!(mounts_under(&dead_run).len(), 1, "the sandbox's namespace");
     assert!(dead_run.join("tokens").is_dir());
 
+    // The other control plane hands the other node the same /24 (set here, as a fresh control
+    // plane's first node would get its first one).
     use_own_cluster("probelet-node-crash-b");
+    let cidr = dead_cidr.as_str().unwrap();
+    kubectl_apply(
+        "default",
+        &format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: n-crash-other}}\nspec: {{podCIDR: {cidr}, podCIDRs: [{cidr}]}}\n"
+        ),
+    );
     let mut other = Node::start("n-crash-other");
     let other_bridge = probelet::node::bridge_name("n-crash-other");
     wait_or_show(&other, "the other node's bridge", || {
