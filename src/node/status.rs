@@ -31,8 +31,9 @@ pub fn status_patch(uid: &str, state: &super::state::PodState) -> Option<serde_j
     // Once given, the start time stays (the pod started then, whatever the node did since).
     // The pod's IPs are the sandbox's, as rendered: a pod re-run after a node restart at
     // another address (its old one could not be had) has the new one written, which the API
-    // server accepts (v1.36.3: node_e2e i46_2 writes it, with the list replaced) and the EndpointSlice
-    // controller follows; keeping the old one would list an address where nothing answers.
+    // server accepts (v1.36.3: node_e2e i46_2 writes it, the list replaced, see below) and
+    // the EndpointSlice controller follows; keeping the old one would list an address where
+    // nothing answers.
     if let Some(start) = api_status.and_then(|api| api.start_time.clone()) {
         status.start_time = Some(start);
     }

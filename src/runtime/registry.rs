@@ -8,9 +8,9 @@
 //! IP records stay in their run directory: the dead node, restarted, gives its pods their
 //! addresses again ([`super::netns`]).
 //!
-//! One file per node process, named `PID-START-BRIDGE`, rewritten whole (a new file renamed over the
-//! old one) on every change, so a crash leaves either the old or the new list, never half of
-//! one. The directory's `lock` (flock) makes the removal of dead nodes and the registration of
+//! One file per node process, named `PID-START-BRIDGE`, rewritten whole (a new file renamed
+//! over the old one) on every change, so a crash leaves either the old or the new list, never
+//! half of one. The directory's `lock` (flock) makes the removal of dead nodes and the registration of
 //! a new one one step, so two nodes starting at once never both tear one network down.
 
 use super::netlink::Netlink;
@@ -250,7 +250,9 @@ impl Registration {
 
     fn write(&self) -> io::Result<()> {
         let text = self.entry.to_text()?;
-        let tmp = self.path.with_extension("tmp");
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
         std::fs::write(&tmp, text).map_err(err(format!("writing {}", tmp.display())))?;
         std::fs::rename(&tmp, &self.path).map_err(err(format!("writing {}", self.path.display())))
     }
