@@ -116,6 +116,7 @@ async fn pod_network(
         bridge: bridge.unwrap_or_else(|| bridge_name(name)),
         pod_cidr,
         run_dir,
+        registry: crate::runtime::registry::DEFAULT_DIR.into(),
     };
     crate::runtime::netns::PodNetwork::create(config)
         .map_err(|e| NodeError::PodNetwork(e.to_string()))
@@ -226,9 +227,13 @@ pub async fn run(
     let node = registration::register(&client, &identity).await?;
     let network = match config.pod_network.clone() {
         PodNetworkMode::Host => None,
-        PodNetworkMode::Pod { bridge, run_dir } => Some(Arc::new(
-            pod_network(&client, &config.name, bridge, run_dir).await?,
-        )),
+        PodNetworkMode::Pod { bridge, run_dir } => {
+            let network = pod_network(&client, &config.name, bridge, run_dir).await?;
+            for removed in network.dead_removed() {
+                note(removed.summary());
+            }
+            Some(Arc::new(network))
+        }
     };
     // What pods get for in-cluster clients (issue 30): the API server's address and CA, and
     // their credentials directory, made afresh once the pod network holds the run directory's

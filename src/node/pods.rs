@@ -397,6 +397,7 @@ async fn apply(
             return;
         }
     };
+    note_ip_change(&pod, &ip, report);
     for line in unsupported(&spec) {
         if let Err(e) = warn(client, node_name, &pod, "Unsupported", &line).await {
             report(e.to_string());
@@ -416,6 +417,19 @@ async fn apply(
     });
     send_conditions(commands, &uid, &pod);
     lock(shared).entry(&uid).api = Some(pod);
+}
+
+/// One line when a pod re-run here (after a node restart) gets another IP than its status
+/// has: its recorded address could not be had. The status writer writes the new one.
+fn note_ip_change(pod: &core::Pod, ip: &str, report: &(impl Fn(String) + Send)) {
+    let old = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref());
+    if let Some(old) = old.filter(|old| *old != ip) {
+        report(format!(
+            "pod {}/{}: IP changed from {old} to {ip} (its address could not be given back); its status and the EndpointSlices follow",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ));
+    }
 }
 
 /// R5.7: the engine decides Ready from the conditions others wrote (readiness gates).

@@ -13,6 +13,9 @@
 //! is created exclusively (mode 700), and every file is written to a new temporary file
 //! (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 600) renamed over the old one, so nothing another user
 //! placed there beforehand is ever accepted or written through.
+//! Every clean stop removes them ([`forget_all`]); after a `kill -9`, the next start of the node
+//! makes the `tokens` directory afresh, and a node with a pod network started before that
+//! removes a dead node's `tokens` ([`crate::runtime::registry`]).
 //! The service variables name the `kubernetes` Service's ClusterIP, which the node's Service
 //! proxy serves ([`super::services`]); with `--pod-network host`, the kubeconfig's server.
 
