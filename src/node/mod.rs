@@ -12,9 +12,12 @@
 //! * [`status`]: the status manager (strategic merge patches, only on change);
 //! * [`events`]: the event recorder;
 //! * [`kubelet`]: the kubelet's TLS read endpoints (`containerLogs`);
-//! * [`service_account`]: Downward API env, service variables and a token for each pod.
+//! * [`env`]: a container's environment, as the kubelet builds it;
+//! * [`service_account`]: a token for each pod;
+//! * [`volumes`]: the contents of a pod's volumes, and each container's mounts.
 
 pub mod client;
+pub mod env;
 pub mod error;
 pub mod events;
 pub mod kubelet;
@@ -23,6 +26,7 @@ pub mod registration;
 pub mod service_account;
 pub mod state;
 pub mod status;
+pub mod volumes;
 
 use crate::driver::Supervisor;
 use client::NodeError;
@@ -162,6 +166,15 @@ pub async fn run(
         version: semver(supervisor.kubelet_version()),
     };
     let node = registration::register(&client, &identity).await?;
+    // What a container's environment needs of the node: `status.hostIP(s)`, and the
+    // allocatable that a `resourceFieldRef` to an unset limit gets.
+    let node_env = env::PodContext {
+        pod_ips: Vec::new(),
+        host_ips: vec![config.address.clone()],
+        allocatable: registration::node_status(&identity)
+            .allocatable
+            .unwrap_or_default(),
+    };
     let ips: Arc<dyn pods::PodIps> = match config.pod_network.clone() {
         PodNetworkMode::Host => Arc::new(pods::HostNetwork(config.address.clone())),
         PodNetworkMode::Pod { bridge, run_dir } => {
@@ -214,6 +227,7 @@ pub async fn run(
     tasks.spawn(pods::sync_pods(
         client.clone(),
         config.name.clone(),
+        node_env,
         shared.clone(),
         ips.clone(),
         commands_tx,
