@@ -528,8 +528,15 @@ impl<R: Fn(String) + Send> PodSync<R> {
     /// one event per field it asks for that probelet does not do).
     async fn admit(&mut self, uid: &str, pod: &core::Pod) -> Option<(String, Option<Netns>)> {
         let spec = pod.spec.clone().unwrap_or_default();
-        let why_not = unrunnable(&spec).or_else(|| unconfinable(pod, &spec));
-        match why_not.map_or_else(|| self.ips.assign(uid), Err) {
+        // The waiting reason of a pod refused: the kubelet's for the same failure.
+        let why_not = unrunnable(&spec)
+            .map(|m| ("CreateContainerError", m))
+            .or_else(|| unconfinable(pod, &spec).map(|m| ("CreateContainerConfigError", m)));
+        let assigned = match why_not {
+            Some(refusal) => Err(refusal),
+            None => self.ips.assign(uid).map_err(|m| ("ContainerCreating", m)),
+        };
+        match assigned {
             Ok(assigned) => {
                 for line in unsupported(&spec) {
                     if let Err(e) =
@@ -540,11 +547,21 @@ impl<R: Fn(String) + Send> PodSync<R> {
                 }
                 Some(assigned)
             }
-            Err(message) => {
+            Err((reason, message)) => {
                 self.refused.insert(uid.to_string());
                 if let Err(e) = warn(&self.client, &self.node_name, pod, "Failed", &message).await {
                     (self.report)(e.to_string());
                 }
+                // Not a bare `Pending`: every container says why it does not start.
+                let waiting = Waiting {
+                    container: None,
+                    reason,
+                    message: message.strip_prefix("Error: ").unwrap_or(&message),
+                };
+                let host = self.node_env.host_ips.first().map_or("", String::as_str);
+                let status = held_status(pod, None, host, &waiting);
+                lock(&self.shared).entry(uid).rendered = Some(status);
+                let _ = self.status.send(uid.to_string());
                 None
             }
         }
@@ -642,13 +659,13 @@ impl<R: Fn(String) + Send> PodSync<R> {
                 (self.report)(e.to_string());
             }
         }
-        let status = held_status(
-            pod,
-            &ip,
-            self.node_env.host_ips.first().map_or("", String::as_str),
-            container,
-            &message,
-        );
+        let waiting = Waiting {
+            container: Some(container),
+            reason: "CreateContainerConfigError",
+            message: &message,
+        };
+        let host = self.node_env.host_ips.first().map_or("", String::as_str);
+        let status = held_status(pod, Some(&ip), host, &waiting);
         lock(&self.shared).entry(uid).rendered = Some(status);
         let _ = self.status.send(uid.to_string());
         self.held
@@ -665,22 +682,31 @@ impl<R: Fn(String) + Send> PodSync<R> {
     }
 }
 
-/// The status of a pod held before its containers start: `Pending`, its IPs, container
-/// `failing` waiting with `CreateContainerConfigError` and `message`, the others waiting as
+/// Why a pod's container (or every one, `container: None`) does not start.
+pub struct Waiting<'a> {
+    /// The container (`None`: all of them).
+    pub container: Option<&'a str>,
+    /// The kubelet's waiting reason (`CreateContainerConfigError`, ...).
+    pub reason: &'a str,
+    /// The kubelet's message.
+    pub message: &'a str,
+}
+
+/// The status of a pod held before its containers start: `Pending`, its IPs (once it has a
+/// sandbox), the containers `waiting` names waiting with its reason and message, the others as
 /// the kubelet shows them (`PodInitializing` behind init containers, else
 /// `ContainerCreating`), no restart counted.
 pub fn held_status(
     pod: &core::Pod,
-    ip: &str,
+    ip: Option<&str>,
     host_ip: &str,
-    failing: &str,
-    message: &str,
+    failing: &Waiting<'_>,
 ) -> core::PodStatus {
     let spec = pod.spec.clone().unwrap_or_default();
     let has_init = spec.init_containers.as_ref().is_some_and(|v| !v.is_empty());
     let waiting = |c: &core::Container, init: bool| {
-        let (reason, message) = if c.name == failing {
-            ("CreateContainerConfigError", Some(message.to_string()))
+        let (reason, message) = if failing.container.is_none_or(|f| f == c.name) {
+            (failing.reason, Some(failing.message.to_string()))
         } else if has_init && !init {
             ("PodInitializing", None)
         } else {
@@ -759,8 +785,8 @@ pub fn held_status(
         init_container_statuses: has_init.then(|| init.iter().map(|c| waiting(c, true)).collect()),
         host_ip: Some(host_ip.into()),
         host_ips: Some(vec![core::HostIP { ip: host_ip.into() }]),
-        pod_ip: Some(ip.into()),
-        pod_ips: Some(vec![core::PodIP { ip: ip.into() }]),
+        pod_ip: ip.map(Into::into),
+        pod_ips: ip.map(|ip| vec![core::PodIP { ip: ip.into() }]),
         start_time: Some(now),
         ..Default::default()
     }

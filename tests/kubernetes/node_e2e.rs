@@ -1973,7 +1973,8 @@ fn i45_6_a_missing_secret_is_create_container_config_error_until_it_is_created()
 }
 
 /// Issue 45 item 6: a container with `args` and no `command` runs its `args` (there is no
-/// image entrypoint), with a Normal event that says so.
+/// image entrypoint), with a Normal event that says so; one with neither is not a bare
+/// `Pending`: it waits with the kubelet's `CreateContainerError` and says why.
 #[test]
 fn i45_6_args_without_a_command_run_as_the_command() {
     let _slot = crate::common::two_at_a_time();
@@ -1994,5 +1995,27 @@ fn i45_6_args_without_a_command_run_as_the_command() {
         note["message"].as_str().unwrap().contains("its args"),
         "{note}"
     );
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: image-only}\nspec:\n  nodeName: n-argsonly\n  containers:\n  - {name: app, image: nginx}\n",
+    );
+    let app = wait_until("a waiting reason", Duration::from_secs(30), || {
+        let pod = pod_json(&ns, "image-only");
+        let app = pod["status"]["containerStatuses"][0].clone();
+        app["state"]["waiting"]["reason"].is_string().then_some(app)
+    });
+    assert_eq!(
+        app["state"]["waiting"]["reason"], "CreateContainerError",
+        "{app}"
+    );
+    assert!(
+        app["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("container \"app\" has no command"),
+        "{app}"
+    );
+    let table = kubectl_ok(&["get", "pod", "image-only", "-n", &ns, "--no-headers"]);
+    assert!(table.contains("CreateContainerError"), "{table}");
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
