@@ -591,13 +591,17 @@ pub fn as_plain_env(vars: &[(String, String)]) -> Vec<core::EnvVar> {
         .collect()
 }
 
+/// A pod from YAML, for the node's unit tests.
+#[cfg(test)]
+pub(crate) fn tests_pod(yaml: &str) -> core::Pod {
+    serde_saphyr::from_str(yaml).expect("pod")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn pod(yaml: &str) -> core::Pod {
-        serde_saphyr::from_str(yaml).expect("pod")
-    }
+    use crate::node::env::tests_pod as pod;
 
     fn sources() -> Sources {
         let mut s = Sources::default();

@@ -895,4 +895,49 @@ mod tests {
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].starts_with("spec.volumes (data)"), "{lines:?}");
     }
+
+    #[test]
+    fn i45_6_a_held_pod_is_pending_with_the_kubelets_reason_and_no_restart() {
+        let pod: core::Pod = crate::node::env::tests_pod(
+            "metadata: {name: p, namespace: ns}\nspec:\n  initContainers: [{name: init}]\n  containers: [{name: app}, {name: side}]\n",
+        );
+        let waiting = Waiting {
+            container: Some("init"),
+            reason: "CreateContainerConfigError",
+            message: "secret \"db\" not found",
+        };
+        let s = held_status(&pod, Some("10.244.0.7"), "10.0.0.1", &waiting);
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        assert_eq!(s.pod_ip.as_deref(), Some("10.244.0.7"));
+        let reason = |c: &core::ContainerStatus| {
+            let w = c.state.as_ref().unwrap().waiting.as_ref().unwrap();
+            (
+                w.reason.clone().unwrap(),
+                w.message.clone(),
+                c.restart_count,
+            )
+        };
+        let init = &s.init_container_statuses.as_ref().unwrap()[0];
+        assert_eq!(
+            reason(init),
+            (
+                "CreateContainerConfigError".into(),
+                Some("secret \"db\" not found".into()),
+                0
+            )
+        );
+        let app = &s.container_statuses.as_ref().unwrap()[0];
+        assert_eq!(reason(app), ("PodInitializing".into(), None, 0));
+        // A refused pod: every container says why, and it has no IP.
+        let all = Waiting {
+            container: None,
+            reason: "CreateContainerError",
+            message: "no command",
+        };
+        let s = held_status(&pod, None, "10.0.0.1", &all);
+        assert_eq!(s.pod_ip, None);
+        for c in s.container_statuses.as_ref().unwrap() {
+            assert_eq!(reason(c).0, "CreateContainerError");
+        }
+    }
 }

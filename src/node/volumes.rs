@@ -605,9 +605,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
     }
 
-    fn pod(yaml: &str) -> core::Pod {
-        serde_saphyr::from_str(yaml).expect("pod")
-    }
+    use crate::node::env::tests_pod as pod;
 
     fn sources() -> Sources {
         let mut s = Sources::default();
