@@ -95,8 +95,8 @@ impl NodeSink for Sink {
     }
 }
 
-/// Why a pod cannot run here, if it cannot: a container without a command (probelet runs
-/// processes; with no image there is no entrypoint to take one from).
+/// Why a pod cannot run here, if it cannot: a container with neither `command` nor `args`
+/// (probelet runs processes; with no image there is no entrypoint to take one from).
 pub fn unrunnable(spec: &core::PodSpec) -> Option<String> {
     let missing: Vec<&str> = spec
         .init_containers
@@ -104,6 +104,7 @@ pub fn unrunnable(spec: &core::PodSpec) -> Option<String> {
         .flatten()
         .chain(&spec.containers)
         .filter(|c| c.command.as_ref().is_none_or(Vec::is_empty))
+        .filter(|c| c.args.as_ref().is_none_or(Vec::is_empty))
         .map(|c| c.name.as_str())
         .collect();
     (!missing.is_empty()).then(|| {
@@ -169,12 +170,36 @@ pub fn unsupported(spec: &core::PodSpec) -> Vec<String> {
     out
 }
 
-/// The template the supervisor runs for an API pod.
-fn template(pod: &core::Pod) -> Option<PodTemplate> {
+/// The template the supervisor runs for an API pod, and a note for each container whose
+/// `args` become its command (no `command`, and no image entrypoint to take one from: the
+/// kubelet would run the image's entrypoint with those `args`).
+fn template(pod: &core::Pod) -> Option<(PodTemplate, Vec<(String, String)>)> {
     let meta = pod.metadata.clone();
     let name = meta.name.clone()?;
     let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
-    Some(PodTemplate {
+    let mut spec = pod.spec.clone()?;
+    let mut notes = Vec::new();
+    let (init, regular) = (&mut spec.init_containers, &mut spec.containers);
+    for (field, c) in init
+        .iter_mut()
+        .flatten()
+        .map(|c| ("initContainers", c))
+        .chain(regular.iter_mut().map(|c| ("containers", c)))
+    {
+        if c.command.as_ref().is_none_or(Vec::is_empty)
+            && let Some(args) = c.args.take().filter(|a| !a.is_empty())
+        {
+            notes.push((
+                format!("spec.{field}{{{}}}", c.name),
+                format!(
+                    "Container {:?} has no command: its args {args:?} run as the command (probelet runs no image, so there is no entrypoint to give them to)",
+                    c.name
+                ),
+            ));
+            c.command = Some(args);
+        }
+    }
+    let template = PodTemplate {
         source: format!("pod {namespace}/{name}"),
         document: 0,
         kind: "Pod".into(),
@@ -183,18 +208,20 @@ fn template(pod: &core::Pod) -> Option<PodTemplate> {
         template_metadata: meta.clone(),
         metadata: meta,
         field_prefix: "spec".into(),
-        spec: pod.spec.clone()?,
+        spec,
         replicas: None,
-    })
+    };
+    Some((template, notes))
 }
 
-/// Posts one `Warning` event about a pod the supervisor does not run (so it has no event
-/// store of its own).
-async fn warn(
+/// Posts one event about a pod the supervisor does not run (yet: so it has no event store of
+/// its own); `field_path` names the container it is about, as the kubelet's do.
+async fn post_event(
     client: &kube::Client,
     node_name: &str,
     pod: &core::Pod,
-    reason: &str,
+    (type_, reason): (&str, &str),
+    field_path: Option<&str>,
     message: &str,
 ) -> Result<(), NodeError> {
     let ns = pod
@@ -217,11 +244,12 @@ async fn warn(
             name: Some(name),
             namespace: Some(ns.clone()),
             uid: pod.metadata.uid.clone(),
+            field_path: field_path.map(Into::into),
             ..Default::default()
         },
         reason: Some(reason.into()),
         message: Some(message.into()),
-        type_: Some("Warning".into()),
+        type_: Some(type_.into()),
         count: Some(1),
         first_timestamp: Some(now.clone()),
         last_timestamp: Some(now),
@@ -241,14 +269,71 @@ async fn warn(
         .map_err(|e| NodeError::from_kube("recording an event", e))
 }
 
+/// Posts one `Warning` event about a pod the supervisor does not run.
+async fn warn(
+    client: &kube::Client,
+    node_name: &str,
+    pod: &core::Pod,
+    reason: &str,
+    message: &str,
+) -> Result<(), NodeError> {
+    post_event(client, node_name, pod, ("Warning", reason), None, message).await
+}
+
+/// The pod worker's back-off after a failed sync (pod_workers.go: `backOffPeriod` 10 s,
+/// jittered by up to half of it): when a pod whose configuration could not be made is tried
+/// again.
+fn config_retry_delay() -> std::time::Duration {
+    let mut b = [0u8; 2];
+    let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
+    let r = u16::from_le_bytes(b);
+    std::time::Duration::from_millis(10_000 + u64::from(r) % 5_000)
+}
+
+/// A pod that has its sandbox and IP but whose containers cannot be configured yet (a Secret,
+/// ConfigMap or key it refers to is missing): its status says why, and it is tried again
+/// after [`config_retry_delay`], counting no restart, as the kubelet does.
+struct Held {
+    ip: String,
+    netns: Option<Netns>,
+    /// The last `Failed` event's message (an unchanged one is not posted again).
+    message: String,
+}
+
+/// What the node's pod sync keeps between events.
+struct PodSync<R> {
+    client: kube::Client,
+    node_name: String,
+    /// What every pod's environment needs of the node (its addresses and allocatable).
+    node_env: super::env::PodContext,
+    shared: Shared,
+    ips: Arc<dyn PodIps>,
+    commands: mpsc::UnboundedSender<PodCommand>,
+    status: mpsc::UnboundedSender<String>,
+    /// Pods handed to the supervisor.
+    running: HashSet<String>,
+    /// Pods refused (reported once).
+    refused: HashSet<String>,
+    /// Pods waiting for their configuration, by UID.
+    held: std::collections::HashMap<String, Held>,
+    /// Where a held pod's retry comes back (by UID).
+    retry: mpsc::UnboundedSender<String>,
+    /// Held pods with a retry on its way (one each, however many watch events come).
+    retrying: HashSet<String>,
+    report: R,
+}
+
 /// Watches the pods bound to `node_name` for ever and keeps the supervisor's pods in step:
 /// a new pod is added (unless it cannot run: then one event says why), a pod marked for
 /// deletion is stopped by the kill path with the deletion's grace period, a pod gone from the
 /// API is stopped at once. Each change of a pod's API object wakes the status writer (a
-/// readiness gate set by someone else changes Ready).
+/// readiness gate set by someone else changes Ready). `node_env` is what a container's
+/// environment needs of the node ([`super::env::PodContext`], its pod IPs left empty).
+#[allow(clippy::too_many_arguments)]
 pub async fn sync_pods(
     client: kube::Client,
     node_name: String,
+    node_env: super::env::PodContext,
     shared: Shared,
     ips: Arc<dyn PodIps>,
     commands: mpsc::UnboundedSender<PodCommand>,
@@ -258,12 +343,40 @@ pub async fn sync_pods(
     let pods: Api<core::Pod> = Api::all(client.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
     let mut stream = watcher(pods, config).default_backoff().boxed();
-    // Pods handed to the supervisor, and pods refused (reported once).
-    let mut running: HashSet<String> = HashSet::new();
-    let mut refused: HashSet<String> = HashSet::new();
+    let (retry, mut retries) = mpsc::unbounded_channel();
+    let mut sync = PodSync {
+        client,
+        node_name,
+        node_env,
+        shared,
+        ips,
+        commands,
+        status,
+        running: HashSet::new(),
+        refused: HashSet::new(),
+        held: std::collections::HashMap::new(),
+        retry,
+        retrying: HashSet::new(),
+        report,
+    };
     let mut listed: HashSet<String> = HashSet::new();
     let mut error_shown = false;
-    while let Some(event) = stream.next().await {
+    loop {
+        let event = tokio::select! {
+            event = stream.next() => match event {
+                Some(e) => e,
+                None => return,
+            },
+            Some(uid) = retries.recv() => {
+                sync.retrying.remove(&uid);
+                // The newest object the watch gave (gone: nothing to retry).
+                let pod = lock(&sync.shared).get(&uid).and_then(|s| s.api.clone());
+                if let Some(pod) = pod.filter(|_| sync.held.contains_key(&uid)) {
+                    sync.apply(pod).await;
+                }
+                continue;
+            }
+        };
         let event = match event {
             Ok(e) => {
                 error_shown = false;
@@ -272,8 +385,9 @@ pub async fn sync_pods(
             Err(e) => {
                 // The watcher backs off and resumes by itself; say so once per outage.
                 if !error_shown {
-                    report(format!(
-                        "watching the pods of node {node_name}: {}",
+                    (sync.report)(format!(
+                        "watching the pods of node {}: {}",
+                        sync.node_name,
                         crate::display::error_chain(&e)
                     ));
                     error_shown = true;
@@ -285,138 +399,403 @@ pub async fn sync_pods(
             watcher::Event::Init => listed.clear(),
             watcher::Event::InitApply(pod) | watcher::Event::Apply(pod) => {
                 if let Some(uid) = pod.metadata.uid.clone() {
-                    listed.insert(uid.clone());
-                    apply(
-                        &client,
-                        &node_name,
-                        &shared,
-                        ips.as_ref(),
-                        &commands,
-                        &status,
-                        &mut running,
-                        &mut refused,
-                        pod,
-                        &report,
-                    )
-                    .await;
+                    listed.insert(uid);
+                    sync.apply(pod).await;
                 }
             }
             watcher::Event::InitDone => {
                 // Pods deleted while the watch was down.
-                let gone: Vec<String> = running.difference(&listed).cloned().collect();
+                let gone: Vec<String> = sync
+                    .running
+                    .iter()
+                    .chain(sync.held.keys())
+                    .filter(|uid| !listed.contains(*uid))
+                    .cloned()
+                    .collect();
                 for uid in gone {
-                    stop(&shared, &commands, &mut running, &uid);
+                    sync.stop(&uid);
                 }
             }
             watcher::Event::Delete(pod) => {
                 if let Some(uid) = pod.metadata.uid.as_deref() {
-                    refused.remove(uid);
-                    stop(&shared, &commands, &mut running, uid);
+                    sync.refused.remove(uid);
+                    sync.stop(uid);
                 }
             }
         }
     }
 }
 
-/// Stops a pod gone from the API at once (its sandbox is released when its processes are
-/// gone: [`Sink::pod_removed`]).
-fn stop(
-    shared: &Shared,
-    commands: &mpsc::UnboundedSender<PodCommand>,
-    running: &mut HashSet<String>,
-    uid: &str,
-) {
-    if running.remove(uid) {
-        let _ = commands.send(PodCommand::Delete {
-            uid: uid.to_string(),
-            grace: Some(0),
-        });
-    }
-    lock(shared).remove(uid);
-    super::service_account::forget(uid);
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn apply(
-    client: &kube::Client,
-    node_name: &str,
-    shared: &Shared,
-    ips: &dyn PodIps,
-    commands: &mpsc::UnboundedSender<PodCommand>,
-    status: &mpsc::UnboundedSender<String>,
-    running: &mut HashSet<String>,
-    refused: &mut HashSet<String>,
-    pod: core::Pod,
-    report: &(impl Fn(String) + Send),
-) {
-    let Some(uid) = pod.metadata.uid.clone() else {
-        return;
-    };
-    let deleting = pod.metadata.deletion_timestamp.is_some();
-    let terminal = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|p| p == "Succeeded" || p == "Failed");
-    if running.contains(&uid) {
-        send_conditions(commands, &uid, &pod);
-        lock(shared).entry(&uid).api = Some(pod.clone());
-        if deleting {
-            let _ = commands.send(PodCommand::Delete {
-                uid: uid.clone(),
-                grace: pod.metadata.deletion_grace_period_seconds,
+impl<R: Fn(String) + Send> PodSync<R> {
+    /// Stops a pod gone from the API at once (its sandbox is released when its processes are
+    /// gone: [`Sink::pod_removed`]; a held pod's at once, nothing of it runs).
+    fn stop(&mut self, uid: &str) {
+        if self.running.remove(uid) {
+            let _ = self.commands.send(PodCommand::Delete {
+                uid: uid.to_string(),
+                grace: Some(0),
             });
         }
-        let _ = status.send(uid);
-        return;
+        if self.held.remove(uid).is_some() {
+            self.ips.release(uid);
+        }
+        lock(&self.shared).remove(uid);
+        super::service_account::forget(uid);
     }
-    if deleting {
-        // Never started here (or already stopped, before a restart): nothing runs, so the
-        // deletion completes at once.
-        delete_now(client, &pod, report).await;
-        return;
-    }
-    if refused.contains(&uid) {
-        // Kept for the kubelet port: `kubectl logs` answers from its status.
-        lock(shared).entry(&uid).api = Some(pod);
-        return;
-    }
-    if terminal {
-        return;
-    }
-    let spec = pod.spec.clone().unwrap_or_default();
-    let why_not = unrunnable(&spec).or_else(|| unconfinable(&pod, &spec));
-    let (ip, netns) = match why_not.map_or_else(|| ips.assign(&uid), Err) {
-        Ok(assigned) => assigned,
-        Err(message) => {
-            refused.insert(uid.clone());
-            lock(shared).entry(&uid).api = Some(pod.clone());
-            if let Err(e) = warn(client, node_name, &pod, "Failed", &message).await {
-                report(e.to_string());
+
+    async fn apply(&mut self, pod: core::Pod) {
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
+        let deleting = pod.metadata.deletion_timestamp.is_some();
+        let terminal = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Succeeded" || p == "Failed");
+        if self.running.contains(&uid) {
+            send_conditions(&self.commands, &uid, &pod);
+            lock(&self.shared).entry(&uid).api = Some(pod.clone());
+            if deleting {
+                let _ = self.commands.send(PodCommand::Delete {
+                    uid: uid.clone(),
+                    grace: pod.metadata.deletion_grace_period_seconds,
+                });
             }
+            let _ = self.status.send(uid);
             return;
         }
-    };
-    note_ip_change(&pod, &ip, report);
-    for line in unsupported(&spec) {
-        if let Err(e) = warn(client, node_name, &pod, "Unsupported", &line).await {
-            report(e.to_string());
+        if deleting {
+            // Never started here (or already stopped, before a restart): nothing runs, so the
+            // deletion completes at once.
+            if self.held.remove(&uid).is_some() {
+                self.ips.release(&uid);
+            }
+            delete_now(&self.client, &pod, &self.report).await;
+            return;
+        }
+        if self.refused.contains(&uid) {
+            // Kept for the kubelet port: `kubectl logs` answers from its status.
+            lock(&self.shared).entry(&uid).api = Some(pod);
+            return;
+        }
+        if terminal {
+            return;
+        }
+        lock(&self.shared).entry(&uid).api = Some(pod.clone());
+        // Tried again: the same sandbox.
+        let again = self.held.get(&uid).map(|h| (h.ip.clone(), h.netns.clone()));
+        let (ip, netns) = match again {
+            Some(assigned) => assigned,
+            None => match self.admit(&uid, &pod).await {
+                Some(assigned) => assigned,
+                None => return,
+            },
+        };
+        let Some((mut template, notes)) = template(&pod) else {
+            self.ips.release(&uid);
+            self.held.remove(&uid);
+            return;
+        };
+        if let Err((container, error)) = self.configure(&pod, &ip, &mut template.spec).await {
+            self.hold(&pod, &uid, ip, netns, &container, &error).await;
+            return;
+        }
+        // Configured: it starts now (once), so the notes are posted once.
+        self.held.remove(&uid);
+        for (field_path, note) in &notes {
+            let event = ("Normal", "ArgsAsCommand");
+            let posted = post_event(
+                &self.client,
+                &self.node_name,
+                &pod,
+                event,
+                Some(field_path),
+                note,
+            )
+            .await;
+            if let Err(e) = posted {
+                (self.report)(e.to_string());
+            }
+        }
+        super::service_account::provide(&self.client, &pod, &mut template.spec, &self.report).await;
+        self.running.insert(uid.clone());
+        let _ = self.commands.send(PodCommand::Add {
+            template: Box::new(template),
+            uid: uid.clone(),
+            ip,
+            netns,
+        });
+        send_conditions(&self.commands, &uid, &pod);
+    }
+
+    /// A new pod: refused with one event if it cannot run here, else its sandbox and IP (and
+    /// one event per field it asks for that probelet does not do).
+    async fn admit(&mut self, uid: &str, pod: &core::Pod) -> Option<(String, Option<Netns>)> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        // The waiting reason of a pod refused: the kubelet's for the same failure.
+        let why_not = unrunnable(&spec)
+            .map(|m| ("CreateContainerError", m))
+            .or_else(|| unconfinable(pod, &spec).map(|m| ("CreateContainerConfigError", m)));
+        let assigned = match why_not {
+            Some(refusal) => Err(refusal),
+            None => self.ips.assign(uid).map_err(|m| ("ContainerCreating", m)),
+        };
+        match assigned {
+            Ok(assigned) => {
+                note_ip_change(pod, &assigned.0, &self.report);
+                for line in unsupported(&spec) {
+                    if let Err(e) =
+                        warn(&self.client, &self.node_name, pod, "Unsupported", &line).await
+                    {
+                        (self.report)(e.to_string());
+                    }
+                }
+                Some(assigned)
+            }
+            Err((reason, message)) => {
+                self.refused.insert(uid.to_string());
+                if let Err(e) = warn(&self.client, &self.node_name, pod, "Failed", &message).await {
+                    (self.report)(e.to_string());
+                }
+                // Not a bare `Pending`: every container says why it does not start.
+                let waiting = Waiting {
+                    container: None,
+                    reason,
+                    message: message.strip_prefix("Error: ").unwrap_or(&message),
+                };
+                let host = self.node_env.host_ips.first().map_or("", String::as_str);
+                let status = held_status(pod, None, host, &waiting);
+                lock(&self.shared).entry(uid).rendered = Some(status);
+                let _ = self.status.send(uid.to_string());
+                None
+            }
         }
     }
-    let Some(mut template) = template(&pod) else {
-        ips.release(&uid);
-        return;
+
+    /// Makes every container's environment ([`super::env`]) and puts it in `spec` as plain
+    /// values; the error names the first container that cannot be configured and why.
+    async fn configure(
+        &self,
+        pod: &core::Pod,
+        ip: &str,
+        spec: &mut core::PodSpec,
+    ) -> Result<(), (String, super::env::ConfigError)> {
+        let first = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .next()
+            .map(|c| c.name.clone())
+            .unwrap_or_default();
+        let sources = super::env::fetch(&self.client, pod)
+            .await
+            .map_err(|e| (first, e))?;
+        let ctx = super::env::PodContext {
+            pod_ips: vec![ip.to_string()],
+            ..self.node_env.clone()
+        };
+        let mut skipped = Vec::new();
+        let containers = spec
+            .init_containers
+            .iter_mut()
+            .flatten()
+            .chain(spec.containers.iter_mut());
+        for c in containers {
+            let resolved = super::env::container_env(pod, c, &ctx, &sources)
+                .map_err(|e| (c.name.clone(), e))?;
+            c.env = Some(super::env::as_plain_env(&resolved.vars));
+            c.env_from = None;
+            skipped.extend(resolved.skipped);
+        }
+        for message in skipped {
+            if let Err(e) = warn(
+                &self.client,
+                &self.node_name,
+                pod,
+                "InvalidEnvironmentVariableNames",
+                &message,
+            )
+            .await
+            {
+                (self.report)(e.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// Holds a pod whose container `container` cannot be configured: its status shows the
+    /// kubelet's `CreateContainerConfigError` with the message, a `Failed` event says it (once
+    /// per distinct message), no restart is counted, and it is tried again later.
+    async fn hold(
+        &mut self,
+        pod: &core::Pod,
+        uid: &str,
+        ip: String,
+        netns: Option<Netns>,
+        container: &str,
+        error: &super::env::ConfigError,
+    ) {
+        let message = error.to_string();
+        let posted = self.held.get(uid).map(|h| h.message.clone());
+        if posted.as_deref() != Some(message.as_str()) {
+            let spec = pod.spec.clone().unwrap_or_default();
+            let field = if spec
+                .init_containers
+                .iter()
+                .flatten()
+                .any(|c| c.name == container)
+            {
+                "initContainers"
+            } else {
+                "containers"
+            };
+            let field_path = format!("spec.{field}{{{container}}}");
+            if let Err(e) = post_event(
+                &self.client,
+                &self.node_name,
+                pod,
+                ("Warning", "Failed"),
+                Some(&field_path),
+                &format!("Error: {message}"),
+            )
+            .await
+            {
+                (self.report)(e.to_string());
+            }
+        }
+        let waiting = Waiting {
+            container: Some(container),
+            reason: "CreateContainerConfigError",
+            message: &message,
+        };
+        let host = self.node_env.host_ips.first().map_or("", String::as_str);
+        let status = held_status(pod, Some(&ip), host, &waiting);
+        lock(&self.shared).entry(uid).rendered = Some(status);
+        let _ = self.status.send(uid.to_string());
+        self.held
+            .insert(uid.to_string(), Held { ip, netns, message });
+        if !self.retrying.insert(uid.to_string()) {
+            return;
+        }
+        let retry = self.retry.clone();
+        let uid = uid.to_string();
+        tokio::spawn(async move {
+            tokio::time::sleep(config_retry_delay()).await;
+            let _ = retry.send(uid);
+        });
+    }
+}
+
+/// Why a pod's container (or every one, `container: None`) does not start.
+pub struct Waiting<'a> {
+    /// The container (`None`: all of them).
+    pub container: Option<&'a str>,
+    /// The kubelet's waiting reason (`CreateContainerConfigError`, ...).
+    pub reason: &'a str,
+    /// The kubelet's message.
+    pub message: &'a str,
+}
+
+/// The status of a pod held before its containers start: `Pending`, its IPs (once it has a
+/// sandbox), the containers `waiting` names waiting with its reason and message, the others as
+/// the kubelet shows them (`PodInitializing` behind init containers, else
+/// `ContainerCreating`), no restart counted.
+pub fn held_status(
+    pod: &core::Pod,
+    ip: Option<&str>,
+    host_ip: &str,
+    failing: &Waiting<'_>,
+) -> core::PodStatus {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let has_init = spec.init_containers.as_ref().is_some_and(|v| !v.is_empty());
+    let waiting = |c: &core::Container, init: bool| {
+        let (reason, message) = if failing.container.is_none_or(|f| f == c.name) {
+            (failing.reason, Some(failing.message.to_string()))
+        } else if has_init && !init {
+            ("PodInitializing", None)
+        } else {
+            ("ContainerCreating", None)
+        };
+        core::ContainerStatus {
+            name: c.name.clone(),
+            image: c.image.clone().unwrap_or_default(),
+            ready: false,
+            started: Some(false),
+            restart_count: 0,
+            state: Some(core::ContainerState {
+                waiting: Some(core::ContainerStateWaiting {
+                    reason: Some(reason.into()),
+                    message,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
     };
-    super::service_account::provide(client, &pod, &ip, &mut template.spec, report).await;
-    running.insert(uid.clone());
-    let _ = commands.send(PodCommand::Add {
-        template: Box::new(template),
-        uid: uid.clone(),
-        ip,
-        netns,
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::api::objects::timestamp(
+        std::time::SystemTime::now(),
+    ));
+    let names = |list: &[core::Container]| {
+        list.iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let condition = |type_: &str, status: &str, reason: Option<&str>, message: Option<String>| {
+        core::PodCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.map(Into::into),
+            message,
+            last_transition_time: Some(now.clone()),
+            ..Default::default()
+        }
+    };
+    let init = spec.init_containers.clone().unwrap_or_default();
+    let unready = Some(format!(
+        "containers with unready status: [{}]",
+        names(&spec.containers)
+    ));
+    let mut conditions = vec![condition("PodScheduled", "True", None, None)];
+    conditions.push(if has_init {
+        condition(
+            "Initialized",
+            "False",
+            Some("ContainersNotInitialized"),
+            Some(format!(
+                "containers with incomplete status: [{}]",
+                names(&init)
+            )),
+        )
+    } else {
+        condition("Initialized", "True", None, None)
     });
-    send_conditions(commands, &uid, &pod);
-    lock(shared).entry(&uid).api = Some(pod);
+    conditions.push(condition(
+        "ContainersReady",
+        "False",
+        Some("ContainersNotReady"),
+        unready.clone(),
+    ));
+    conditions.push(condition(
+        "Ready",
+        "False",
+        Some("ContainersNotReady"),
+        unready,
+    ));
+    core::PodStatus {
+        phase: Some("Pending".into()),
+        conditions: Some(conditions),
+        container_statuses: Some(spec.containers.iter().map(|c| waiting(c, false)).collect()),
+        init_container_statuses: has_init.then(|| init.iter().map(|c| waiting(c, true)).collect()),
+        host_ip: Some(host_ip.into()),
+        host_ips: Some(vec![core::HostIP { ip: host_ip.into() }]),
+        pod_ip: ip.map(Into::into),
+        pod_ips: ip.map(|ip| vec![core::PodIP { ip: ip.into() }]),
+        start_time: Some(now),
+        ..Default::default()
+    }
 }
 
 /// One line when a pod re-run here (after a node restart) gets another IP than its status
@@ -534,5 +913,50 @@ mod tests {
         let lines = unsupported(&s);
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].starts_with("spec.volumes (data)"), "{lines:?}");
+    }
+
+    #[test]
+    fn i45_6_a_held_pod_is_pending_with_the_kubelets_reason_and_no_restart() {
+        let pod: core::Pod = crate::node::env::tests_pod(
+            "metadata: {name: p, namespace: ns}\nspec:\n  initContainers: [{name: init}]\n  containers: [{name: app}, {name: side}]\n",
+        );
+        let waiting = Waiting {
+            container: Some("init"),
+            reason: "CreateContainerConfigError",
+            message: "secret \"db\" not found",
+        };
+        let s = held_status(&pod, Some("10.244.0.7"), "10.0.0.1", &waiting);
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        assert_eq!(s.pod_ip.as_deref(), Some("10.244.0.7"));
+        let reason = |c: &core::ContainerStatus| {
+            let w = c.state.as_ref().unwrap().waiting.as_ref().unwrap();
+            (
+                w.reason.clone().unwrap(),
+                w.message.clone(),
+                c.restart_count,
+            )
+        };
+        let init = &s.init_container_statuses.as_ref().unwrap()[0];
+        assert_eq!(
+            reason(init),
+            (
+                "CreateContainerConfigError".into(),
+                Some("secret \"db\" not found".into()),
+                0
+            )
+        );
+        let app = &s.container_statuses.as_ref().unwrap()[0];
+        assert_eq!(reason(app), ("PodInitializing".into(), None, 0));
+        // A refused pod: every container says why, and it has no IP.
+        let all = Waiting {
+            container: None,
+            reason: "CreateContainerError",
+            message: "no command",
+        };
+        let s = held_status(&pod, None, "10.0.0.1", &all);
+        assert_eq!(s.pod_ip, None);
+        for c in s.container_statuses.as_ref().unwrap() {
+            assert_eq!(reason(c).0, "CreateContainerError");
+        }
     }
 }
