@@ -2572,7 +2572,12 @@ fn i46_3_after_kill_9_a_node_of_another_name_in_another_control_plane_starts_and
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(link_exists(&bridge) && link_exists(&veth));
-    assert_eq!(mounts_under(&dead_run).len(), 1, "the sandbox's namespace");
+    // The pod's sandbox and the node's Service proxy's (issue 46 item 1).
+    assert_eq!(
+        mounts_under(&dead_run).len(),
+        2,
+        "the sandboxes' namespaces"
+    );
     assert!(dead_run.join("tokens").is_dir());
 
     // The other control plane hands the other node the same /24 (set here, as a fresh control
