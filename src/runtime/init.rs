@@ -527,44 +527,7 @@ pub fn build_root(read_only_root: bool, binds: &[BindMount]) -> Step<()> {
     let root = Path::new("/tmp");
     mount("tmpfs", root, flags, ROOT_TMPFS)?;
     let mut read_only = Vec::new();
-    for entry in entries {
-        match entry {
-            Entry::Link(to, at_path) => {
-                let dest = inside(root, &at_path);
-                if let Some(parent) = dest.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(|e| (e, format!("create {}", parent.display())))?;
-                }
-                std::os::unix::fs::symlink(&to, &dest)
-                    .map_err(|e| (e, format!("link {}", dest.display())))?;
-            }
-            Entry::Tree(fd, at_path, ro) => {
-                let dir = rustix::fs::fstat(&fd)
-                    .map(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_dir())
-                    .unwrap_or(true);
-                let dest = inside(root, &at_path);
-                mount_point(&dest, dir)?;
-                rustix::mount::move_mount(
-                    fd.as_fd(),
-                    "",
-                    rustix::fs::CWD,
-                    &dest,
-                    rustix::mount::MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
-                )
-                .map_err(at(|| format!("attach {}", dest.display())))?;
-                if ro {
-                    read_only.push(dest);
-                }
-            }
-        }
-    }
-    // /etc's own subdirectories that hold secrets (the entries themselves are skipped above).
-    for masked in MASKED_ETC.iter().filter(|m| m.contains('/')) {
-        let dest = inside(root, &Path::new("/etc").join(masked));
-        if dest.is_dir() {
-            mount("tmpfs", &dest, noexec | MountFlags::RDONLY, "size=0")?;
-        }
-    }
+    // The system's file systems first: a volume may go under /tmp or /dev/shm.
     let proc_dir = root.join("proc");
     mount_fs("proc", &proc_dir, noexec, "")?;
     for name in PROC_READ_ONLY {
@@ -601,6 +564,46 @@ pub fn build_root(read_only_root: bool, binds: &[BindMount]) -> Step<()> {
         mount_point(&root.join("tmp"), true)?;
     } else {
         mount_fs("tmpfs", &root.join("tmp"), flags, TMP_TMPFS)?;
+    }
+    for entry in entries {
+        match entry {
+            Entry::Link(to, at_path) => {
+                let dest = inside(root, &at_path);
+                if let Some(parent) = dest.parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| (e, format!("create {}", parent.display())))?;
+                }
+                std::os::unix::fs::symlink(&to, &dest)
+                    .map_err(|e| (e, format!("link {}", dest.display())))?;
+            }
+            Entry::Tree(fd, at_path, ro) => {
+                let dir = rustix::fs::fstat(&fd)
+                    .map(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_dir())
+                    .unwrap_or(true);
+                let dest = inside(root, &at_path);
+                mount_point(&dest, dir)?;
+                rustix::mount::move_mount(
+                    fd.as_fd(),
+                    "",
+                    rustix::fs::CWD,
+                    &dest,
+                    rustix::mount::MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+                )
+                .map_err(at(|| format!("attach {}", dest.display())))?;
+                // At once: a later mount point (a volume's) must never be created in the
+                // host's directories through this bind.
+                if ro {
+                    remount_read_only(&dest)?;
+                }
+            }
+        }
+    }
+    // /etc's own subdirectories that hold secrets (the entries themselves are skipped above).
+    for masked in MASKED_ETC.iter().filter(|m| m.contains('/')) {
+        let dest = inside(root, &Path::new("/etc").join(masked));
+        if dest.is_dir() {
+            mount("tmpfs", &dest, noexec | MountFlags::RDONLY, "size=0")?;
+        }
     }
     for p in &read_only {
         remount_read_only(p)?;

@@ -1815,3 +1815,126 @@ fn i44_sweep_the_kubelet_port_answers_every_extreme_and_lives() {
     assert!(!node.output().contains("panicked"), "{}", node.output());
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// `kubectl logs` of a running pod, polled until it contains `want` (bounded; the node's
+/// output and the pod's events on failure).
+fn logs_containing(node: &Node, ns: &str, pod: &str, want: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let logs = text(&kubectl(&["logs", "-n", ns, pod]));
+        if logs.contains(want) {
+            return logs;
+        }
+        assert!(
+            Instant::now() < end,
+            "{want:?} not in the logs of {pod}: {logs}\nevents: {:?}\nnode:\n{}",
+            events_of(ns, pod),
+            node.output()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Issue 45 items 1–2, the hostile trial's reproductions, as a root pod with the default
+/// capabilities (`DAC_OVERRIDE`, `KILL`): it cannot read the node's kubeconfig, the cluster CA's
+/// key or another pod's token, cannot see the node's process to signal
+/// it, cannot move itself to the hierarchy's root cgroup, and the `setsid` process that tried
+/// dies at `kubectl delete`.
+#[test]
+fn i45_1_a_root_pod_cannot_read_the_nodes_credentials_signal_it_or_leave_its_cgroup() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbfs");
+    let node = Node::start_at("n-sbfs", "127.0.0.1", &["--pod-network", "host"]);
+    let c = cluster();
+    let ca_key = c.dir.join("pki/ca.key");
+    let run_dir = c.dir.join("run-n-sbfs");
+    assert!(ca_key.exists() && c.kubeconfig.exists() && run_dir.exists());
+    let node_pid = node.child.as_ref().unwrap().id();
+    // A neighbour with a token of its own, under the node's run directory.
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: neighbour}\nspec:\n  nodeName: n-sbfs\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600']}\n",
+    );
+    let uid = pod_json(&ns, "neighbour")["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let token = run_dir.join(format!("tokens/{uid}/token"));
+    wait_until("the neighbour's token", Duration::from_secs(30), || {
+        token.exists().then_some(())
+    });
+    let marker = format!("{}", std::process::id() % 10_000 + 45_100);
+    let script = format!(
+        "for f in {kubeconfig} {ca_key} {token}; do (cat $f || ls $f) > /dev/null 2>&1 && echo \"read $f\" || echo \"cannot read $f\"; done; \
+         kill -0 {node_pid} 2>/dev/null && echo signalled || echo 'cannot signal the node'; \
+         setsid sh -c '(echo $$ > /sys/fs/cgroup/unified/cgroup.procs) 2>/dev/null && echo escaped || echo \"stays in its cgroup\"; exec sleep {marker}' & \
+         exec sleep 600",
+        kubeconfig = c.kubeconfig.display(),
+        ca_key = ca_key.display(),
+        token = token.display(),
+    );
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: hostile}}\nspec:\n  nodeName: n-sbfs\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, {script:?}]\n"
+    );
+    kubectl_apply(&ns, &yaml);
+    let logs = logs_containing(&node, &ns, "hostile", "cgroup");
+    for path in [&c.kubeconfig, &ca_key, &token] {
+        assert!(
+            logs.contains(&format!("cannot read {}\n", path.display())),
+            "{logs}"
+        );
+    }
+    assert!(logs.contains("cannot signal the node\n"), "{logs}");
+    assert!(logs.contains("stays in its cgroup\n"), "{logs}");
+    assert!(process_with(&format!("sleep {marker}")).is_some());
+    kubectl_ok(&["delete", "pod", "-n", &ns, "hostile", "--wait=true"]);
+    wait_until("no setsid survivor", Duration::from_secs(5), || {
+        process_with(&format!("sleep {marker}"))
+            .is_none()
+            .then_some(())
+    });
+    assert!(!node.output().contains("panicked"));
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45 item 3: an exec readiness probe and a postStart hook run inside their container
+/// (its PID namespace: the hook sees the container's init as PID 1), so what they leave behind
+/// (`setsid sleep &`, every second for the probe) is counted while the pod runs and is gone,
+/// every one, after `kubectl delete`.
+#[test]
+fn i45_3_exec_probe_and_hook_descendants_die_with_the_pod() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbhook");
+    let node = Node::start_at("n-sbhook", "127.0.0.1", &["--pod-network", "host"]);
+    let marker = std::process::id() % 10_000 + 45_300;
+    let (from_probe, from_hook) = (format!("sleep {marker}1"), format!("sleep {marker}2"));
+    kubectl_apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: leaky}}\nspec:\n  nodeName: n-sbhook\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '600']\n    lifecycle:\n      postStart: {{exec: {{command: [sh, -c, 'tr \"\\0\" \" \" < /proc/1/cmdline | grep -q __sandbox-init && setsid {from_hook} > /dev/null 2>&1 &']}}}}\n    readinessProbe: {{exec: {{command: [sh, -c, 'setsid {from_probe} > /dev/null 2>&1 &']}}, periodSeconds: 1}}\n"
+        ),
+    );
+    let count = |what: &str| {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == what)
+            })
+            .count()
+    };
+    wait_until(
+        "3 probe leftovers and the hook's",
+        Duration::from_secs(30),
+        || (count(&from_probe) >= 3 && count(&from_hook) == 1).then_some(()),
+    );
+    kubectl_ok(&["delete", "pod", "-n", &ns, "leaky", "--wait=true"]);
+    wait_until("no leftover", Duration::from_secs(5), || {
+        (count(&from_probe) == 0 && count(&from_hook) == 0).then_some(())
+    });
+    assert!(!node.output().contains("panicked"));
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
