@@ -305,23 +305,41 @@ fn process_with(marker: &str) -> Option<u32> {
     None
 }
 
-/// A pod on `node` whose readiness (and, with `liveness`, liveness) is an exec probe on a file
-/// the test creates and removes, and whose app is `probelet demo-app` on `port`.
-fn file_probed_pod(name: &str, node: &str, port: u16, dir: &Path, liveness: bool) -> String {
-    let ready = dir.join(format!("{name}.ready"));
-    let live = dir.join(format!("{name}.live"));
+/// A pod on `node` whose readiness (and, with `liveness`, liveness) is an exec probe on a marker
+/// file the test creates and removes in the container's private /tmp ([`set_marker`]): ready
+/// and live while `/tmp/NAME.unready` and `/tmp/NAME.dead` do not exist. Its app is
+/// `probelet demo-app` on `port`.
+fn file_probed_pod(name: &str, node: &str, port: u16, liveness: bool) -> String {
     let liveness = if liveness {
         format!(
-            "    livenessProbe: {{exec: {{command: [test, -f, {}]}}, periodSeconds: 1, failureThreshold: 2}}\n",
-            live.display()
+            "    livenessProbe: {{exec: {{command: [test, '!', -e, /tmp/{name}.dead]}}, periodSeconds: 1, failureThreshold: 2}}\n"
         )
     } else {
         String::new()
     };
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {name}}}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"0.0.0.0:{port}\"]\n    ports: [{{containerPort: {port}}}]\n    readinessProbe: {{exec: {{command: [test, -f, {}]}}, periodSeconds: 1, failureThreshold: 3, successThreshold: 2}}\n{liveness}",
-        ready.display()
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {name}}}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"0.0.0.0:{port}\"]\n    ports: [{{containerPort: {port}}}]\n    readinessProbe: {{exec: {{command: [test, '!', -e, /tmp/{name}.unready]}}, periodSeconds: 1, failureThreshold: 3, successThreshold: 2}}\n{liveness}"
     )
+}
+
+/// The `/tmp` of the running container of [`file_probed_pod`] on `port`, as the node sees it
+/// (the container's private /tmp, through its `/proc/PID/root`).
+fn container_tmp(port: u16) -> Option<PathBuf> {
+    let pid = process_with(&format!("demo-app --listen 0.0.0.0:{port}"))?;
+    Some(PathBuf::from(format!("/proc/{pid}/root/tmp")))
+}
+
+/// Creates (or removes) the marker `file` in the running container's /tmp (waits, bounded, for
+/// the container).
+fn set_marker(port: u16, file: &str, present: bool) {
+    let tmp = wait_until("the container", Duration::from_secs(30), || {
+        container_tmp(port)
+    });
+    if present {
+        std::fs::write(tmp.join(file), "").unwrap();
+    } else {
+        std::fs::remove_file(tmp.join(file)).unwrap();
+    }
 }
 
 /// A pod `web` on `node` running `probelet demo-app --listen MARKER`, with `spec` (indented
@@ -457,13 +475,10 @@ fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("readiness");
     let ns = case.ns.clone();
-    let dir = &case.dir;
     let port = case.port;
-    let ready_file = dir.path().join("flip.ready");
-    std::fs::write(&ready_file, "").unwrap();
     kubectl_apply(
         &ns,
-        &(file_probed_pod("flip", "n-readiness", port, dir.path(), false)
+        &(file_probed_pod("flip", "n-readiness", port, false)
             + "---\napiVersion: v1\nkind: Service\nmetadata: {name: flip}\nspec:\n  selector: {app: flip}\n  ports: [{port: 80}]\n"),
     );
     let ip = wait_until("the pod IP", Duration::from_secs(30), || {
@@ -482,7 +497,7 @@ fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
     // followed 9.7 s after the file went (2026-12-07), a scheduling delay of the
     // controller-manager, not of probelet. The slice must still follow.
     let removed_at = unix_now();
-    std::fs::remove_file(&ready_file).unwrap();
+    set_marker(port, "flip.unready", true);
     wait_until(
         "not ready in the EndpointSlice",
         Duration::from_secs(30),
@@ -497,7 +512,7 @@ fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
         "Ready turned False {node_took} s after the file went (periodSeconds 1 × failureThreshold 3)"
     );
     // successThreshold 2: ready again after two successes (1 s apart), not before one period.
-    std::fs::write(&ready_file, "").unwrap();
+    set_marker(port, "flip.unready", false);
     let restored = Instant::now();
     let restored_at = unix_now();
     wait_until("ready again", Duration::from_secs(20), || {
@@ -545,19 +560,13 @@ fn i29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() 
     let case = Case::new("liveness");
     let ns = case.ns.clone();
     let node = &case.node;
-    let dir = &case.dir;
     let port = case.port;
-    std::fs::write(dir.path().join("live.ready"), "").unwrap();
-    std::fs::write(dir.path().join("live.live"), "").unwrap();
-    kubectl_apply(
-        &ns,
-        &file_probed_pod("live", "n-liveness", port, dir.path(), true),
-    );
+    kubectl_apply(&ns, &file_probed_pod("live", "n-liveness", port, true));
     wait_until("running", Duration::from_secs(30), || {
         let p = pod_json(&ns, "live");
         (p["status"]["containerStatuses"][0]["state"]["running"].is_object()).then_some(())
     });
-    std::fs::remove_file(dir.path().join("live.live")).unwrap();
+    set_marker(port, "live.dead", true);
     let pod = wait_until("restarted", Duration::from_secs(30), || {
         let p = pod_json(&ns, "live");
         (p["status"]["containerStatuses"][0]["restartCount"].as_i64() >= Some(1)).then_some(p)
@@ -569,8 +578,12 @@ fn i29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() 
     assert_eq!(last["reason"], "Completed", "{cs}");
     assert_eq!(last["exitCode"], 0, "{cs}");
     assert_ne!(last["containerID"], cs["containerID"], "{cs}");
-    // The probe keeps failing: the restarts back off (CrashLoopBackOff between them).
+    // The probe keeps failing (each new instance, with a /tmp of its own, gets the marker
+    // too): the restarts back off (CrashLoopBackOff between them).
     wait_until("CrashLoopBackOff", Duration::from_secs(40), || {
+        if let Some(tmp) = container_tmp(port) {
+            let _ = std::fs::write(tmp.join("live.dead"), "");
+        }
         let p = pod_json(&ns, "live");
         (p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff")
             .then_some(())
@@ -588,10 +601,8 @@ fn i29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("gates");
     let ns = case.ns.clone();
-    let dir = &case.dir;
     let port = case.port;
-    std::fs::write(dir.path().join("gated.ready"), "").unwrap();
-    let pod = file_probed_pod("gated", "n-gates", port, dir.path(), false).replace(
+    let pod = file_probed_pod("gated", "n-gates", port, false).replace(
         "  terminationGracePeriodSeconds: 3\n",
         "  terminationGracePeriodSeconds: 3\n  readinessGates: [{conditionType: example.com/lb}]\n",
     );
@@ -628,7 +639,7 @@ fn i29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays
     let wide = kubectl_ok(&["get", "pod", "-n", &ns, "gated", "-o", "wide"]);
     assert!(wide.lines().nth(1).unwrap().ends_with("1/1"), "{wide}");
     // probelet's later writes (readiness fails) keep the condition it does not own.
-    std::fs::remove_file(dir.path().join("gated.ready")).unwrap();
+    set_marker(port, "gated.unready", true);
     let p = wait_until("not ready", Duration::from_secs(20), || {
         let p = pod_json(&ns, "gated");
         (condition(&p, "Ready")?["status"] == "False").then_some(p)
