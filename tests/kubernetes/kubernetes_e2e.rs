@@ -817,14 +817,15 @@ spec:
   containers:
   - name: probe-sidecar
     image: probelet
-    command: ["{bin}", sidecar, "{config}", --listen, "127.0.0.1:{port}"]
+    command: [sh, -c, 'printf "%s" "$SIDECAR_CONFIG" > /tmp/sidecar.yaml && exec "$0" sidecar /tmp/sidecar.yaml --listen 127.0.0.1:{port}', "{bin}"]
     env:
     - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
     - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    - {{name: SIDECAR_CONFIG, value: {config}}}
     readinessProbe: {{tcpSocket: {{port: {port}}}, periodSeconds: 1}}
 "#,
             bin = env!("CARGO_BIN_EXE_probelet"),
-            config = config.display(),
+            config = in_pod_config(&config),
         ),
     );
     let ready = |want: &str| -> Option<Value> {
@@ -1151,11 +1152,12 @@ spec:
   containers:
   - name: probe-sidecar
     image: probelet
-    command: ["{bin}", sidecar, "{config}", --listen, "127.0.0.1:0"]
+    command: [sh, -c, 'printf "%s" "$SIDECAR_CONFIG" > /tmp/sidecar.yaml && exec "$0" sidecar /tmp/sidecar.yaml --listen 127.0.0.1:0', "{bin}"]
     ports: [{{name: http, containerPort: 8086}}]
     env:
     - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
     - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    - {{name: SIDECAR_CONFIG, value: {config}}}
     - {{name: PGPASSWORD, value: app-secret}}
     - {{name: REDIS_PASSWORD, value: cache-secret}}
 ---
@@ -1167,7 +1169,7 @@ spec:
   ports: [{{port: 80, targetPort: http}}]
 "#,
             bin = env!("CARGO_BIN_EXE_probelet"),
-            config = config.display(),
+            config = in_pod_config(&config),
         ),
     );
     let ready = || ready_endpoints(&ns) == ["orders-0"];
@@ -1540,4 +1542,11 @@ fn i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning() {
         ),
         "{log}"
     );
+}
+
+/// The sidecar's config file as a YAML string, for a node pod's `SIDECAR_CONFIG` variable: a
+/// pod on `probelet node` sees none of the node's files (its own root, issue 45), so it writes
+/// the config into its private /tmp (until configMap volumes).
+fn in_pod_config(config: &Path) -> String {
+    serde_json::to_string(&std::fs::read_to_string(config).unwrap()).unwrap()
 }
