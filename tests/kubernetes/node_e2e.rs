@@ -1949,3 +1949,31 @@ fn i45_3_exec_probe_and_hook_descendants_die_with_the_pod() {
     assert!(!node.output().contains("panicked"));
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// Issue 45: `readOnlyRootFilesystem: true` is honoured, not refused: the root is read-only,
+/// `/tmp` included (runc's behaviour without a volume there), `/dev/shm` stays writable; without
+/// it the root (a tmpfs of its own, like a container's writable layer) and /tmp are writable;
+/// either way its shell is PID 2, under the sandbox's init.
+#[test]
+fn i45_1_read_only_root_filesystem_is_honoured_and_tmp_is_the_pods_own() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbro");
+    let _node = Node::start_at("n-sbro", "127.0.0.1", &["--pod-network", "host"]);
+    let script = "(touch /tmp/x) 2>/dev/null && echo tmp-writable || echo tmp-read-only; (touch /x) 2>/dev/null && echo root-writable || echo root-read-only; echo shm > /dev/shm/ok && cat /dev/shm/ok; echo $$$$";
+    kubectl_apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: ro}}\nspec:\n  nodeName: n-sbro\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, {script:?}]\n    securityContext: {{readOnlyRootFilesystem: true}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: rw}}\nspec:\n  nodeName: n-sbro\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, {script:?}]\n"
+        ),
+    );
+    assert_eq!(
+        logs_when_done(&ns, "ro"),
+        "tmp-read-only\nroot-read-only\nshm\n2\n"
+    );
+    assert_eq!(
+        logs_when_done(&ns, "rw"),
+        "tmp-writable\nroot-writable\nshm\n2\n"
+    );
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
