@@ -160,22 +160,32 @@ pub fn main_if_init() -> Option<std::process::ExitCode> {
         Mode::Container {
             read_only_root,
             binds,
-        } => outer(&config, read_only_root, &binds),
+        } => {
+            REPORTS.store(true, std::sync::atomic::Ordering::Relaxed);
+            outer(&config, read_only_root, &binds)
+        }
         Mode::Join => join(&config),
     }
 }
 
-/// Reports a start failure to the node (when it listens) and to stderr, and exits 127.
+/// Whether the node passed a report pipe ([`Mode::Container`]); an exec probe's or hook's
+/// failure goes to its output instead.
+static REPORTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Reports a start failure to the node (a container's) or to stderr (an exec's), and exits 127.
 fn fail(errno: i32, what: &str) -> ! {
-    // SAFETY: REPORT_FD is this process's (inherited from the node) or closed: a write to a
-    // closed descriptor fails harmlessly.
-    let mut report = unsafe { std::fs::File::from_raw_fd(REPORT_FD) };
-    let mut msg = errno.to_le_bytes().to_vec();
-    msg.extend_from_slice(what.as_bytes());
-    if report.write_all(&msg).is_err() {
+    let mut reported = false;
+    if REPORTS.load(std::sync::atomic::Ordering::Relaxed) {
+        // SAFETY: REPORT_FD is the pipe the node passed (or already closed: the write fails).
+        let mut report = unsafe { std::fs::File::from_raw_fd(REPORT_FD) };
+        let mut msg = errno.to_le_bytes().to_vec();
+        msg.extend_from_slice(what.as_bytes());
+        reported = report.write_all(&msg).is_ok();
+        std::mem::forget(report);
+    }
+    if !reported {
         eprintln!("{what}");
     }
-    std::mem::forget(report);
     // SAFETY: ends the process without running anything else.
     unsafe { libc::_exit(127) }
 }
@@ -711,8 +721,6 @@ fn join(config: &Config) -> ! {
     match fork() {
         Err(e) => fail_io(&e, "fork into the container (is it still running?)"),
         Ok(0) => {
-            // SAFETY: closes the inherited report descriptor (if any): the command never gets it.
-            unsafe { libc::close(REPORT_FD) };
             let e = command(config).exec();
             eprintln!(
                 "exec {:?}: {}",
