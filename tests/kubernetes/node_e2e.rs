@@ -332,23 +332,41 @@ fn process_with(marker: &str) -> Option<u32> {
     None
 }
 
-/// A pod on `node` whose readiness (and, with `liveness`, liveness) is an exec probe on a file
-/// the test creates and removes, and whose app is `probelet demo-app` on `port`.
-fn file_probed_pod(name: &str, node: &str, port: u16, dir: &Path, liveness: bool) -> String {
-    let ready = dir.join(format!("{name}.ready"));
-    let live = dir.join(format!("{name}.live"));
+/// A pod on `node` whose readiness (and, with `liveness`, liveness) is an exec probe on a marker
+/// file the test creates and removes in the container's private /tmp ([`set_marker`]): ready
+/// and live while `/tmp/NAME.unready` and `/tmp/NAME.dead` do not exist. Its app is
+/// `probelet demo-app` on `port`.
+fn file_probed_pod(name: &str, node: &str, port: u16, liveness: bool) -> String {
     let liveness = if liveness {
         format!(
-            "    livenessProbe: {{exec: {{command: [test, -f, {}]}}, periodSeconds: 1, failureThreshold: 2}}\n",
-            live.display()
+            "    livenessProbe: {{exec: {{command: [test, '!', -e, /tmp/{name}.dead]}}, periodSeconds: 1, failureThreshold: 2}}\n"
         )
     } else {
         String::new()
     };
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {name}}}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"0.0.0.0:{port}\"]\n    ports: [{{containerPort: {port}}}]\n    readinessProbe: {{exec: {{command: [test, -f, {}]}}, periodSeconds: 1, failureThreshold: 3, successThreshold: 2}}\n{liveness}",
-        ready.display()
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {name}}}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"0.0.0.0:{port}\"]\n    ports: [{{containerPort: {port}}}]\n    readinessProbe: {{exec: {{command: [test, '!', -e, /tmp/{name}.unready]}}, periodSeconds: 1, failureThreshold: 3, successThreshold: 2}}\n{liveness}"
     )
+}
+
+/// The `/tmp` of the running container of [`file_probed_pod`] on `port`, as the node sees it
+/// (the container's private /tmp, through its `/proc/PID/root`).
+fn container_tmp(port: u16) -> Option<PathBuf> {
+    let pid = process_with(&format!("demo-app --listen 0.0.0.0:{port}"))?;
+    Some(PathBuf::from(format!("/proc/{pid}/root/tmp")))
+}
+
+/// Creates (or removes) the marker `file` in the running container's /tmp (waits, bounded, for
+/// the container).
+fn set_marker(port: u16, file: &str, present: bool) {
+    let tmp = wait_until("the container", Duration::from_secs(30), || {
+        container_tmp(port)
+    });
+    if present {
+        std::fs::write(tmp.join(file), "").unwrap();
+    } else {
+        std::fs::remove_file(tmp.join(file)).unwrap();
+    }
 }
 
 /// A pod `web` on `node` running `probelet demo-app --listen MARKER`, with `spec` (indented
@@ -484,13 +502,10 @@ fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("readiness");
     let ns = case.ns.clone();
-    let dir = &case.dir;
     let port = case.port;
-    let ready_file = dir.path().join("flip.ready");
-    std::fs::write(&ready_file, "").unwrap();
     kubectl_apply(
         &ns,
-        &(file_probed_pod("flip", "n-readiness", port, dir.path(), false)
+        &(file_probed_pod("flip", "n-readiness", port, false)
             + "---\napiVersion: v1\nkind: Service\nmetadata: {name: flip}\nspec:\n  selector: {app: flip}\n  ports: [{port: 80}]\n"),
     );
     let ip = wait_until("the pod IP", Duration::from_secs(30), || {
@@ -509,7 +524,7 @@ fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
     // followed 9.7 s after the file went (2026-12-07), a scheduling delay of the
     // controller-manager, not of probelet. The slice must still follow.
     let removed_at = unix_now();
-    std::fs::remove_file(&ready_file).unwrap();
+    set_marker(port, "flip.unready", true);
     wait_until(
         "not ready in the EndpointSlice",
         Duration::from_secs(30),
@@ -524,7 +539,7 @@ fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
         "Ready turned False {node_took} s after the file went (periodSeconds 1 × failureThreshold 3)"
     );
     // successThreshold 2: ready again after two successes (1 s apart), not before one period.
-    std::fs::write(&ready_file, "").unwrap();
+    set_marker(port, "flip.unready", false);
     let restored = Instant::now();
     let restored_at = unix_now();
     wait_until("ready again", Duration::from_secs(20), || {
@@ -572,19 +587,13 @@ fn i29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() 
     let case = Case::new("liveness");
     let ns = case.ns.clone();
     let node = &case.node;
-    let dir = &case.dir;
     let port = case.port;
-    std::fs::write(dir.path().join("live.ready"), "").unwrap();
-    std::fs::write(dir.path().join("live.live"), "").unwrap();
-    kubectl_apply(
-        &ns,
-        &file_probed_pod("live", "n-liveness", port, dir.path(), true),
-    );
+    kubectl_apply(&ns, &file_probed_pod("live", "n-liveness", port, true));
     wait_until("running", Duration::from_secs(30), || {
         let p = pod_json(&ns, "live");
         (p["status"]["containerStatuses"][0]["state"]["running"].is_object()).then_some(())
     });
-    std::fs::remove_file(dir.path().join("live.live")).unwrap();
+    set_marker(port, "live.dead", true);
     let pod = wait_until("restarted", Duration::from_secs(30), || {
         let p = pod_json(&ns, "live");
         (p["status"]["containerStatuses"][0]["restartCount"].as_i64() >= Some(1)).then_some(p)
@@ -596,8 +605,12 @@ fn i29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() 
     assert_eq!(last["reason"], "Completed", "{cs}");
     assert_eq!(last["exitCode"], 0, "{cs}");
     assert_ne!(last["containerID"], cs["containerID"], "{cs}");
-    // The probe keeps failing: the restarts back off (CrashLoopBackOff between them).
+    // The probe keeps failing (each new instance, with a /tmp of its own, gets the marker
+    // too): the restarts back off (CrashLoopBackOff between them).
     wait_until("CrashLoopBackOff", Duration::from_secs(40), || {
+        if let Some(tmp) = container_tmp(port) {
+            let _ = std::fs::write(tmp.join("live.dead"), "");
+        }
         let p = pod_json(&ns, "live");
         (p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff")
             .then_some(())
@@ -615,10 +628,8 @@ fn i29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("gates");
     let ns = case.ns.clone();
-    let dir = &case.dir;
     let port = case.port;
-    std::fs::write(dir.path().join("gated.ready"), "").unwrap();
-    let pod = file_probed_pod("gated", "n-gates", port, dir.path(), false).replace(
+    let pod = file_probed_pod("gated", "n-gates", port, false).replace(
         "  terminationGracePeriodSeconds: 3\n",
         "  terminationGracePeriodSeconds: 3\n  readinessGates: [{conditionType: example.com/lb}]\n",
     );
@@ -655,7 +666,7 @@ fn i29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays
     let wide = kubectl_ok(&["get", "pod", "-n", &ns, "gated", "-o", "wide"]);
     assert!(wide.lines().nth(1).unwrap().ends_with("1/1"), "{wide}");
     // probelet's later writes (readiness fails) keep the condition it does not own.
-    std::fs::remove_file(dir.path().join("gated.ready")).unwrap();
+    set_marker(port, "gated.unready", true);
     let p = wait_until("not ready", Duration::from_secs(20), || {
         let p = pod_json(&ns, "gated");
         (condition(&p, "Ready")?["status"] == "False").then_some(p)
@@ -2816,5 +2827,156 @@ fn i45_6_args_without_a_command_run_as_the_command() {
     );
     let table = kubectl_ok(&["get", "pod", "image-only", "-n", &ns, "--no-headers"]);
     assert!(table.contains("CreateContainerError"), "{table}");
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// `kubectl logs` of a running pod, polled until it contains `want` (bounded; the node's
+/// output and the pod's events on failure).
+fn logs_containing(node: &Node, ns: &str, pod: &str, want: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let logs = text(&kubectl(&["logs", "-n", ns, pod]));
+        if logs.contains(want) {
+            return logs;
+        }
+        assert!(
+            Instant::now() < end,
+            "{want:?} not in the logs of {pod}: {logs}\nevents: {:?}\nnode:\n{}",
+            events_of(ns, pod),
+            node.output()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Issue 45 items 1–2, the hostile trial's reproductions, as a root pod with the default
+/// capabilities (`DAC_OVERRIDE`, `KILL`): it cannot read the node's kubeconfig, the cluster CA's
+/// key or another pod's token, cannot see the node's process to signal
+/// it, cannot move itself to the hierarchy's root cgroup, and the `setsid` process that tried
+/// dies at `kubectl delete`.
+#[test]
+fn i45_1_a_root_pod_cannot_read_the_nodes_credentials_signal_it_or_leave_its_cgroup() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbfs");
+    let node = Node::start_at("n-sbfs", "127.0.0.1", &["--pod-network", "host"]);
+    let c = cluster();
+    let ca_key = c.dir.join("pki/ca.key");
+    let run_dir = c.dir.join("run-n-sbfs");
+    assert!(ca_key.exists() && c.kubeconfig.exists() && run_dir.exists());
+    let node_pid = node.child.as_ref().unwrap().id();
+    // A neighbour with a token of its own, under the node's run directory.
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: neighbour}\nspec:\n  nodeName: n-sbfs\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600']}\n",
+    );
+    let uid = pod_json(&ns, "neighbour")["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let token = run_dir.join(format!("tokens/{uid}/token"));
+    wait_until("the neighbour's token", Duration::from_secs(30), || {
+        token.exists().then_some(())
+    });
+    let marker = format!("{}", std::process::id() % 10_000 + 45_100);
+    let script = format!(
+        "for f in {kubeconfig} {ca_key} {token}; do (cat $f || ls $f) > /dev/null 2>&1 && echo \"read $f\" || echo \"cannot read $f\"; done; \
+         kill -0 {node_pid} 2>/dev/null && echo signalled || echo 'cannot signal the node'; \
+         setsid sh -c '(echo $$ > /sys/fs/cgroup/unified/cgroup.procs) 2>/dev/null && echo escaped || echo \"stays in its cgroup\"; exec sleep {marker}' & \
+         exec sleep 600",
+        kubeconfig = c.kubeconfig.display(),
+        ca_key = ca_key.display(),
+        token = token.display(),
+    );
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: hostile}}\nspec:\n  nodeName: n-sbfs\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, {script:?}]\n"
+    );
+    kubectl_apply(&ns, &yaml);
+    let logs = logs_containing(&node, &ns, "hostile", "cgroup");
+    for path in [&c.kubeconfig, &ca_key, &token] {
+        assert!(
+            logs.contains(&format!("cannot read {}\n", path.display())),
+            "{logs}"
+        );
+    }
+    assert!(logs.contains("cannot signal the node\n"), "{logs}");
+    assert!(logs.contains("stays in its cgroup\n"), "{logs}");
+    assert!(process_with(&format!("sleep {marker}")).is_some());
+    kubectl_ok(&["delete", "pod", "-n", &ns, "hostile", "--wait=true"]);
+    wait_until("no setsid survivor", Duration::from_secs(5), || {
+        process_with(&format!("sleep {marker}"))
+            .is_none()
+            .then_some(())
+    });
+    assert!(!node.output().contains("panicked"));
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45 item 3: an exec readiness probe and a postStart hook run inside their container
+/// (its PID namespace: the hook sees the container's init as PID 1), so what they leave behind
+/// (`setsid sleep &`, every second for the probe) is counted while the pod runs and is gone,
+/// every one, after `kubectl delete`.
+#[test]
+fn i45_3_exec_probe_and_hook_descendants_die_with_the_pod() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbhook");
+    let node = Node::start_at("n-sbhook", "127.0.0.1", &["--pod-network", "host"]);
+    let marker = std::process::id() % 10_000 + 45_300;
+    let (from_probe, from_hook) = (format!("sleep {marker}1"), format!("sleep {marker}2"));
+    kubectl_apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: leaky}}\nspec:\n  nodeName: n-sbhook\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '600']\n    lifecycle:\n      postStart: {{exec: {{command: [sh, -c, 'tr \"\\0\" \" \" < /proc/1/cmdline | grep -q __sandbox-init && setsid {from_hook} > /dev/null 2>&1 &']}}}}\n    readinessProbe: {{exec: {{command: [sh, -c, 'setsid {from_probe} > /dev/null 2>&1 &']}}, periodSeconds: 1}}\n"
+        ),
+    );
+    let count = |what: &str| {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == what)
+            })
+            .count()
+    };
+    wait_until(
+        "3 probe leftovers and the hook's",
+        Duration::from_secs(30),
+        || (count(&from_probe) >= 3 && count(&from_hook) == 1).then_some(()),
+    );
+    kubectl_ok(&["delete", "pod", "-n", &ns, "leaky", "--wait=true"]);
+    wait_until("no leftover", Duration::from_secs(5), || {
+        (count(&from_probe) == 0 && count(&from_hook) == 0).then_some(())
+    });
+    assert!(!node.output().contains("panicked"));
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45: `readOnlyRootFilesystem: true` is honoured, not refused: the root is read-only,
+/// `/tmp` included (runc's behaviour without a volume there), `/dev/shm` stays writable; without
+/// it the root (a tmpfs of its own, like a container's writable layer) and /tmp are writable;
+/// either way its shell is PID 2, under the sandbox's init.
+#[test]
+fn i45_1_read_only_root_filesystem_is_honoured_and_tmp_is_the_pods_own() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbro");
+    let _node = Node::start_at("n-sbro", "127.0.0.1", &["--pod-network", "host"]);
+    let script = "(touch /tmp/x) 2>/dev/null && echo tmp-writable || echo tmp-read-only; (touch /x) 2>/dev/null && echo root-writable || echo root-read-only; echo shm > /dev/shm/ok && cat /dev/shm/ok; echo $$$$";
+    kubectl_apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: ro}}\nspec:\n  nodeName: n-sbro\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, {script:?}]\n    securityContext: {{readOnlyRootFilesystem: true}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: rw}}\nspec:\n  nodeName: n-sbro\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, {script:?}]\n"
+        ),
+    );
+    assert_eq!(
+        logs_when_done(&ns, "ro"),
+        "tmp-read-only\nroot-read-only\nshm\n2\n"
+    );
+    assert_eq!(
+        logs_when_done(&ns, "rw"),
+        "tmp-writable\nroot-writable\nshm\n2\n"
+    );
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
