@@ -325,6 +325,9 @@ pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// PID 1 of the container's namespace.
+/// The open-files limit the init builds a root under (see [`inner`]).
+const BUILD_NOFILE: u64 = 4096;
+
 fn inner(config: &Config, read_only_root: bool, binds: &[BindMount], status: OwnedFd) -> ! {
     // Dies with the outer init. (Its parent is outside its PID namespace, so `getppid` says 0
     // and cannot tell whether the outer init died before the prctl; a SIGKILL of the
@@ -334,9 +337,28 @@ fn inner(config: &Config, read_only_root: bool, binds: &[BindMount], status: Own
     block_signals(false);
     // SAFETY: one umask call (device nodes and directories get exactly their modes).
     unsafe { libc::umask(0) };
+    // Building the root holds a clone of every entry of `/etc` at once (over a hundred
+    // descriptors): a node started with a small open-files limit (`prlimit --nofile=64`) would
+    // fail every container with EMFILE. The init, still privileged, lifts the limit while it
+    // builds, and the command gets the node's own limit back.
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let node_limit = getrlimit(Resource::Nofile);
+    if node_limit.current.is_some_and(|soft| soft < BUILD_NOFILE) {
+        let building = node_limit
+            .maximum
+            .map_or(BUILD_NOFILE, |m| m.max(BUILD_NOFILE));
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(building),
+                maximum: Some(building),
+            },
+        );
+    }
     if let Err((e, what)) = build_root(read_only_root, binds) {
         fail_io(&e, what);
     }
+    let _ = setrlimit(Resource::Nofile, node_limit);
     // SAFETY: restores the usual umask for the command.
     unsafe { libc::umask(0o022) };
     // The report descriptor must not reach the command: the exec closes it.

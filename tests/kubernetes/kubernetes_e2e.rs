@@ -935,16 +935,13 @@ fn i46_1_the_gate_is_written_through_the_kubernetes_cluster_ip_from_a_pod_networ
     apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
     let node_name = format!("podnet-gate-{}", std::process::id());
     let node = Node::start_pod_network(&node_name, tmp.path(), 231);
-    // The dependency: a file the sidecar's exec check looks for (the pod shares the host's
-    // file system, not its network).
-    let dep = tmp.path().join("dependency-up");
-    std::fs::write(&dep, "").unwrap();
+    // The dependency: a file in the pod's own /tmp the sidecar's exec check looks for (the
+    // pod sees none of the node's files); the test flips it through /proc/PID/root.
     let config = tmp.path().join("sidecar.yaml");
     std::fs::write(
         &config,
         format!(
-            "readinessGate: {GATE}\nchecks:\n- name: dep\n  probe: {{exec: {{command: [test, -f, {}]}}, periodSeconds: 1, failureThreshold: 1}}\n",
-            dep.display()
+            "readinessGate: {GATE}\nchecks:\n- name: dep\n  probe: {{exec: {{command: [test, -f, /tmp/dep-ok]}}, periodSeconds: 1, failureThreshold: 1}}\n"
         ),
     )
     .unwrap();
@@ -961,14 +958,15 @@ spec:
   containers:
   - name: probe-sidecar
     image: probelet
-    command: ["{bin}", sidecar, "{config}", --listen, "0.0.0.0:8086"]
+    command: [sh, -c, 'touch /tmp/dep-ok && printf "%s" "$SIDECAR_CONFIG" > /tmp/sidecar.yaml && exec "$0" sidecar /tmp/sidecar.yaml --listen 0.0.0.0:8086', "{bin}"]
     env:
     - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
     - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    - {{name: SIDECAR_CONFIG, value: {config}}}
     readinessProbe: {{tcpSocket: {{port: 8086}}, periodSeconds: 1}}
 "#,
             bin = env!("CARGO_BIN_EXE_probelet"),
-            config = config.display(),
+            config = in_pod_config(&config),
         ),
     );
     let ready = |want: &str| -> Option<Value> {
@@ -997,7 +995,8 @@ spec:
     assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
     // The sidecar found the API server at the ClusterIP (not at the kubeconfig's 127.0.0.1,
     // which in the pod's namespace is the pod itself).
-    let env = pod_environment(&config.display().to_string(), "gated");
+    let env = pod_environment("/tmp/sidecar.yaml", "gated");
+    let dep = pod_tmp("gated").join("dep-ok");
     assert!(
         env.contains(&"KUBERNETES_SERVICE_HOST=10.0.0.1".to_string())
             && env.contains(&"KUBERNETES_SERVICE_PORT=443".to_string()),
@@ -1075,16 +1074,19 @@ fn i46_1_a_pod_curls_a_service_cluster_ip_and_gets_the_backends_answer() {
         let pod = pod_json(&ns, "backend");
         (condition(&pod, "Ready")?["status"] == "True").then_some(())
     });
-    let answer = tmp.path().join("answer");
+    // The client prints the answer (the pod sees none of the node's files): its log says it.
     apply(
         &ns,
         &format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: client}}\nspec:\n  nodeName: {node_name}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: curl\n    image: example/curl\n    command: [sh, -c, 'until curl -sS --max-time 2 -o {answer}.part http://{cluster_ip}/readyz; do sleep 0.2; done; mv {answer}.part {answer}; exec sleep 600']\n",
-            answer = answer.display(),
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: client}}\nspec:\n  nodeName: {node_name}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: curl\n    image: example/curl\n    command: [sh, -c, 'until curl -sS --max-time 2 http://{cluster_ip}/readyz; do sleep 0.2; done; echo; exec sleep 600']\n",
         ),
     );
     let body = wait_for(Duration::from_secs(40), "the client's answer", || {
-        std::fs::read_to_string(&answer).ok()
+        let out = kubectl_in(&["logs", "-n", &ns, "client"], None);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find(|l| l.starts_with("ready at "))
+            .map(str::to_string)
     });
     // demo-app's `/readyz` answer: "ready at <its uptime>".
     assert!(body.starts_with("ready at "), "{body:?}\n{}", log());
@@ -1840,11 +1842,15 @@ fn i46_1_a_gate_that_cannot_be_written_takes_the_pod_out_through_its_container_r
         &kubeconfig,
         format!(
             "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
-             clusters: [{{name: c, cluster: {{server: \"https://{api_host}:{}\", certificate-authority: {}}}}}]\n\
+             clusters: [{{name: c, cluster: {{server: \"https://{api_host}:{}\", certificate-authority-data: {}}}}}]\n\
              users: [{{name: u, user: {{token: {}}}}}]\n\
              contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n",
             proxy.port,
-            cluster().dir.join("pki/ca.crt").display(),
+            {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .encode(std::fs::read(cluster().dir.join("pki/ca.crt")).unwrap())
+            },
             token.trim()
         ),
     )
@@ -1872,11 +1878,13 @@ spec:
   containers:
   - name: probe-sidecar
     image: probelet
-    command: ["{bin}", sidecar, "{config}", --listen, "{ip}:{port}", --kubeconfig, "{kubeconfig}"]
+    command: [sh, -c, 'printf "%s" "$SIDECAR_CONFIG" > /tmp/sidecar.yaml && printf "%s" "$SIDECAR_KUBECONFIG" > /tmp/kubeconfig && exec "$0" sidecar /tmp/sidecar.yaml --listen {ip}:{port} --kubeconfig /tmp/kubeconfig', "{bin}"]
     ports: [{{name: health, containerPort: {port}}}]
     env:
     - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
     - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    - {{name: SIDECAR_CONFIG, value: {config}}}
+    - {{name: SIDECAR_KUBECONFIG, value: {kubeconfig}}}
     readinessProbe: {{httpGet: {{path: /readyz/gate, port: {port}}}, periodSeconds: 1, failureThreshold: 1}}
 ---
 apiVersion: v1
@@ -1887,8 +1895,9 @@ spec:
   ports: [{{port: 80, targetPort: health}}]
 "#,
             bin = env!("CARGO_BIN_EXE_probelet"),
-            config = config.display(),
-            kubeconfig = kubeconfig.display(),
+            // The pod sees none of the node's files (issue 45): both travel in its environment.
+            config = in_pod_config(&config),
+            kubeconfig = in_pod_config(&kubeconfig),
         ),
     );
     let sidecar = format!("{ip}:{port}");

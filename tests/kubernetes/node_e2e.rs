@@ -2618,7 +2618,8 @@ fn i46_3_after_kill_9_a_node_of_another_name_in_another_control_plane_starts_and
         .count();
     assert!(lines <= 1, "{output}");
     assert!(
-        lines == 0 || output.contains(&format!("bridge {bridge}, 1 sandbox(es), its pods' tokens")),
+        // The pod's sandbox and the dead node's Service proxy's.
+        lines == 0 || output.contains(&format!("bridge {bridge}, 2 sandbox(es), its pods' tokens")),
         "{output}"
     );
     assert!(!link_exists(&bridge), "{bridge} left behind");
