@@ -9,11 +9,13 @@
 //! * [`error`]: the errors a user can act on (no client library in it: the sidecar uses them too);
 //! * [`registration`]: the `Node` object and its Lease;
 //! * [`pods`]: the watch of the node's pods, and the supervisor's sink;
+//! * [`admission`]: the kubelet's admission (room for a pod's requests, `--max-pods`);
 //! * [`status`]: the status manager (strategic merge patches, only on change);
 //! * [`events`]: the event recorder;
 //! * [`kubelet`]: the kubelet's TLS read endpoints (`containerLogs`);
 //! * [`service_account`]: Downward API env, service variables and a token for each pod.
 
+pub mod admission;
 pub mod client;
 pub mod error;
 pub mod events;
@@ -50,6 +52,8 @@ pub struct NodeConfig {
     /// The node's run directory (`/run/probelet/NODE`): the pods' credentials, and the pod
     /// network's sandboxes.
     pub run_dir: PathBuf,
+    /// How many pods the node takes (`--max-pods`, the kubelet's `maxPods`).
+    pub max_pods: u32,
 }
 
 /// How a node's pods are networked.
@@ -160,7 +164,12 @@ pub async fn run(
         address: config.address.clone(),
         kubelet_port: port,
         version: semver(supervisor.kubelet_version()),
+        max_pods: config.max_pods,
     };
+    let allocatable = admission::Allocatable::of(&registration::node_status(&identity));
+    // One node per name: another process renewing this name's lease keeps this one out.
+    let holder = registration::holder_identity(&config.name);
+    registration::acquire_lease(&client, &config.name, &holder, &note).await?;
     let node = registration::register(&client, &identity).await?;
     let ips: Arc<dyn pods::PodIps> = match config.pod_network.clone() {
         PodNetworkMode::Host => Arc::new(pods::HostNetwork(config.address.clone())),
@@ -187,6 +196,7 @@ pub async fn run(
     tasks.spawn(registration::keep_lease(
         client.clone(),
         node,
+        holder.clone(),
         report.clone(),
     ));
     tasks.spawn(registration::keep_status(
@@ -214,11 +224,12 @@ pub async fn run(
     tasks.spawn(pods::sync_pods(
         client.clone(),
         config.name.clone(),
+        allocatable,
         shared.clone(),
         ips.clone(),
         commands_tx,
         status_tx.clone(),
-        note,
+        note.clone(),
     ));
     if let Some(tls) = tls {
         tasks.spawn(kubelet::serve(
@@ -240,6 +251,9 @@ pub async fn run(
         config.address.clone(),
     );
     supervisor.run(stop).await;
+    if let Err(e) = registration::release_lease(&client, &config.name, &holder).await {
+        note(e.to_string());
+    }
     // The tasks hold the pod network: it goes (sandboxes, then the bridge it made) once they
     // are gone, after every pod process.
     tasks.shutdown().await;

@@ -3,6 +3,7 @@
 //! [`PodCommand`]s; and the supervisor's [`NodeSink`], which hands statuses, events and
 //! removals to the writer tasks.
 
+use super::admission;
 use super::client::{NodeError, retry};
 use super::events::EventWrite;
 use super::state::{Shared, lock};
@@ -15,12 +16,14 @@ use crate::spec::PodTemplate;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use kube::Api;
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// How pods get their network: an IP, and a sandbox to run in (or the host's network).
 pub trait PodIps: Send + Sync {
@@ -241,14 +244,99 @@ async fn warn(
         .map_err(|e| NodeError::from_kube("recording an event", e))
 }
 
+/// What the pod sync knows of each pod it saw: the kubelet's admitted pods, the pods it runs,
+/// the pods waiting for a retry and the pods refused for good.
+#[derive(Default)]
+struct Book {
+    /// Pods handed to the supervisor.
+    running: HashSet<String>,
+    /// Pods refused for good (reported once): not admitted, or a spec this node cannot run.
+    refused: HashSet<String>,
+    /// Admitted pods and their requests (they count against the node's room until deleted
+    /// or terminal).
+    admitted: HashMap<String, admission::Resources>,
+    /// Admitted pods whose sandbox could not be made yet: the newest object, the last error
+    /// (reported once) and when to try again.
+    waiting: HashMap<String, Waiting>,
+}
+
+struct Waiting {
+    pod: core::Pod,
+    error: String,
+    at: Instant,
+}
+
+impl Book {
+    /// A pod gone from the API, or deleted: nothing of it is kept.
+    fn forget(&mut self, uid: &str) {
+        self.refused.remove(uid);
+        self.admitted.remove(uid);
+        self.waiting.remove(uid);
+    }
+
+    /// The requests of the admitted pods that are not terminal (the kubelet's active pods).
+    fn active(&self, shared: &Shared) -> Vec<admission::Resources> {
+        let pods = lock(shared);
+        self.admitted
+            .iter()
+            .filter(|(uid, _)| !pods.get(uid).is_some_and(|p| state_terminal(p)))
+            .map(|(_, r)| *r)
+            .collect()
+    }
+
+    /// The earliest retry, if any pod waits.
+    fn next_retry(&self) -> Option<Instant> {
+        self.waiting.values().map(|w| w.at).min()
+    }
+
+    /// The waiting pods whose retry is due at `now`.
+    fn due(&mut self, now: Instant) -> Vec<(core::Pod, String)> {
+        let due: Vec<String> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.at <= now)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        due.iter()
+            .filter_map(|uid| self.waiting.remove(uid))
+            .map(|w| (w.pod, w.error))
+            .collect()
+    }
+}
+
+/// Whether the engine (or the API server) has the pod in a terminal phase.
+fn state_terminal(state: &super::state::PodState) -> bool {
+    let phase = |s: Option<&core::PodStatus>| {
+        s.and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Succeeded" || p == "Failed")
+    };
+    phase(state.rendered.as_ref()) || phase(state.api.as_ref().and_then(|p| p.status.as_ref()))
+}
+
+/// How long a pod whose sync failed (its sandbox could not be made) waits before the next try:
+/// the kubelet's pod worker requeues a failed sync after `backOffPeriod` (10 s) with up to 50 %
+/// jitter (pod_workers.go `completeWork`), the same delay at every failure.
+pub fn pod_sync_backoff() -> Duration {
+    let mut bytes = [0u8; 2];
+    let random = match rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()) {
+        Ok(2) => f64::from(u16::from_le_bytes(bytes)) / 65_536.0,
+        _ => 0.5,
+    };
+    Duration::from_secs(10).mul_f64(1.0 + 0.5 * random)
+}
+
 /// Watches the pods bound to `node_name` for ever and keeps the supervisor's pods in step:
-/// a new pod is added (unless it cannot run: then one event says why), a pod marked for
-/// deletion is stopped by the kill path with the deletion's grace period, a pod gone from the
-/// API is stopped at once. Each change of a pod's API object wakes the status writer (a
-/// readiness gate set by someone else changes Ready).
+/// a new pod is admitted (or refused, `Failed`, as the kubelet's admission) and added (unless
+/// it cannot run: then one event says why; a sandbox that cannot be made yet is retried with
+/// the kubelet's pod-sync back-off), a pod marked for deletion is stopped by the kill path with
+/// the deletion's grace period, a pod gone from the API is stopped at once. Each change of a
+/// pod's API object wakes the status writer (a readiness gate set by someone else changes
+/// Ready). The pods of a (re)list are taken oldest first, as the kubelet's `HandlePodAdditions`.
+#[allow(clippy::too_many_arguments)]
 pub async fn sync_pods(
     client: kube::Client,
     node_name: String,
+    allocatable: admission::Allocatable,
     shared: Shared,
     ips: Arc<dyn PodIps>,
     commands: mpsc::UnboundedSender<PodCommand>,
@@ -258,12 +346,33 @@ pub async fn sync_pods(
     let pods: Api<core::Pod> = Api::all(client.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
     let mut stream = watcher(pods, config).default_backoff().boxed();
-    // Pods handed to the supervisor, and pods refused (reported once).
-    let mut running: HashSet<String> = HashSet::new();
-    let mut refused: HashSet<String> = HashSet::new();
-    let mut listed: HashSet<String> = HashSet::new();
+    let mut book = Book::default();
+    let mut listed: Vec<core::Pod> = Vec::new();
     let mut error_shown = false;
-    while let Some(event) = stream.next().await {
+    let ctx = Ctx {
+        client: &client,
+        node_name: &node_name,
+        allocatable,
+        shared: &shared,
+        ips: ips.as_ref(),
+        commands: &commands,
+        status: &status,
+        report: &report,
+    };
+    loop {
+        let retry_at = book.next_retry();
+        let event = tokio::select! {
+            event = stream.next() => match event {
+                Some(event) => event,
+                None => break,
+            },
+            () = sleep_until_some(retry_at) => {
+                for (pod, error) in book.due(Instant::now()) {
+                    start(&ctx, &mut book, pod, Some(error)).await;
+                }
+                continue;
+            }
+        };
         let event = match event {
             Ok(e) => {
                 error_shown = false;
@@ -283,39 +392,62 @@ pub async fn sync_pods(
         };
         match event {
             watcher::Event::Init => listed.clear(),
-            watcher::Event::InitApply(pod) | watcher::Event::Apply(pod) => {
-                if let Some(uid) = pod.metadata.uid.clone() {
-                    listed.insert(uid.clone());
-                    apply(
-                        &client,
-                        &node_name,
-                        &shared,
-                        ips.as_ref(),
-                        &commands,
-                        &status,
-                        &mut running,
-                        &mut refused,
-                        pod,
-                        &report,
-                    )
-                    .await;
-                }
-            }
+            watcher::Event::InitApply(pod) => listed.push(pod),
+            watcher::Event::Apply(pod) => apply(&ctx, &mut book, pod).await,
             watcher::Event::InitDone => {
+                let uids: HashSet<String> = listed
+                    .iter()
+                    .filter_map(|p| p.metadata.uid.clone())
+                    .collect();
                 // Pods deleted while the watch was down.
-                let gone: Vec<String> = running.difference(&listed).cloned().collect();
-                for uid in gone {
-                    stop(&shared, &commands, &mut running, &uid);
+                let known: Vec<String> = book
+                    .running
+                    .iter()
+                    .chain(book.admitted.keys())
+                    .filter(|uid| !uids.contains(*uid))
+                    .cloned()
+                    .collect();
+                for uid in known {
+                    book.forget(&uid);
+                    stop(&shared, &commands, &mut book.running, &uid);
+                }
+                listed.sort_by(|a, b| {
+                    a.metadata
+                        .creation_timestamp
+                        .cmp(&b.metadata.creation_timestamp)
+                });
+                for pod in std::mem::take(&mut listed) {
+                    apply(&ctx, &mut book, pod).await;
                 }
             }
             watcher::Event::Delete(pod) => {
                 if let Some(uid) = pod.metadata.uid.as_deref() {
-                    refused.remove(uid);
-                    stop(&shared, &commands, &mut running, uid);
+                    book.forget(uid);
+                    stop(&shared, &commands, &mut book.running, uid);
                 }
             }
         }
     }
+}
+
+/// Sleeps until `at`, or for ever without one.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What the pod sync works with.
+struct Ctx<'a, R> {
+    client: &'a kube::Client,
+    node_name: &'a str,
+    allocatable: admission::Allocatable,
+    shared: &'a Shared,
+    ips: &'a dyn PodIps,
+    commands: &'a mpsc::UnboundedSender<PodCommand>,
+    status: &'a mpsc::UnboundedSender<String>,
+    report: &'a R,
 }
 
 /// Stops a pod gone from the API at once (its sandbox is released when its processes are
@@ -336,19 +468,7 @@ fn stop(
     super::service_account::forget(uid);
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn apply(
-    client: &kube::Client,
-    node_name: &str,
-    shared: &Shared,
-    ips: &dyn PodIps,
-    commands: &mpsc::UnboundedSender<PodCommand>,
-    status: &mpsc::UnboundedSender<String>,
-    running: &mut HashSet<String>,
-    refused: &mut HashSet<String>,
-    pod: core::Pod,
-    report: &(impl Fn(String) + Send),
-) {
+async fn apply<R: Fn(String) + Send>(ctx: &Ctx<'_, R>, book: &mut Book, pod: core::Pod) {
     let Some(uid) = pod.metadata.uid.clone() else {
         return;
     };
@@ -358,58 +478,144 @@ async fn apply(
         .as_ref()
         .and_then(|s| s.phase.as_deref())
         .is_some_and(|p| p == "Succeeded" || p == "Failed");
-    if running.contains(&uid) {
-        send_conditions(commands, &uid, &pod);
-        lock(shared).entry(&uid).api = Some(pod.clone());
+    if book.running.contains(&uid) {
+        send_conditions(ctx.commands, &uid, &pod);
+        lock(ctx.shared).entry(&uid).api = Some(pod.clone());
         if deleting {
-            let _ = commands.send(PodCommand::Delete {
+            let _ = ctx.commands.send(PodCommand::Delete {
                 uid: uid.clone(),
                 grace: pod.metadata.deletion_grace_period_seconds,
             });
         }
-        let _ = status.send(uid);
+        let _ = ctx.status.send(uid);
         return;
     }
     if deleting {
         // Never started here (or already stopped, before a restart): nothing runs, so the
         // deletion completes at once.
-        delete_now(client, &pod, report).await;
+        book.forget(&uid);
+        delete_now(ctx.client, &pod, ctx.report).await;
         return;
     }
-    if terminal || refused.contains(&uid) {
+    if terminal || book.refused.contains(&uid) {
         return;
     }
+    if let Some(waiting) = book.waiting.get_mut(&uid) {
+        // Retried at its time, with the newest object.
+        waiting.pod = pod;
+        return;
+    }
+    if !book.admitted.contains_key(&uid) {
+        let requests = admission::pod_requests(pod.spec.as_ref().unwrap_or(&Default::default()));
+        let active = book.active(ctx.shared);
+        if let Err(rejection) = admission::admit(ctx.allocatable, &active, requests) {
+            book.refused.insert(uid);
+            reject(ctx, &pod, &rejection).await;
+            return;
+        }
+        book.admitted.insert(uid, requests);
+    }
+    start(ctx, book, pod, None).await;
+}
+
+/// Starts an admitted pod: hands it to the supervisor with its IP and sandbox. A spec this
+/// node cannot run is refused for good, with one event; a sandbox that cannot be made now
+/// (`no free pod IP`) is tried again after [`pod_sync_backoff`], with one event per new error
+/// (`last_error`: the one reported already).
+async fn start<R: Fn(String) + Send>(
+    ctx: &Ctx<'_, R>,
+    book: &mut Book,
+    pod: core::Pod,
+    last_error: Option<String>,
+) {
+    let Some(uid) = pod.metadata.uid.clone() else {
+        return;
+    };
     let spec = pod.spec.clone().unwrap_or_default();
-    let why_not = unrunnable(&spec).or_else(|| unconfinable(&pod, &spec));
-    let (ip, netns) = match why_not.map_or_else(|| ips.assign(&uid), Err) {
+    if let Some(message) = unrunnable(&spec).or_else(|| unconfinable(&pod, &spec)) {
+        book.refused.insert(uid);
+        if let Err(e) = warn(ctx.client, ctx.node_name, &pod, "Failed", &message).await {
+            (ctx.report)(e.to_string());
+        }
+        return;
+    }
+    let (ip, netns) = match ctx.ips.assign(&uid) {
         Ok(assigned) => assigned,
         Err(message) => {
-            refused.insert(uid);
-            if let Err(e) = warn(client, node_name, &pod, "Failed", &message).await {
-                report(e.to_string());
+            if last_error.as_ref() != Some(&message) {
+                let reason = "FailedCreatePodSandBox";
+                if let Err(e) = warn(ctx.client, ctx.node_name, &pod, reason, &message).await {
+                    (ctx.report)(e.to_string());
+                }
             }
+            book.waiting.insert(
+                uid,
+                Waiting {
+                    pod,
+                    error: message,
+                    at: Instant::now() + pod_sync_backoff(),
+                },
+            );
             return;
         }
     };
     for line in unsupported(&spec) {
-        if let Err(e) = warn(client, node_name, &pod, "Unsupported", &line).await {
-            report(e.to_string());
+        if let Err(e) = warn(ctx.client, ctx.node_name, &pod, "Unsupported", &line).await {
+            (ctx.report)(e.to_string());
         }
     }
     let Some(mut template) = template(&pod) else {
-        ips.release(&uid);
+        ctx.ips.release(&uid);
         return;
     };
-    super::service_account::provide(client, &pod, &ip, &mut template.spec, report).await;
-    running.insert(uid.clone());
-    let _ = commands.send(PodCommand::Add {
+    super::service_account::provide(ctx.client, &pod, &ip, &mut template.spec, ctx.report).await;
+    book.running.insert(uid.clone());
+    let _ = ctx.commands.send(PodCommand::Add {
         template: Box::new(template),
         uid: uid.clone(),
         ip,
         netns,
     });
-    send_conditions(commands, &uid, &pod);
-    lock(shared).entry(&uid).api = Some(pod);
+    send_conditions(ctx.commands, &uid, &pod);
+    lock(ctx.shared).entry(&uid).api = Some(pod);
+}
+
+/// Refuses a pod the node has no room for, as the kubelet's `rejectPod`: one `Warning` event
+/// with the reason and message, and the pod `Failed` with them (`Pod was rejected: ...`).
+async fn reject<R: Fn(String) + Send>(
+    ctx: &Ctx<'_, R>,
+    pod: &core::Pod,
+    rejection: &admission::Rejection,
+) {
+    let message = &rejection.message;
+    if let Err(e) = warn(ctx.client, ctx.node_name, pod, &rejection.reason, message).await {
+        (ctx.report)(e.to_string());
+    }
+    let (Some(ns), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) else {
+        return;
+    };
+    let patch = serde_json::json!({
+        "metadata": { "uid": pod.metadata.uid },
+        "status": {
+            "phase": "Failed",
+            "reason": rejection.reason,
+            "message": rejection.status_message(),
+        },
+    });
+    let pods: Api<core::Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let what = format!("writing the status of pod {ns}/{name}");
+    let written = retry(3, || async {
+        pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .map_err(|e| NodeError::from_kube(&what, e))
+    })
+    .await;
+    match written {
+        Ok(_) => {}
+        // Deleted meanwhile.
+        Err(e) if e.code() == 404 || e.code() == 409 => {}
+        Err(e) => (ctx.report)(e.to_string()),
+    }
 }
 
 /// R5.7: the engine decides Ready from the conditions others wrote (readiness gates).
