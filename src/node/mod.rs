@@ -251,12 +251,15 @@ pub async fn run(
         config.address.clone(),
     );
     supervisor.run(stop).await;
-    if let Err(e) = registration::release_lease(&client, &config.name, &holder).await {
-        note(e.to_string());
-    }
     // The tasks hold the pod network: it goes (sandboxes, then the bridge it made) once they
     // are gone, after every pod process.
     tasks.shutdown().await;
+    // After the tasks (the lease's renewals, and the status writer, whose last writes of the
+    // stopped pods are not wanted: the next start runs them again), so the name is free for
+    // the next start at once.
+    if let Err(e) = registration::release_lease(&client, &config.name, &holder).await {
+        note(e.to_string());
+    }
     drop(supervisor);
     service_account::forget_all();
     Ok(())

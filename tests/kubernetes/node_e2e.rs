@@ -2026,17 +2026,40 @@ fn i46_7_a_second_node_of_a_held_name_refuses_to_join_and_a_crashed_ones_lease_i
     // Another machine's node of the same name: its own run directory.
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
-        .args(["node", "--name", name, "--pod-network", "host"])
-        .args(["--kubelet-listen", "127.0.0.1:0"])
-        .arg("--kubeconfig")
-        .arg(&cluster().kubeconfig)
-        .arg("--run-dir")
-        .arg(dir.path().join("run"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let (out_file, err_file) = (dir.path().join("out"), dir.path().join("err"));
+    /// Killed when dropped (a failed assertion leaves no node running); once reaped, `kill`
+    /// signals nothing.
+    struct Twin(Child);
+    impl Drop for Twin {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut twin = Twin(
+        Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .args(["node", "--name", name, "--pod-network", "host"])
+            .args(["--kubelet-listen", "127.0.0.1:0"])
+            .arg("--kubeconfig")
+            .arg(&cluster().kubeconfig)
+            .arg("--run-dir")
+            .arg(dir.path().join("run"))
+            .stdout(std::fs::File::create(&out_file).unwrap())
+            .stderr(std::fs::File::create(&err_file).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // A second node that joins runs until stopped: killed after 60 s, it fails the test.
+    let status = common::poll_until(
+        "the second node's exit",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || twin.0.try_wait().unwrap(),
+    );
+    drop(twin);
+    let stdout = std::fs::read_to_string(&out_file).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_file).unwrap_or_default();
+    assert_eq!(status.code(), Some(1), "{stdout}\n{stderr}");
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(
