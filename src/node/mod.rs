@@ -193,10 +193,14 @@ pub async fn run(
     let (removed_tx, removed_rx) = mpsc::unbounded_channel();
     let (commands_tx, commands_rx) = mpsc::unbounded_channel();
     let mut tasks = tokio::task::JoinSet::new();
+    // A lease another process took over (this node's renewals lapsed, and a node of this
+    // name started elsewhere) stops this node: its pods now run there.
+    let (lost_tx, lost_rx) = tokio::sync::oneshot::channel();
     tasks.spawn(registration::keep_lease(
         client.clone(),
         node,
         holder.clone(),
+        lost_tx,
         report.clone(),
     ));
     tasks.spawn(registration::keep_status(
@@ -250,17 +254,32 @@ pub async fn run(
         config.name.clone(),
         config.address.clone(),
     );
+    let lost = Arc::new(std::sync::Mutex::new(None));
+    let stop = {
+        let lost = lost.clone();
+        async move {
+            tokio::select! {
+                () = stop => {}
+                Ok(e) = lost_rx => {
+                    *lost.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                }
+            }
+        }
+    };
     supervisor.run(stop).await;
+    let lost = lost.lock().unwrap_or_else(|e| e.into_inner()).take();
     // The tasks hold the pod network: it goes (sandboxes, then the bridge it made) once they
     // are gone, after every pod process.
     tasks.shutdown().await;
     // After the tasks (the lease's renewals, and the status writer, whose last writes of the
     // stopped pods are not wanted: the next start runs them again), so the name is free for
     // the next start at once.
-    if let Err(e) = registration::release_lease(&client, &config.name, &holder).await {
+    if lost.is_none()
+        && let Err(e) = registration::release_lease(&client, &config.name, &holder).await
+    {
         note(e.to_string());
     }
     drop(supervisor);
     service_account::forget_all();
-    Ok(())
+    lost.map_or(Ok(()), Err)
 }

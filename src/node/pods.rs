@@ -279,7 +279,7 @@ impl Book {
         let pods = lock(shared);
         self.admitted
             .iter()
-            .filter(|(uid, _)| !pods.get(uid).is_some_and(|p| state_terminal(p)))
+            .filter(|(uid, _)| !pods.get(uid).is_some_and(state_terminal))
             .map(|(_, r)| *r)
             .collect()
     }

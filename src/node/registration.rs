@@ -410,15 +410,17 @@ pub async fn acquire_lease(
     }
 }
 
-/// Renews the node's lease as `me` every [`LEASE_RENEW`] for ever (the first renewal claims
-/// it, creating it or taking it over). A failed renewal is reported through `report` and tried
-/// again at the next tick: the node lifecycle controller, not this loop, decides what a missed
-/// heartbeat means. A lease another holder took over meanwhile (this node's renewals lapsed
-/// and another process of this name started) is reported and left to it.
+/// Renews the node's lease as `me` every [`LEASE_RENEW`] until it is lost (the first renewal
+/// claims it, creating it or taking it over). A failed renewal is reported through `report` and
+/// tried again at the next tick: the node lifecycle controller, not this loop, decides what a
+/// missed heartbeat means. A lease another holder took over meanwhile (this node's renewals
+/// lapsed and another process of this name started) is not taken back: `lost` says so, and
+/// the node stops.
 pub async fn keep_lease(
     client: kube::Client,
     node: core::Node,
     me: String,
+    lost: tokio::sync::oneshot::Sender<NodeError>,
     report: impl Fn(NodeError) + Send + 'static,
 ) {
     let name = node.metadata.name.clone().unwrap_or_default();
@@ -429,6 +431,10 @@ pub async fn keep_lease(
         tick.tick().await;
         match renew(&leases, &node, &name, &me, !claimed).await {
             Ok(()) => claimed = true,
+            Err(e @ NodeError::NameHeld { .. }) => {
+                let _ = lost.send(e);
+                return;
+            }
             Err(e) => report(e),
         }
     }

@@ -2072,9 +2072,8 @@ fn i46_7_a_second_node_of_a_held_name_refuses_to_join_and_a_crashed_ones_lease_i
         "{:?}",
         started.elapsed()
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        !stdout.contains("sleep"),
+        !stdout.contains("/web[app]"),
         "the second node ran a pod: {stdout}"
     );
     assert_eq!(
@@ -2113,5 +2112,56 @@ fn i46_7_a_second_node_of_a_held_name_refuses_to_join_and_a_crashed_ones_lease_i
     });
     drop(second);
     drop(first);
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 46 item 7: a node whose lease another holder took over (its renewals lapsed, and a
+/// node of its name started elsewhere) does not take it back: it stops its pods and exits 1
+/// with one error at its next renewal.
+#[test]
+fn i46_7_a_node_whose_lease_another_holder_took_over_stops_its_pods_and_exits() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("fence");
+    let name = "n-fence";
+    let mut node = Node::start_at(name, "127.0.0.1", &["--pod-network", "host"]);
+    kubectl_apply(&ns, &sleeping_pod("web", name, 4681, "", ""));
+    wait_until("the pod's process", Duration::from_secs(30), || {
+        process_with("sleep 4681")
+    });
+    wait_until("the lease", Duration::from_secs(30), || {
+        api_get(&format!(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
+        ))
+    });
+    kubectl_ok(&[
+        "patch",
+        "lease",
+        name,
+        "-n",
+        "kube-node-lease",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"holderIdentity":"n-fence/elsewhere"}}"#,
+    ]);
+    // The next renewal (every 10 s) finds the other holder.
+    let status = wait_until("the node's exit", Duration::from_secs(40), || {
+        node.child.as_mut().unwrap().try_wait().unwrap()
+    });
+    node.child = None;
+    let output = node.output();
+    assert_eq!(status.code(), Some(1), "{output}");
+    let errors: Vec<&str> = output.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{output}");
+    assert!(
+        errors[0].contains("node n-fence runs elsewhere")
+            && errors[0].contains("n-fence/elsewhere"),
+        "{output}"
+    );
+    assert!(
+        process_with("sleep 4681").is_none(),
+        "a pod process survived"
+    );
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }
