@@ -699,6 +699,59 @@ mod tests {
     }
 
     #[test]
+    fn i46_5_a_terminal_admitted_pod_takes_no_place() {
+        let shared: Shared = Arc::default();
+        let mut book = Book::default();
+        let one = admission::Resources {
+            milli_cpu: 100,
+            ..Default::default()
+        };
+        book.admitted.insert("a".into(), one);
+        book.admitted.insert("b".into(), one);
+        assert_eq!(book.active(&shared).len(), 2);
+        lock(&shared).entry("b").rendered = Some(core::PodStatus {
+            phase: Some("Succeeded".into()),
+            ..Default::default()
+        });
+        assert_eq!(book.active(&shared), vec![one]);
+        book.forget("a");
+        assert!(book.active(&shared).is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn i46_6_only_the_pods_whose_retry_is_due_are_taken() {
+        let mut book = Book::default();
+        let now = Instant::now();
+        for (uid, after) in [("a", 10), ("b", 14)] {
+            book.waiting.insert(
+                uid.into(),
+                Waiting {
+                    pod: core::Pod::default(),
+                    error: "no free pod IP".into(),
+                    at: now + Duration::from_secs(after),
+                },
+            );
+        }
+        assert_eq!(book.next_retry(), Some(now + Duration::from_secs(10)));
+        assert!(book.due(now).is_empty());
+        assert_eq!(book.due(now + Duration::from_secs(10)).len(), 1);
+        assert_eq!(book.next_retry(), Some(now + Duration::from_secs(14)));
+    }
+
+    #[test]
+    fn i46_6_a_failed_sync_waits_the_kubelets_10_s_plus_up_to_half_of_it() {
+        let delays: Vec<Duration> = (0..50).map(|_| pod_sync_backoff()).collect();
+        for d in &delays {
+            assert!(
+                *d >= Duration::from_secs(10) && *d < Duration::from_secs(15),
+                "{d:?}"
+            );
+        }
+        // Jittered: a fleet of pods failing together does not retry in lock-step.
+        assert!(delays.iter().any(|d| *d != delays[0]), "{delays:?}");
+    }
+
+    #[test]
     fn i29_2_an_image_only_container_cannot_run_and_says_why() {
         let s = spec(
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: web, image: nginx}\n  - {name: ok, image: x, command: [sleep, '1']}\n",
