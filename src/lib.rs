@@ -32,6 +32,7 @@
 
 pub mod alerts;
 pub mod api;
+pub mod backoff;
 pub mod bounded;
 pub mod calibrate;
 pub mod children;

@@ -163,6 +163,19 @@ pub struct LogQuery {
     pub limit: Option<usize>,
 }
 
+/// A log request's `sinceTime` (RFC 3339, as `metav1.Time` takes it; fractions kept) as a
+/// point in time; times before 1970 are 1970.
+pub fn parse_since_time(text: &str) -> Result<SystemTime, String> {
+    let t = text
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .map_err(|e| format!("sinceTime: invalid value {text:?}: not an RFC 3339 time: {e}"))?;
+    let Ok(seconds) = u64::try_from(t.as_second()) else {
+        return Ok(SystemTime::UNIX_EPOCH);
+    };
+    let nanos = u32::try_from(t.subsec_nanosecond()).unwrap_or(0);
+    Ok(SystemTime::UNIX_EPOCH + Duration::new(seconds, nanos))
+}
+
 /// Where a follower of the logs goes on from: the instance it read and how far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FollowFrom {
@@ -270,6 +283,22 @@ fn push_line(out: &mut String, at: SystemTime, line: &str, timestamps: bool) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn i46_since_time_is_read_as_rfc_3339() {
+        use super::parse_since_time;
+        let at = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::new(1_000_000_000, 5);
+        assert_eq!(parse_since_time("2001-09-09T01:46:40.000000005Z"), Ok(at));
+        assert_eq!(
+            parse_since_time("1960-01-01T00:00:00Z"),
+            Ok(std::time::SystemTime::UNIX_EPOCH)
+        );
+        let e = parse_since_time("yesterday").unwrap_err();
+        assert!(
+            e.starts_with("sinceTime: invalid value \"yesterday\""),
+            "{e}"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -185,6 +185,12 @@ struct Conns {
     open: HashMap<u64, Arc<ConnState>>,
 }
 
+/// The waits after accept errors: 5 ms doubling to 1 s, without jitter (the resource is this
+/// process's own, so no fleet retries it in step).
+const ACCEPT_RETRY: crate::backoff::Policy =
+    crate::backoff::Policy::doubling(Duration::from_millis(5), Duration::from_secs(1))
+        .with_jitter(0.0);
+
 /// Serves `handler` on `listener` with `limits` until the task is dropped. Accept errors
 /// (EMFILE and the like) back off, doubling up to 1 s, instead of ending the server.
 pub async fn serve<A: Accept, H: Handler>(
@@ -196,17 +202,16 @@ pub async fn serve<A: Accept, H: Handler>(
     let listener = Arc::new(listener);
     let conns: Arc<Mutex<Conns>> = Arc::default();
     let epoch = tokio::time::Instant::now();
-    let mut backoff = Duration::from_millis(5);
+    let mut backoff = crate::backoff::Backoff::new(ACCEPT_RETRY);
     loop {
         let stream = match listener.accept().await {
             Ok(stream) => stream,
             Err(_) => {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                tokio::time::sleep(backoff.next_delay()).await;
                 continue;
             }
         };
-        backoff = Duration::from_millis(5);
+        backoff.reset();
         let now_ms = epoch.elapsed().as_millis() as u64;
         let (id, state) = {
             let mut c = conns.lock().unwrap_or_else(|e| e.into_inner());

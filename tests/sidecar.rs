@@ -111,7 +111,8 @@ impl Sidecar {
         http(&self.addr, "GET", path, "")
     }
 
-    /// Polls `path` until its status is `code` (within `timeout`); the last body.
+    /// Polls `path` until its status is `code` (within `timeout`, a guard against a hang: 30 s
+    /// where the change takes a second or two); the last body.
     fn wait_status(&self, path: &str, code: u16, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {
@@ -195,15 +196,15 @@ fn a_paused_postgres_fails_readiness_and_never_liveness() {
 
     kill(pg.postmaster(), rustix::process::Signal::STOP);
     let deadline = Instant::now() + Duration::from_secs(15);
+    let mut slowest = Duration::ZERO;
     let body = loop {
         let started = Instant::now();
         let (code, body) = s.get("/readyz?verbose");
-        // The cache answers; a dependency that hangs for its 1 s timeout never delays it.
-        assert!(
-            started.elapsed() < Duration::from_millis(500),
-            "an answer waited {:?}",
-            started.elapsed()
-        );
+        // The cache answers; a dependency that hangs for its 1 s timeout never delays it (an
+        // answer that waited for the check would take the whole second).
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(1), "an answer waited {took:?}");
+        slowest = slowest.max(took);
         let (live, _) = s.get("/livez");
         assert_eq!(live, 200, "liveness must hold while the database is paused");
         if code == 503 {
@@ -212,6 +213,11 @@ fn a_paused_postgres_fails_readiness_and_never_liveness() {
         assert!(Instant::now() < deadline, "readiness never failed:\n{body}");
         std::thread::sleep(Duration::from_millis(100));
     };
+    common::slo::at_most(
+        "slowest /readyz answer from the cache",
+        slowest,
+        Duration::from_millis(500),
+    );
     assert!(
         body.contains("[-]orders-db failed: no answer within 1s from postgres app@127.0.0.1"),
         "{body}"
@@ -374,13 +380,13 @@ overload: {recover: 1s}
         )
     );
     send(b"READY=1\nSTATUS=warming caches");
-    s.wait_status("/startupz", 200, Duration::from_secs(5));
-    let body = s.wait_status("/readyz?verbose", 200, Duration::from_secs(5));
+    s.wait_status("/startupz", 200, Duration::from_secs(30));
+    let body = s.wait_status("/readyz?verbose", 200, Duration::from_secs(30));
     assert!(body.contains("status: warming caches\n"), "{body}");
     // Not watched until the first heartbeat; then 1 s without one fails liveness.
     assert_eq!(s.get("/livez").0, 200);
     send(b"WATCHDOG=1");
-    let body = s.wait_status("/livez?verbose", 503, Duration::from_secs(5));
+    let body = s.wait_status("/livez?verbose", 503, Duration::from_secs(30));
     assert!(
         body.contains("[-]watchdog failed: no WATCHDOG=1 for"),
         "{body}"
@@ -397,17 +403,17 @@ overload: {recover: 1s}
             }
         })
     };
-    s.wait_status("/livez", 200, Duration::from_secs(5));
+    s.wait_status("/livez", 200, Duration::from_secs(30));
     // Overload: readiness only, back after the recover time.
     send(b"X-PROBELET-OVERLOADED=1");
-    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(5));
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(30));
     assert!(
         body.contains("[-]overload failed: the app reports overload"),
         "{body}"
     );
     send(b"X-PROBELET-OVERLOADED=0");
     assert_eq!(s.get("/livez").0, 200);
-    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    s.wait_status("/readyz", 200, Duration::from_secs(30));
     send(&vec![b'A'; 5000]);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !s
@@ -419,7 +425,7 @@ overload: {recover: 1s}
         std::thread::sleep(Duration::from_millis(50));
     }
     send(b"STOPPING=1");
-    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(5));
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(30));
     assert!(
         body.contains("[-]shutdown failed: draining after STOPPING=1"),
         "{body}"
@@ -458,9 +464,9 @@ fn sigterm_drains_then_exits_zero_with(program: &(&str, &[&str])) {
         &[],
         &["--listen", "127.0.0.1:0"],
     );
-    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    s.wait_status("/readyz", 200, Duration::from_secs(30));
     s.signal(rustix::process::Signal::TERM);
-    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(5));
+    let body = s.wait_status("/readyz?verbose", 503, Duration::from_secs(30));
     assert!(
         body.contains("[-]shutdown failed: draining after SIGTERM"),
         "{body}"
@@ -584,7 +590,7 @@ fn sighup_reload_keeps_unchanged_checks() {
     // A changed check starts from the kubelet's initial value (readiness: failed, "no result
     // yet") until its first run, which is due at once: wait for it, so that the refusal
     // below is what is tested.
-    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    s.wait_status("/readyz", 200, Duration::from_secs(30));
     std::fs::write(
         &s.config,
         "checks:\n- name: x\n  probe: {tcpSocket: {port: 0}}\n",
@@ -740,7 +746,7 @@ fn i28_1_notify_datagrams_from_another_process_are_refused() {
     let sock = s.dir().join("notify.sock");
     let app = std::os::unix::net::UnixDatagram::unbound().unwrap();
     app.send_to(b"READY=1\nWATCHDOG=1", &sock).unwrap();
-    s.wait_status("/startupz", 200, Duration::from_secs(5));
+    s.wait_status("/startupz", 200, Duration::from_secs(30));
     // The impostor: another process heartbeating every 100 ms, then sending STOPPING=1.
     let mut impostor = Command::new(env!("CARGO_BIN_EXE_probelet"))
         .args(["demo-app", "--listen", "127.0.0.1:0"])
@@ -757,7 +763,7 @@ fn i28_1_notify_datagrams_from_another_process_are_refused() {
         .spawn()
         .unwrap();
     // The app stopped heartbeating: liveness fails despite the impostor's heartbeats.
-    let body = s.wait_status("/livez?verbose", 503, Duration::from_secs(5));
+    let body = s.wait_status("/livez?verbose", 503, Duration::from_secs(30));
     assert!(body.contains("[-]watchdog failed"), "{body}");
     impostor.wait().unwrap();
     std::thread::sleep(Duration::from_millis(500));
@@ -784,7 +790,7 @@ fn i28_1_notify_datagrams_from_another_process_are_refused() {
     });
     // The app itself is still heard.
     app.send_to(b"WATCHDOG=1", &sock).unwrap();
-    s.wait_status("/livez", 200, Duration::from_secs(5));
+    s.wait_status("/livez", 200, Duration::from_secs(30));
 }
 
 /// Issue 28 item 5: a number too large for a duration is a positioned error at start, and a
@@ -958,8 +964,8 @@ fn fake_scram_postgres(iterations: u64) -> u16 {
 }
 
 /// Issue 28 item 4: a server asking for 200,000,000 SCRAM iterations cannot freeze the
-/// sidecar: the check fails at once with the reason, and liveness answers within 100 ms
-/// meanwhile.
+/// sidecar: the check fails with the reason (computing them would take minutes; objective:
+/// within 2 s), and liveness answers meanwhile (objective: within 100 ms).
 #[test]
 fn i28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
     let _slot = common::two_at_a_time();
@@ -972,34 +978,37 @@ fn i28_4_a_scram_iteration_bomb_fails_the_check_and_never_stalls_the_sidecar() {
     let line = s.wait_line("the failure", |l| {
         l.contains("check db is failing from the start")
     });
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
+    common::slo::at_most(
+        "SCRAM iteration bomb refused",
+        started.elapsed(),
+        Duration::from_secs(2),
     );
     assert!(
         line.contains("200000000 PBKDF2 iterations, more than the 100000"),
         "{line}"
     );
+    let mut slowest = Duration::ZERO;
     for _ in 0..20 {
         let asked = Instant::now();
         assert_eq!(s.get("/livez").0, 200);
-        assert!(
-            asked.elapsed() < Duration::from_millis(100),
-            "{:?}",
-            asked.elapsed()
-        );
+        slowest = slowest.max(asked.elapsed());
         std::thread::sleep(Duration::from_millis(100));
     }
+    common::slo::at_most(
+        "slowest /livez beside a SCRAM bomb",
+        slowest,
+        Duration::from_millis(100),
+    );
 }
 
 /// Issue 28 item 2, through the shared attacks (tests/common/hostile.rs): at `ulimit -n 256`,
 /// 500 connections that send nothing, 500 that send `P` (taken as HTTP/2) and 100 HTTP/1 gRPC
-/// requests announcing a body they never send: `/livez` answers within 100 ms all along.
+/// requests announcing a body they never send: `/livez` answers all along (objective: a median
+/// within 100 ms).
 #[test]
 fn i28_2_connection_floods_on_every_path_leave_liveness_answering() {
     let _slot = common::two_at_a_time();
-    use common::hostile::{Limited, assert_answers_within, flood};
+    use common::hostile::{Limited, assert_answers, flood};
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("s.yaml");
@@ -1023,7 +1032,7 @@ fn i28_2_connection_floods_on_every_path_leave_liveness_answering() {
         100,
         b"POST /grpc.health.v1.Health/Check HTTP/1.1\r\nHost: x\r\nContent-Type: application/grpc\r\nContent-Length: 10\r\n\r\n",
     );
-    assert_answers_within(
+    assert_answers(
         port,
         "/livez",
         200,
@@ -1035,7 +1044,7 @@ fn i28_2_connection_floods_on_every_path_leave_liveness_answering() {
 /// Issue 28 item 3: 24 HTTP/2 connections × 16 `Watch` streams (384, over the 256 cap) and a
 /// notify flood on top: the streams beyond the cap are refused `RESOURCE_EXHAUSTED`, RSS grows
 /// by less than 50 MB and returns (within 10 MB) once the watchers leave, and `/livez` answers
-/// within 100 ms.
+/// (objective of the SLO run: within 100 ms).
 #[test]
 fn i28_3_watch_fan_out_is_capped_and_cheap() {
     let _slot = common::two_at_a_time();
@@ -1044,7 +1053,7 @@ fn i28_3_watch_fan_out_is_capped_and_cheap() {
     let sock = s.dir().join("notify.sock");
     let app = std::os::unix::net::UnixDatagram::unbound().unwrap();
     app.send_to(b"READY=1", &sock).unwrap();
-    s.wait_status("/readyz", 200, Duration::from_secs(5));
+    s.wait_status("/readyz", 200, Duration::from_secs(30));
     let before = common::hostile::memory_mib(s.child.id(), "VmRSS");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let addr = format!("http://{}", s.addr);
@@ -1094,10 +1103,10 @@ fn i28_3_watch_fan_out_is_capped_and_cheap() {
     }
     let asked = Instant::now();
     assert_eq!(s.get("/livez").0, 200);
-    assert!(
-        asked.elapsed() < Duration::from_millis(100),
-        "{:?}",
-        asked.elapsed()
+    common::slo::at_most(
+        "/livez answer after a notify flood",
+        asked.elapsed(),
+        Duration::from_millis(100),
     );
     let grown = common::hostile::memory_mib(s.child.id(), "VmRSS") - before;
     assert!(grown < 50.0, "RSS grew {grown:.1} MiB");
@@ -1131,5 +1140,93 @@ fn i28_10_sidecar_checks_at_link_local_addresses_are_refused() {
     assert!(
         line.contains("is a link-local (cloud metadata) address; refused (use --allow-link-local to permit it)"),
         "{line}"
+    );
+}
+
+/// Issue 46 item 1, without a cluster: a readiness gate whose API server refuses every
+/// connection. The gate can never be written, so while readiness is False its `gate` line fails
+/// with the reason (the pod may still carry a `True` written earlier), and `/readyz/gate`, the
+/// sidecar container's own readiness probe, answers 503; while readiness is True that line is
+/// ok (a gate not written True keeps the pod out anyway).
+#[test]
+fn i46_1_a_gate_that_cannot_be_written_fails_the_gate_line_with_the_reason() {
+    let _slot = common::two_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // The API server: a port where nothing listens (bound, then closed).
+    let api_port = free_port();
+    let ca = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    std::fs::write(dir.path().join("ca.crt"), ca.cert.pem()).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:{api_port}\", certificate-authority: {}}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n",
+            dir.path().join("ca.crt").display()
+        ),
+    )
+    .unwrap();
+    let db = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let config = format!(
+        "readinessGate: cloud.example.com/dependency-check\nchecks:\n- name: db\n  probe: {{tcpSocket: {{port: {}}}, periodSeconds: 1, failureThreshold: 1}}\n",
+        db.local_addr().unwrap().port()
+    );
+    let mut s = Sidecar::start_with(
+        &config,
+        &[("POD_NAME", "app"), ("POD_NAMESPACE", "shop")],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    // The checks pass: readiness is True, and so is the gate line, although True cannot be
+    // written either.
+    let body = s.wait_status("/readyz?verbose", 200, Duration::from_secs(10));
+    assert!(body.contains("[+]db ok\n[+]gate ok\n"), "{body}");
+    assert_eq!(s.get("/readyz/gate"), (200, "ok".to_string()));
+    assert_eq!(s.get("/readyz/db").0, 200);
+    assert_eq!(s.get("/readyz/nope").0, 404);
+    s.wait_line("the failed write", |l| {
+        l.contains("127.0.0.1") && l.contains("(retrying")
+    });
+
+    // The dependency goes: readiness is False and cannot be written, so the gate line fails.
+    drop(db);
+    let body = s.wait_status("/readyz/gate?verbose", 503, Duration::from_secs(10));
+    assert!(
+        body.starts_with(
+            "[-]gate failed: readiness is False but condition cloud.example.com/dependency-check \
+             cannot be written (it may still be True on the pod): "
+        ),
+        "{body}"
+    );
+    assert!(body.contains(&format!("127.0.0.1:{api_port}")), "{body}");
+    let (code, body) = s.get("/readyz?verbose");
+    assert_eq!(code, 503);
+    assert!(body.contains("[-]db failed: "), "{body}");
+    assert!(
+        body.contains("\n[-]gate failed: readiness is False"),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "gate: cloud.example.com/dependency-check not written yet (0 writes, failing: "
+        ),
+        "{body}"
+    );
+    assert_eq!(
+        s.get("/readyz/gate").1,
+        "[-]gate failed: reason withheld\nreadyz check failed\n"
+    );
+    // Liveness never depends on it.
+    assert_eq!(s.get("/livez").0, 200);
+    let all = s.all_stderr();
+    assert!(
+        all.contains("(retrying; readiness fails (its gate line) until False is written)"),
+        "{all}"
     );
 }

@@ -6,7 +6,7 @@
 //!   Prometheus' notifier does: the newest state matters most, and firing alerts are re-sent
 //!   anyway).
 //! * A batch that fails (connect error, timeout, a status other than 2xx) is retried with
-//!   exponential back-off ([`Backoff`]); after [`MAX_ATTEMPTS`] it is dropped and counted.
+//!   exponential back-off ([`BACKOFF`]); after [`MAX_ATTEMPTS`] it is dropped and counted.
 //! * Every request is bounded by [`REQUEST_TIMEOUT`] and plain `http://` (Alertmanager's usual
 //!   loopback or cluster address); the body of a reply is never read beyond its status.
 
@@ -123,16 +123,9 @@ impl AlertMetrics {
     }
 }
 
-/// Exponential back-off between attempts: 500 ms, 1 s, 2 s, ... capped at 8 s.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff;
-
-impl Backoff {
-    /// The wait after failed attempt `n` (1-based).
-    pub fn delay(n: u32) -> Duration {
-        Duration::from_millis(500u64 << n.saturating_sub(1).min(4)).min(Duration::from_secs(8))
-    }
-}
+/// Exponential back-off between attempts: 500 ms, 1 s, 2 s, ... capped at 8 s, less a jitter.
+pub const BACKOFF: crate::backoff::Policy =
+    crate::backoff::Policy::doubling(Duration::from_millis(500), Duration::from_secs(8));
 
 /// The bounded queue of one Alertmanager.
 #[derive(Debug, Default)]
@@ -213,6 +206,7 @@ async fn post_loop(endpoint: Endpoint, queue: Arc<Queue>, metrics: AlertMetrics)
         let count = batch.len() as u64;
         let body = serde_json::Value::Array(batch).to_string();
         let mut attempt = 0;
+        let mut backoff = crate::backoff::Backoff::new(BACKOFF);
         loop {
             attempt += 1;
             match post(&endpoint, &body).await {
@@ -232,7 +226,7 @@ async fn post_loop(endpoint: Endpoint, queue: Arc<Queue>, metrics: AlertMetrics)
                         );
                         break;
                     }
-                    tokio::time::sleep(Backoff::delay(attempt)).await;
+                    tokio::time::sleep(backoff.next_delay()).await;
                 }
             }
         }
@@ -352,9 +346,9 @@ mod tests {
         }
         assert_eq!(metrics.errors.get(), u64::from(MAX_ATTEMPTS));
         assert_eq!(metrics.sent.get(), 0);
-        // 0.5 + 1 + 2 + 4 s of back-off between the five attempts.
+        // 0.5 + 1 + 2 + 4 s of back-off between the five attempts, less up to 20 % of jitter.
         assert!(
-            start.elapsed() >= Duration::from_millis(7500),
+            start.elapsed() >= Duration::from_millis(6000),
             "{:?}",
             start.elapsed()
         );
@@ -362,8 +356,8 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_is_capped() {
-        let d: Vec<u64> = (1..=7)
-            .map(|n| Backoff::delay(n).as_millis() as u64)
+        let d: Vec<u64> = (0..7)
+            .map(|n| BACKOFF.delay(n, 0.0).as_millis() as u64)
             .collect();
         assert_eq!(d, [500, 1000, 2000, 4000, 8000, 8000, 8000]);
     }

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::core::v1 as core;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 /// Longest query string accepted (the API server's limit is of the same order).
 const MAX_QUERY: usize = 16 * 1024;
@@ -1403,15 +1403,9 @@ async fn logs(req: &Request, ns: &str, name: &str) -> Response {
             let back = crate::bounded::seconds_clamped(s).unwrap_or_default();
             SystemTime::now().checked_sub(back)
         }
-        (None, Some(t)) => match t.parse::<k8s_openapi::jiff::Timestamp>() {
-            Ok(t) => {
-                Some(SystemTime::UNIX_EPOCH + Duration::from_secs(t.as_second().max(0) as u64))
-            }
-            Err(e) => {
-                return bad_request(&format!(
-                    "sinceTime: invalid value {t:?}: not an RFC 3339 time: {e}"
-                ));
-            }
+        (None, Some(t)) => match crate::logs::parse_since_time(t) {
+            Ok(at) => Some(at),
+            Err(e) => return bad_request(&e),
         },
         (None, None) => None,
     };

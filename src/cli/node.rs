@@ -38,16 +38,17 @@ pub struct Args {
     /// Where the kubelet endpoints (`containerLogs`) listen; port 0 picks a free one.
     #[arg(long, default_value = "127.0.0.1:10250", value_name = "ADDR")]
     pub kubelet_listen: std::net::SocketAddr,
-    /// The kubelet endpoints' serving certificate (PEM), signed by the CA the API server
-    /// verifies kubelets with (`scripts/control-plane node-cert DIR NAME` issues one). Without
-    /// it there are no kubelet endpoints, so `kubectl logs` fails.
-    #[arg(long, value_name = "FILE", requires_all = ["tls_private_key_file", "client_ca_file"])]
+    /// The kubelet port's serving certificate (PEM), signed by the CA the API server verifies
+    /// kubelets with; given with `--tls-private-key-file`. Without both, the node asks the
+    /// `certificates.k8s.io` API for one (signer `kubernetes.io/kubelet-serving`) and approves
+    /// it itself where its credentials may (docs/node.md, "The kubelet port").
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
     pub tls_cert_file: Option<PathBuf>,
-    /// The serving certificate's private key (PEM).
-    #[arg(long, value_name = "FILE")]
+    /// The serving certificate's private key (PEM); given with `--tls-cert-file`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
     pub tls_private_key_file: Option<PathBuf>,
-    /// The CA whose client certificates may read the kubelet endpoints (the API server's
-    /// `--kubelet-client-certificate` is signed by it).
+    /// The CA whose client certificates may use the kubelet port (the API server's
+    /// `--kubelet-client-certificate` is signed by it). Default: the kubeconfig's cluster CA.
     #[arg(long, value_name = "FILE")]
     pub client_ca_file: Option<PathBuf>,
     /// How pods are networked: `pod` (a network namespace and IP each; the default for root)
@@ -92,17 +93,12 @@ pub fn run(args: Args) -> ExitCode {
         .name
         .clone()
         .unwrap_or_else(probelet::api::objects::node_name);
-    let tls = match (
-        &args.tls_cert_file,
-        &args.tls_private_key_file,
-        &args.client_ca_file,
-    ) {
-        (Some(cert), Some(key), Some(ca)) => Some(KubeletTls {
-            cert: cert.clone(),
-            key: key.clone(),
-            client_ca: ca.clone(),
-        }),
-        _ => None,
+    let tls = KubeletTls {
+        cert_and_key: args
+            .tls_cert_file
+            .clone()
+            .zip(args.tls_private_key_file.clone()),
+        client_ca: args.client_ca_file.clone(),
     };
     let supervisor_config = supervisor_config(
         &args.node_ip,

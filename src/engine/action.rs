@@ -91,7 +91,7 @@ impl KillRequest {
 }
 
 /// Event type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum EventType {
     /// `Normal`.
     Normal,

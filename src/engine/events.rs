@@ -18,14 +18,17 @@ pub const SPAM_BURST: u32 = 25;
 /// client-go's `defaultSpamQPS` (1/300): one token back every 5 minutes.
 pub const SPAM_REFILL: Duration = Duration::from_secs(300);
 
-/// A token bucket per pod (the spam key is the involved object, not its field path or reason,
-/// as in client-go's `getSpamKey`): `burst` events at once, then one per `refill`.
+/// A token bucket per pod and event type (client-go's `getSpamKey` is the source, the involved
+/// object and the event's `Type`, not its field path or reason): `burst` events at once, then
+/// one per `refill`. A pod whose probes used up the Warning bucket still records its Normal
+/// `Killing` when it is deleted, as the kubelet does (seen beside the upstream kubelet v1.36.3,
+/// tests/kubernetes/differential.rs).
 #[derive(Debug)]
 pub struct SpamFilter {
     burst: u32,
     refill: Duration,
-    /// Per pod: tokens left and when they were counted.
-    buckets: HashMap<PodId, (f64, Instant)>,
+    /// Per pod and event type: tokens left and when they were counted.
+    buckets: HashMap<(PodId, EventType), (f64, Instant)>,
 }
 
 impl SpamFilter {
@@ -38,13 +41,13 @@ impl SpamFilter {
         }
     }
 
-    /// Takes a token for an event about `pod` at `at`: false means drop the event.
-    pub fn allow(&mut self, pod: PodId, at: Instant) -> bool {
+    /// Takes a token for an event of type `kind` about `pod` at `at`: false means drop the event.
+    pub fn allow(&mut self, pod: PodId, kind: EventType, at: Instant) -> bool {
         if self.refill.is_zero() {
             return true;
         }
         let burst = f64::from(self.burst);
-        let (tokens, since) = self.buckets.entry(pod).or_insert((burst, at));
+        let (tokens, since) = self.buckets.entry((pod, kind)).or_insert((burst, at));
         let refilled =
             at.saturating_duration_since(*since).as_secs_f64() / self.refill.as_secs_f64();
         *tokens = (*tokens + refilled).min(burst);
@@ -59,7 +62,7 @@ impl SpamFilter {
 
     /// Forgets a removed pod's bucket.
     pub fn forget(&mut self, pod: PodId) {
-        self.buckets.remove(&pod);
+        self.buckets.retain(|(p, _), _| *p != pod);
     }
 }
 
@@ -143,7 +146,7 @@ impl EventStore {
         message: &str,
         at: Instant,
     ) -> Option<&StoredEvent> {
-        if !self.spam.allow(pod, at) {
+        if !self.spam.allow(pod, kind, at) {
             self.dropped += 1;
             return None;
         }
@@ -291,6 +294,35 @@ mod tests {
         assert!(s.record(&event(p, "m0", 302)).is_none());
         let merged = s.list().into_iter().find(|e| e.message == "m0").unwrap();
         assert_eq!(merged.count, 10, "9 of the burst and 1 refill");
+    }
+
+    /// R9.3 (client-go `getSpamKey` includes the event's `Type`): a pod whose Warning events
+    /// used up their bucket still records its Normal ones (the `Killing` of its deletion), as the
+    /// upstream kubelet v1.36.3 did beside probelet (tests/kubernetes/differential.rs).
+    #[test]
+    fn r9_3_the_spam_key_includes_the_event_type() {
+        let p = pod();
+        let mut s = EventStore::new(1000);
+        let warnings = (0..30)
+            .filter(|i| s.record(&event(p, &format!("w{i}"), 1)).is_some())
+            .count();
+        assert_eq!(warnings, 25);
+        let killing = s.record_parts(
+            p,
+            "spec.containers{app}",
+            "Killing",
+            EventType::Normal,
+            "Stopping container app",
+            Instant::from_secs(2),
+        );
+        assert!(
+            killing.is_some(),
+            "the Normal bucket is a bucket of its own"
+        );
+        assert!(
+            s.record(&event(p, "w-after", 2)).is_none(),
+            "the Warning bucket is still empty"
+        );
     }
 
     #[test]

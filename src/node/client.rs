@@ -41,23 +41,26 @@ pub async fn connect(path: &Path) -> Result<kube::Client, NodeError> {
     kube::Client::try_from(config).map_err(|e| bad(crate::display::error_chain(&e)))
 }
 
+/// The waits between tries of an API request: 200 ms, 400 ms, … (at most 5 s), less a jitter.
+pub const API_RETRY: crate::backoff::Policy =
+    crate::backoff::Policy::doubling(Duration::from_millis(200), Duration::from_secs(5));
+
 /// Tries `request` up to `attempts` times while its error is [retriable](NodeError::retriable),
-/// waiting 200 ms, 400 ms, … (at most 5 s) between tries: the API server restarting, or a
-/// conflict with another writer, costs a retry, never a crash.
+/// waiting as [`API_RETRY`] says between tries: the API server restarting, or a conflict with
+/// another writer, costs a retry, never a crash.
 pub async fn retry<T, F, Fut>(attempts: u32, mut request: F) -> Result<T, NodeError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, NodeError>>,
 {
-    let mut delay = Duration::from_millis(200);
+    let mut backoff = crate::backoff::Backoff::new(API_RETRY);
     let mut left = attempts.max(1);
     loop {
         match request().await {
             Ok(v) => return Ok(v),
             Err(e) if left > 1 && e.retriable() => {
                 left -= 1;
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                tokio::time::sleep(backoff.next_delay()).await;
             }
             Err(e) => return Err(e),
         }
@@ -83,8 +86,12 @@ mod tests {
         .await;
         assert!(matches!(r, Err(NodeError::Unreachable { .. })));
         assert_eq!(tries.load(Ordering::Relaxed), 4);
-        // 200 + 400 + 800 ms between the four tries.
-        assert_eq!(started.elapsed(), Duration::from_millis(1400));
+        // 200 + 400 + 800 ms between the four tries, each less up to 20 % of jitter.
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(1120) && waited <= Duration::from_millis(1400),
+            "{waited:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -13,7 +13,9 @@
 //! * [`status`]: the status manager (strategic merge patches, only on change);
 //! * [`events`]: the event recorder;
 //! * [`kubelet`]: the kubelet's TLS read endpoints (`containerLogs`);
-//! * [`service_account`]: Downward API env, service variables and a token for each pod.
+//! * [`serving`]: the kubelet port's certificate, from files or the `certificates.k8s.io` API;
+//! * [`service_account`]: Downward API env, service variables and a token for each pod;
+//! * [`services`]: ClusterIP Services from the pods' network (kube-proxy's part).
 
 pub mod admission;
 pub mod client;
@@ -23,6 +25,8 @@ pub mod kubelet;
 pub mod pods;
 pub mod registration;
 pub mod service_account;
+pub mod services;
+pub mod serving;
 pub mod state;
 pub mod status;
 
@@ -43,8 +47,8 @@ pub struct NodeConfig {
     pub address: String,
     /// Where the kubelet endpoints listen (port 0: any free port).
     pub kubelet_listen: std::net::SocketAddr,
-    /// The kubelet endpoints' TLS; `None`: no endpoints (`kubectl logs` then fails).
-    pub tls: Option<kubelet::KubeletTls>,
+    /// The kubelet endpoints' TLS: files, or what the node bootstraps.
+    pub tls: kubelet::KubeletTls,
     /// How pods are networked.
     pub pod_network: PodNetworkMode,
     /// `--allow-privileged`: `privileged: true` containers run with every capability.
@@ -116,9 +120,68 @@ async fn pod_network(
         bridge: bridge.unwrap_or_else(|| bridge_name(name)),
         pod_cidr,
         run_dir,
+        registry: crate::runtime::registry::DEFAULT_DIR.into(),
     };
     crate::runtime::netns::PodNetwork::create(config)
         .map_err(|e| NodeError::PodNetwork(e.to_string()))
+}
+
+/// What waits for a bootstrapped serving certificate, when it is not there yet.
+type CertificateWait = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// The kubelet port's TLS ([`serving`]): the files given, or a certificate through the
+/// `certificates.k8s.io` API, waited for (at most [`serving`]'s 10 s) when the node approved
+/// its own request, so that the port the Node advertises serves from the start.
+async fn kubelet_tls(
+    config: &NodeConfig,
+    client: &kube::Client,
+    note: &(impl Fn(String) + Send + Sync + Clone + 'static),
+) -> Result<(rustls::ServerConfig, Option<CertificateWait>), NodeError> {
+    let roots = serving::client_ca(config.tls.client_ca.as_deref(), &config.kubeconfig).await?;
+    if let Some((cert, key)) = &config.tls.cert_and_key {
+        let fixed = Arc::new(serving::from_files(cert, key)?);
+        return Ok((serving::server_config(fixed, roots)?, None));
+    }
+    let cert = Arc::new(serving::ServingCert::default());
+    let tls = serving::server_config(cert.clone(), roots)?;
+    let request = match serving::request(
+        client,
+        &config.name,
+        std::slice::from_ref(&config.address),
+    )
+    .await
+    {
+        Ok(request) => request,
+        // The node may still register and run pods: its port refuses every handshake.
+        Err(e @ NodeError::Forbidden { .. }) => {
+            note(format!(
+                "kubelet port: no serving certificate, so `kubectl logs` fails: {e}; give --tls-cert-file and --tls-private-key-file"
+            ));
+            return Ok((tls, None));
+        }
+        Err(e) => return Err(e),
+    };
+    if !request.approved {
+        note(format!(
+            "kubelet port: certificate request {} waits for approval (the node's credentials may not approve it): kubectl certificate approve {}",
+            request.name, request.name
+        ));
+    }
+    let approved = request.approved;
+    let mut wait: CertificateWait = Box::pin(serving::install(
+        client.clone(),
+        request,
+        cert.clone(),
+        note.clone(),
+    ));
+    if approved {
+        // Issued within a second by a controller-manager that signs: wait for it here.
+        let issued = tokio::time::timeout(std::time::Duration::from_secs(10), &mut wait).await;
+        if issued.is_ok() {
+            return Ok((tls, None));
+        }
+    }
+    Ok((tls, Some(wait)))
 }
 
 /// `1.33` → `v1.33.0`: a node's `kubeletVersion` is a full semantic version (kubectl and the
@@ -150,6 +213,10 @@ pub async fn run(
         root: rustix::process::geteuid().is_root(),
     });
     let client = client::connect(&config.kubeconfig).await?;
+    // One node per name: another process renewing this name's lease keeps this one out,
+    // before anything is written (the serving certificate, the Node).
+    let holder = registration::holder_identity(&config.name);
+    registration::acquire_lease(&client, &config.name, &holder, &note).await?;
     // The kubelet endpoints first: the node object carries their port.
     let listener = tokio::net::TcpListener::bind(config.kubelet_listen)
         .await
@@ -158,7 +225,7 @@ pub async fn run(
         .local_addr()
         .map_err(|e| NodeError::Server(e.to_string()))?
         .port();
-    let tls = config.tls.as_ref().map(kubelet::tls_config).transpose()?;
+    let tls = kubelet_tls(&config, &client, &note).await?;
     let identity = registration::NodeIdentity {
         name: config.name.clone(),
         address: config.address.clone(),
@@ -167,20 +234,32 @@ pub async fn run(
         max_pods: config.max_pods,
     };
     let allocatable = admission::Allocatable::of(&registration::node_status(&identity));
-    // One node per name: another process renewing this name's lease keeps this one out.
-    let holder = registration::holder_identity(&config.name);
-    registration::acquire_lease(&client, &config.name, &holder, &note).await?;
     let node = registration::register(&client, &identity).await?;
-    let ips: Arc<dyn pods::PodIps> = match config.pod_network.clone() {
-        PodNetworkMode::Host => Arc::new(pods::HostNetwork(config.address.clone())),
+    let network = match config.pod_network.clone() {
+        PodNetworkMode::Host => None,
         PodNetworkMode::Pod { bridge, run_dir } => {
-            Arc::new(pod_network(&client, &config.name, bridge, run_dir).await?)
+            let network = pod_network(&client, &config.name, bridge, run_dir).await?;
+            for removed in network.dead_removed() {
+                note(removed.summary());
+            }
+            Some(Arc::new(network))
         }
     };
     // What pods get for in-cluster clients (issue 30): the API server's address and CA, and
     // their credentials directory, made afresh once the pod network holds the run directory's
     // lock (so a second node on it fails there, before touching its tokens).
     service_account::init(&config.kubeconfig, &config.run_dir).await?;
+    // With a pod network, the pods reach Services (and the API server) through the node's
+    // proxy; with the host's, they share the node's network and reach what it reaches.
+    let (ips, follow_services): (Arc<dyn pods::PodIps>, _) = match network {
+        None => (Arc::new(pods::HostNetwork(config.address.clone())), None),
+        Some(network) => {
+            let api_server = service_account::api_server().unwrap_or_default();
+            let (with_services, follow) =
+                services::start(client.clone(), network, api_server, note.clone()).await?;
+            (with_services, Some(follow))
+        }
+    };
 
     let report = {
         let note = note.clone();
@@ -235,12 +314,17 @@ pub async fn run(
         status_tx.clone(),
         note.clone(),
     ));
-    if let Some(tls) = tls {
-        tasks.spawn(kubelet::serve(
-            kubelet::TlsListener::new(listener, tls),
-            shared.clone(),
-        ));
+    if let Some(follow) = follow_services {
+        tasks.spawn(follow);
     }
+    let (tls, waiting) = tls;
+    if let Some(waiting) = waiting {
+        tasks.spawn(waiting);
+    }
+    tasks.spawn(kubelet::serve(
+        kubelet::TlsListener::new(listener, tls),
+        shared.clone(),
+    ));
 
     supervisor.attach_node(
         Box::new(pods::Sink {

@@ -497,7 +497,12 @@ async fn apply<R: Fn(String) + Send>(ctx: &Ctx<'_, R>, book: &mut Book, pod: cor
         delete_now(ctx.client, &pod, ctx.report).await;
         return;
     }
-    if terminal || book.refused.contains(&uid) {
+    if book.refused.contains(&uid) {
+        // Kept for the kubelet port: `kubectl logs` answers from its status.
+        lock(ctx.shared).entry(&uid).api = Some(pod);
+        return;
+    }
+    if terminal {
         return;
     }
     if let Some(waiting) = book.waiting.get_mut(&uid) {
@@ -533,7 +538,9 @@ async fn start<R: Fn(String) + Send>(
     };
     let spec = pod.spec.clone().unwrap_or_default();
     if let Some(message) = unrunnable(&spec).or_else(|| unconfinable(&pod, &spec)) {
-        book.refused.insert(uid);
+        book.refused.insert(uid.clone());
+        // Kept for the kubelet port: `kubectl logs` answers from its status.
+        lock(ctx.shared).entry(&uid).api = Some(pod.clone());
         if let Err(e) = warn(ctx.client, ctx.node_name, &pod, "Failed", &message).await {
             (ctx.report)(e.to_string());
         }
@@ -542,6 +549,8 @@ async fn start<R: Fn(String) + Send>(
     let (ip, netns) = match ctx.ips.assign(&uid) {
         Ok(assigned) => assigned,
         Err(message) => {
+            // Kept for the kubelet port: `kubectl logs` answers from its status.
+            lock(ctx.shared).entry(&uid).api = Some(pod.clone());
             if last_error.as_ref() != Some(&message) {
                 let reason = "FailedCreatePodSandBox";
                 if let Err(e) = warn(ctx.client, ctx.node_name, &pod, reason, &message).await {
@@ -559,6 +568,7 @@ async fn start<R: Fn(String) + Send>(
             return;
         }
     };
+    note_ip_change(&pod, &ip, ctx.report);
     for line in unsupported(&spec) {
         if let Err(e) = warn(ctx.client, ctx.node_name, &pod, "Unsupported", &line).await {
             (ctx.report)(e.to_string());
@@ -615,6 +625,19 @@ async fn reject<R: Fn(String) + Send>(
         // Deleted meanwhile.
         Err(e) if e.code() == 404 || e.code() == 409 => {}
         Err(e) => (ctx.report)(e.to_string()),
+    }
+}
+
+/// One line when a pod re-run here (after a node restart) gets another IP than its status
+/// has: its recorded address could not be had. The status writer writes the new one.
+fn note_ip_change(pod: &core::Pod, ip: &str, report: &(impl Fn(String) + Send)) {
+    let old = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref());
+    if let Some(old) = old.filter(|old| *old != ip) {
+        report(format!(
+            "pod {}/{}: IP changed from {old} to {ip} (its address could not be given back); its status and the EndpointSlices follow",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ));
     }
 }
 

@@ -13,8 +13,11 @@
 //! is created exclusively (mode 700), and every file is written to a new temporary file
 //! (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 600) renamed over the old one, so nothing another user
 //! placed there beforehand is ever accepted or written through.
-//! The service variables name the API server of the node's kubeconfig: there is no kube-proxy
-//! to route the `kubernetes` Service's ClusterIP.
+//! Every clean stop removes them ([`forget_all`]); after a `kill -9`, the next start of the node
+//! makes the `tokens` directory afresh, and a node with a pod network started before that
+//! removes a dead node's `tokens` ([`crate::runtime::registry`]).
+//! The service variables name the `kubernetes` Service's ClusterIP, which the node's Service
+//! proxy serves ([`super::services`]); with `--pod-network host`, the kubeconfig's server.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -91,6 +94,30 @@ pub async fn init(kubeconfig: &Path, run_dir: &Path) -> Result<(), NodeError> {
     Ok(())
 }
 
+/// The kubeconfig's API server as `host:port` (an IPv6 host in brackets), once [`init`] ran:
+/// where the node's Service proxy sends the `kubernetes` Service ([`super::services`]).
+pub fn api_server() -> Option<String> {
+    let s = SERVICE.get()?;
+    Some(if s.host.contains(':') {
+        format!("[{}]:{}", s.host, s.port)
+    } else {
+        format!("{}:{}", s.host, s.port)
+    })
+}
+
+// --- issue 46 item 1 (services helper); the `env` helper owns the service variables and
+// reconciles this at merge.
+/// `KUBERNETES_SERVICE_HOST`/`PORT`: the `kubernetes` Service's ClusterIP and port when the
+/// node proxies Services (a pod network), else the kubeconfig's server (`--pod-network host`:
+/// the pods share the node's network, so they reach it as the node does).
+fn service_host_port(s: &ServiceEnv) -> (String, String) {
+    match super::services::kubernetes_service() {
+        Some(addr) => (addr.ip().to_string(), addr.port().to_string()),
+        None => (s.host.clone(), s.port.clone()),
+    }
+}
+// --- end of issue 46 item 1
+
 /// The value of a Downward API `fieldRef`, when probelet knows it.
 fn field(pod: &core::Pod, ip: &str, path: &str) -> Option<String> {
     let m = &pod.metadata;
@@ -127,8 +154,9 @@ pub async fn provide(
 ) {
     let mut extra = Vec::new();
     if let Some(s) = SERVICE.get() {
-        extra.push(("KUBERNETES_SERVICE_HOST", s.host.clone()));
-        extra.push(("KUBERNETES_SERVICE_PORT", s.port.clone()));
+        let (host, port) = service_host_port(s);
+        extra.push(("KUBERNETES_SERVICE_HOST", host));
+        extra.push(("KUBERNETES_SERVICE_PORT", port));
         if spec.automount_service_account_token != Some(false) {
             match token_dir(client, pod, s, false).await {
                 Ok(dir) => {

@@ -45,14 +45,21 @@ impl Pods {
         self.by_uid.remove(uid);
     }
 
-    /// The pod called `namespace/name` that runs here (its API object and logs).
+    /// The pod called `namespace/name` bound here (its API object, status and logs): one
+    /// that runs (with logs) before one that does not, such as a pod the node refused.
     pub fn by_name(&self, namespace: &str, name: &str) -> Option<&PodState> {
-        self.by_uid.values().find(|p| {
+        let named = |p: &&PodState| {
             p.api.as_ref().is_some_and(|a| {
                 a.metadata.namespace.as_deref() == Some(namespace)
                     && a.metadata.name.as_deref() == Some(name)
-            }) && !p.logs.is_empty()
-        })
+            })
+        };
+        let mut candidates = self.by_uid.values().filter(named);
+        let first = candidates.next()?;
+        if !first.logs.is_empty() {
+            return Some(first);
+        }
+        Some(candidates.find(|p| !p.logs.is_empty()).unwrap_or(first))
     }
 }
 

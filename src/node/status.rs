@@ -28,15 +28,14 @@ pub fn status_patch(uid: &str, state: &super::state::PodState) -> Option<serde_j
     let sandbox_ready = status.start_time.clone().unwrap_or(now);
     objects::kubelet_conditions(&mut status, api_conditions, sandbox_ready);
     status.qos_class = None;
-    // Once given, the pod's IPs and start time stay (the API server refuses a change).
-    if let Some(api) = api_status {
-        if api.pod_ip.is_some() {
-            status.pod_ip = api.pod_ip.clone();
-            status.pod_ips = api.pod_ips.clone();
-        }
-        if api.start_time.is_some() {
-            status.start_time = api.start_time.clone();
-        }
+    // Once given, the start time stays (the pod started then, whatever the node did since).
+    // The pod's IPs are the sandbox's, as rendered: a pod re-run after a node restart at
+    // another address (its old one could not be had) has the new one written, which the API
+    // server accepts (v1.36.3: node_e2e i46_2 writes it, the list replaced, see below) and
+    // the EndpointSlice controller follows; keeping the old one would list an address where
+    // nothing answers.
+    if let Some(start) = api_status.and_then(|api| api.start_time.clone()) {
+        status.start_time = Some(start);
     }
     let mut status = serde_json::to_value(&status).unwrap_or_default();
     // A strategic merge patch merges conditions by type, and each condition by field: a
@@ -48,6 +47,12 @@ pub fn status_patch(uid: &str, state: &super::state::PodState) -> Option<serde_j
                 c.entry(key).or_insert(serde_json::Value::Null);
             }
         }
+    }
+    // podIPs merge by `ip`: a changed IP would be added to the old one (refused: one IP per
+    // family). The list is replaced whole, in every patch (the same form each time, so an
+    // unchanged status still compares equal to what was written).
+    if let Some(ips) = status.get_mut("podIPs").and_then(|v| v.as_array_mut()) {
+        ips.insert(0, serde_json::json!({ "$patch": "replace" }));
     }
     let patch = serde_json::json!({ "metadata": { "uid": uid }, "status": status });
     (state.written.as_ref() != Some(&patch)).then_some(patch)
@@ -162,5 +167,38 @@ mod tests {
             "{ready}"
         );
         assert!(ready.get("message").is_some(), "{ready}");
+    }
+
+    #[test]
+    fn i46_2_a_changed_pod_ip_is_written_and_the_start_time_kept() {
+        let mut s = state();
+        let old = |ip: &str| core::PodStatus {
+            pod_ip: Some(ip.into()),
+            pod_ips: Some(vec![core::PodIP { ip: ip.into() }]),
+            start_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(50).unwrap(),
+            )),
+            ..Default::default()
+        };
+        s.api.as_mut().unwrap().status = Some(old("10.244.0.3"));
+        let rendered = s.rendered.as_mut().unwrap();
+        rendered.pod_ip = Some("10.244.0.2".into());
+        rendered.pod_ips = Some(vec![core::PodIP {
+            ip: "10.244.0.2".into(),
+        }]);
+        rendered.start_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(900).unwrap(),
+        ));
+        let patch = status_patch("u1", &s).unwrap();
+        assert_eq!(patch["status"]["podIP"], "10.244.0.2", "{patch}");
+        assert_eq!(
+            patch["status"]["podIPs"],
+            serde_json::json!([{"$patch": "replace"}, {"ip": "10.244.0.2"}]),
+            "the list is replaced, not merged with the old IP"
+        );
+        assert_eq!(
+            patch["status"]["startTime"], "1970-01-01T00:00:50Z",
+            "{patch}"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! the controller-manager), its first host address for the bridge (the pods' gateway), and
 //! the pod IPs handed out from the rest, never the network or broadcast address.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
@@ -117,6 +117,9 @@ pub struct Ipam {
     cidr: Cidr,
     /// Offsets from the network address of the addresses in use.
     used: BTreeSet<u32>,
+    /// Offsets kept for the pods that had them before a restart, by pod (sandbox id): handed
+    /// to others only when nothing else is free.
+    reserved: BTreeMap<String, u32>,
 }
 
 impl Ipam {
@@ -125,6 +128,7 @@ impl Ipam {
         Ipam {
             cidr,
             used: BTreeSet::new(),
+            reserved: BTreeMap::new(),
         }
     }
 
@@ -133,27 +137,62 @@ impl Ipam {
         self.cidr
     }
 
+    /// The offset of the last pod address (the one before the broadcast address).
+    fn last(&self) -> u32 {
+        u32::try_from(self.cidr.size() - 2).unwrap_or(u32::MAX)
+    }
+
+    /// The offset of `ip` when it is a pod address of the CIDR (not the network, gateway or
+    /// broadcast address).
+    fn pod_offset(&self, ip: Ipv4Addr) -> Option<u32> {
+        let offset = u32::from(ip).checked_sub(u32::from(self.cidr.network))?;
+        (self.cidr.contains(ip) && (2..=self.last()).contains(&offset)).then_some(offset)
+    }
+
+    /// Keeps `ip` for the pod `id` (its address before a restart): [`Ipam::allocate_for`]
+    /// gives it to `id`, and to another pod only when no other address is free. An address
+    /// that is not a pod address of the CIDR (another CIDR's record) is not kept: `false`.
+    pub fn reserve(&mut self, id: &str, ip: Ipv4Addr) -> bool {
+        let Some(offset) = self.pod_offset(ip) else {
+            return false;
+        };
+        self.reserved.insert(id.to_string(), offset);
+        true
+    }
+
     /// Takes the lowest free pod address (offsets 2 ..= size − 2: after the gateway, before
-    /// the broadcast address).
+    /// the broadcast address); see [`Ipam::allocate_for`].
     pub fn allocate(&mut self) -> Result<Ipv4Addr, IpamError> {
-        let last = u32::try_from(self.cidr.size() - 2).unwrap_or(u32::MAX);
-        // Walk the used set (sorted) for the first gap; the set never holds more than the
-        // pods of one node, so this is cheap.
-        let mut candidate = 2;
-        for &used in self.used.range(2..) {
-            if used != candidate {
-                break;
+        self.allocate_for("")
+    }
+
+    /// Takes an address for pod `id`: the one kept for it ([`Ipam::reserve`]) if free, else
+    /// the lowest free address kept for no one, else the lowest free address at all (its
+    /// reservation is then void).
+    pub fn allocate_for(&mut self, id: &str) -> Result<Ipv4Addr, IpamError> {
+        let own = self.reserved.remove(id);
+        let offset = match own.filter(|o| !self.used.contains(o)) {
+            Some(offset) => offset,
+            None => {
+                let kept: BTreeSet<u32> = self.reserved.values().copied().collect();
+                let taken: BTreeSet<u32> = self.used.union(&kept).copied().collect();
+                match first_gap(&taken, self.last()).or_else(|| first_gap(&self.used, self.last()))
+                {
+                    Some(offset) => {
+                        self.reserved.retain(|_, o| *o != offset);
+                        offset
+                    }
+                    None => {
+                        return Err(IpamError::Exhausted {
+                            cidr: self.cidr,
+                            pods: self.cidr.pod_addresses(),
+                        });
+                    }
+                }
             }
-            candidate += 1;
-        }
-        if candidate > last {
-            return Err(IpamError::Exhausted {
-                cidr: self.cidr,
-                pods: self.cidr.pod_addresses(),
-            });
-        }
-        self.used.insert(candidate);
-        Ok(Ipv4Addr::from(u32::from(self.cidr.network) + candidate))
+        };
+        self.used.insert(offset);
+        Ok(Ipv4Addr::from(u32::from(self.cidr.network) + offset))
     }
 
     /// Gives `ip` back; releasing an address that is not in use does nothing.
@@ -168,6 +207,19 @@ impl Ipam {
     pub fn in_use(&self) -> usize {
         self.used.len()
     }
+}
+
+/// The lowest offset from 2 to `last` not in `taken` (sorted): walking the set is cheap, it
+/// never holds more than the pods of one node.
+fn first_gap(taken: &BTreeSet<u32>, last: u32) -> Option<u32> {
+    let mut candidate = 2;
+    for &t in taken.range(2..) {
+        if t != candidate {
+            break;
+        }
+        candidate += 1;
+    }
+    (candidate <= last).then_some(candidate)
 }
 
 #[cfg(test)]
@@ -252,5 +304,36 @@ mod tests {
             err.to_string(),
             "no free pod IP in 10.9.0.4/30: all 1 pod addresses are in use"
         );
+    }
+
+    #[test]
+    fn i46_2_a_reserved_address_goes_back_to_its_pod_and_to_others_only_when_nothing_else_is_free()
+    {
+        let mut ipam = Ipam::new(cidr("10.1.0.0/29")); // pods .2 to .6
+        let ip = |d: u8| Ipv4Addr::new(10, 1, 0, d);
+        assert!(ipam.reserve("b", ip(3)));
+        assert!(ipam.reserve("c", ip(2)));
+        assert!(!ipam.reserve("x", ip(1)), "the gateway");
+        assert!(!ipam.reserve("x", ip(7)), "the broadcast address");
+        assert!(
+            !ipam.reserve("x", Ipv4Addr::new(10, 2, 0, 3)),
+            "another CIDR"
+        );
+        assert_eq!(
+            ipam.allocate_for("new").unwrap(),
+            ip(4),
+            "skips the kept ones"
+        );
+        assert_eq!(ipam.allocate_for("b").unwrap(), ip(3));
+        assert_eq!(ipam.allocate_for("new2").unwrap(), ip(5));
+        assert_eq!(ipam.allocate_for("new3").unwrap(), ip(6));
+        // Nothing else free: c's kept address goes to another pod, and c gets what is free.
+        assert_eq!(ipam.allocate_for("new4").unwrap(), ip(2));
+        ipam.release(ip(5));
+        assert_eq!(ipam.allocate_for("c").unwrap(), ip(5));
+        assert!(matches!(
+            ipam.allocate_for("d"),
+            Err(IpamError::Exhausted { .. })
+        ));
     }
 }

@@ -14,5 +14,6 @@ pub mod fuzzing {
 }
 pub mod netns;
 pub mod process;
+pub mod registry;
 pub mod sandbox;
 pub mod signals;

@@ -1,5 +1,5 @@
 //! A minimal rtnetlink client: the handful of requests the pod network needs (create a bridge
-//! or a veth pair, set a link up or under a master, add an IPv4 address or a default route,
+//! or a veth pair, set a link up or under a master, add an IPv4 address or a route,
 //! delete a link, look links and addresses up), encoded by hand over a `NETLINK_ROUTE` socket.
 //!
 //! Why not the `rtnetlink` crate: it is asynchronous (so a `Drop` could not clean up with it),
@@ -38,6 +38,7 @@ const RT_TABLE_MAIN: u8 = 254;
 const RTPROT_BOOT: u8 = 3;
 const RT_SCOPE_UNIVERSE: u8 = 0;
 const RTN_UNICAST: u8 = 1;
+const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;
 // linux/if_link.h, linux/if_addr.h, linux/veth.h
@@ -220,11 +221,23 @@ impl Netlink {
 
     /// Adds a default route via `gateway` out of link `index`.
     pub fn add_default_route(&mut self, index: u32, gateway: Ipv4Addr) -> io::Result<()> {
+        self.add_route(
+            LinkAddr {
+                addr: Ipv4Addr::UNSPECIFIED,
+                prefix: 0,
+            },
+            index,
+            gateway,
+        )
+    }
+
+    /// Adds a route to `dst` (prefix 0: the default route) via `gateway` out of link `index`.
+    pub fn add_route(&mut self, dst: LinkAddr, index: u32, gateway: Ipv4Addr) -> io::Result<()> {
         let mut m = Msg::new(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL);
-        // family, dst_len 0 (default), src_len, tos, table, protocol, scope, type; flags.
+        // family, dst_len, src_len, tos, table, protocol, scope, type; flags.
         m.push(&[
             AF_INET,
-            0,
+            dst.prefix,
             0,
             0,
             RT_TABLE_MAIN,
@@ -233,6 +246,9 @@ impl Netlink {
             RTN_UNICAST,
         ]);
         m.push(&0u32.to_ne_bytes());
+        if dst.prefix > 0 {
+            m.attr(RTA_DST, &dst.addr.octets());
+        }
         m.attr(RTA_GATEWAY, &gateway.octets());
         m.attr(RTA_OIF, &index.to_ne_bytes());
         self.call(m).map(drop)

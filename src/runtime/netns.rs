@@ -16,14 +16,19 @@
 //! [`crate::probe::exec::probe_in`]); HTTP, TCP and gRPC probes stay in the host namespace
 //! and reach the pod IP through the bridge.
 //!
-//! Cleanup: [`PodNetwork::remove_sandbox`] deletes the host veth (its peer goes with it),
-//! unmounts the namespace file and frees the IP; the namespace itself disappears once no
-//! process is left in it. Dropping the [`PodNetwork`] removes the sandboxes left and the bridge
-//! if it created it. After a crash, the next [`PodNetwork::create`] on the same run directory
-//! removes the sandboxes recorded there and reuses the bridge when it has the same address.
+//! Cleanup: [`PodNetwork::remove_sandbox`] (the pod is gone) deletes the host veth (its peer
+//! goes with it), unmounts the namespace file, removes the sandbox's record and frees the IP;
+//! the namespace itself disappears once no process is left in it. Dropping the [`PodNetwork`]
+//! (the node stops) removes the sandboxes' veths and mounts and the bridge if it created it,
+//! but keeps each sandbox's record (`RUN_DIR/sandboxes/ID/record`: its veth and IP): the next
+//! [`PodNetwork::create`] on the run directory gives the pods re-run there their addresses
+//! again (issue 46 item 2), and removes what a crashed run left. Every pod network is also
+//! recorded in the machine's register ([`super::registry`]): a starting node removes the pod
+//! networks of the nodes that no longer run, whatever their run directory (issue 46 item 3).
 
 use super::ipam::{Cidr, Ipam, IpamError};
 use super::netlink::{LinkAddr, Netlink};
+use super::registry::{Registration, Removed};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 use rustix::thread::{LinkNameSpaceType, UnshareFlags};
@@ -203,6 +208,8 @@ pub struct PodNetworkConfig {
     /// Where sandboxes are recorded and their namespaces mounted (one directory per node,
     /// e.g. `/run/probelet/NODE`); created when missing.
     pub run_dir: PathBuf,
+    /// The machine's register of pod networks ([`super::registry::DEFAULT_DIR`]).
+    pub registry: PathBuf,
 }
 
 /// A pod's network sandbox.
@@ -229,6 +236,7 @@ pub struct PodNetwork {
     bridge_index: u32,
     created_bridge: bool,
     stale_removed: Vec<String>,
+    dead_removed: Vec<Removed>,
     state: Mutex<State>,
     /// Held (flock) for the network's lifetime: one probelet per run directory.
     _lock: OwnedFd,
@@ -240,11 +248,15 @@ struct State {
     host: Netlink,
     ipam: Ipam,
     sandboxes: BTreeMap<String, Sandbox>,
+    /// This network's entry in the machine's register (removed when dropped, last).
+    registration: Registration,
 }
 
 impl PodNetwork {
-    /// Sets up (or takes over) the bridge and removes the sandboxes a previous run left in
-    /// `run_dir`. Run it from the namespace the bridge belongs in: the host's.
+    /// Removes the pod networks of the nodes that no longer run (the machine's register),
+    /// registers this one, sets up (or takes over) the bridge and removes the sandboxes a
+    /// previous run left in `run_dir`, keeping their IPs for their pods. Run it from the
+    /// namespace the bridge belongs in: the host's.
     pub fn create(config: PodNetworkConfig) -> Result<PodNetwork, NetnsError> {
         check_bridge_name(&config.bridge)?;
         if !has_capabilities()? {
@@ -255,18 +267,33 @@ impl PodNetwork {
             .map_err(io_err(format!("creating {}", sandboxes_dir.display())))?;
         let lock = lock_run_dir(&config.run_dir)?;
         let mut host = Netlink::open().map_err(io_err("opening a netlink socket"))?;
-        let stale_removed = remove_stale(&mut host, &sandboxes_dir)?;
+        let (registration, dead_removed, live_links) =
+            Registration::register(&config.registry, &mut host, &config.bridge, &config.run_dir)
+                .map_err(io_err(format!(
+                    "the register of pod networks {}",
+                    config.registry.display()
+                )))?;
+        let mut ipam = Ipam::new(config.pod_cidr);
+        let stale = remove_stale(&mut host, &sandboxes_dir, &live_links)?;
+        let mut stale_removed = Vec::new();
+        for (id, ip) in stale {
+            if let Some(ip) = ip {
+                ipam.reserve(&id, ip);
+            }
+            stale_removed.push(id);
+        }
         let (bridge_index, created_bridge) = ensure_bridge(&mut host, &config)?;
-        let ipam = Ipam::new(config.pod_cidr);
         Ok(PodNetwork {
             config,
             bridge_index,
             created_bridge,
             stale_removed,
+            dead_removed,
             state: Mutex::new(State {
                 host,
                 ipam,
                 sandboxes: BTreeMap::new(),
+                registration,
             }),
             _lock: lock,
         })
@@ -293,6 +320,11 @@ impl PodNetwork {
         &self.stale_removed
     }
 
+    /// The pod networks of nodes no longer running that [`PodNetwork::create`] removed.
+    pub fn dead_removed(&self) -> &[Removed] {
+        &self.dead_removed
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves nothing half-written that matters more than
         // cleaning up: carry on with the state as it is.
@@ -305,21 +337,30 @@ impl PodNetwork {
     }
 
     /// Creates the sandbox `id` (the pod UID): a namespace with `lo` up and `eth0` on the
-    /// bridge carrying the next free pod IP, with a default route via the bridge address.
-    /// On failure nothing of it is left.
+    /// bridge carrying the pod's IP from before the node's restart when it can be had, else
+    /// the next free pod IP, with a default route via the bridge address. On failure nothing
+    /// of it is left.
     pub fn add_sandbox(&self, id: &str) -> Result<Sandbox, NetnsError> {
         check_sandbox_id(id)?;
         let mut state = self.state();
         if state.sandboxes.contains_key(id) {
             return Err(NetnsError::SandboxExists(id.to_string()));
         }
-        let ip = state.ipam.allocate()?;
+        let ip = state.ipam.allocate_for(id)?;
         let dir = self.config.run_dir.join("sandboxes").join(id);
         let record = Record {
             host_veth: host_veth_name(ip),
             ip,
         };
-        match self.build(&mut state.host, &dir, &record) {
+        // Registered before the veth exists: a crash half-way leaves it findable.
+        let mut registered = veths(&state.sandboxes);
+        registered.push((id.to_string(), record.host_veth.clone()));
+        let built = state
+            .registration
+            .set_sandboxes(registered)
+            .map_err(io_err("recording the sandbox in the register"))
+            .and_then(|()| self.build(&mut state.host, &dir, &record));
+        match built {
             Ok(netns) => {
                 let sandbox = Sandbox {
                     id: id.to_string(),
@@ -334,6 +375,8 @@ impl PodNetwork {
             Err(e) => {
                 let _ = teardown(&mut state.host, &dir);
                 state.ipam.release(ip);
+                let registered = veths(&state.sandboxes);
+                let _ = state.registration.set_sandboxes(registered);
                 Err(e)
             }
         }
@@ -394,6 +437,11 @@ impl PodNetwork {
         state.ipam.release(sandbox.ip);
         let dir = self.config.run_dir.join("sandboxes").join(id);
         teardown(&mut state.host, &dir)?;
+        let registered = veths(&state.sandboxes);
+        state
+            .registration
+            .set_sandboxes(registered)
+            .map_err(io_err("recording the sandboxes in the register"))?;
         Ok(true)
     }
 
@@ -404,18 +452,28 @@ impl PodNetwork {
 }
 
 impl Drop for PodNetwork {
+    /// The node stops: its sandboxes' network goes, their records stay (the pods' IPs for the
+    /// next start); then the bridge it made, then its entry in the register.
     fn drop(&mut self) {
         let mut state = self.state();
         let ids: Vec<String> = state.sandboxes.keys().cloned().collect();
         let sandboxes_dir = self.config.run_dir.join("sandboxes");
         for id in ids {
             state.sandboxes.remove(&id);
-            let _ = teardown(&mut state.host, &sandboxes_dir.join(&id));
+            let _ = release_sandbox_dir(&mut state.host, &sandboxes_dir.join(&id), &[]);
         }
         if self.created_bridge {
             let _ = state.host.delete_link(&self.config.bridge);
         }
     }
+}
+
+/// The (id, host veth) of each sandbox, as the register records them.
+fn veths(sandboxes: &BTreeMap<String, Sandbox>) -> Vec<(String, String)> {
+    sandboxes
+        .values()
+        .map(|s| (s.id.clone(), s.host_veth.clone()))
+        .collect()
 }
 
 fn vanished(name: &str) -> NetnsError {
@@ -445,6 +503,13 @@ impl Record {
             .map(str::to_string)
             .filter(|name| check_ifname(name))
     }
+
+    /// The pod IP of a record (checked against the CIDR by [`Ipam::reserve`]).
+    fn ip_of(text: &str) -> Option<Ipv4Addr> {
+        text.lines()
+            .find_map(|l| l.strip_prefix("ip "))
+            .and_then(|ip| ip.parse().ok())
+    }
 }
 
 /// The host end's name: `veth` and the pod IP in hex (12 characters, unique per node).
@@ -452,15 +517,21 @@ fn host_veth_name(ip: Ipv4Addr) -> String {
     format!("veth{:08x}", u32::from(ip))
 }
 
-/// Deletes a sandbox's host veth, unmounts its namespace file and removes its directory.
-/// Each step tolerates that it was already done.
-fn teardown(host: &mut Netlink, dir: &Path) -> Result<(), NetnsError> {
+/// Deletes a sandbox's host veth (unless a running node names it in `live_links`) and
+/// unmounts and removes its namespace file; its directory and record stay. Each step tolerates
+/// that it was already done.
+pub(crate) fn release_sandbox_dir(
+    host: &mut Netlink,
+    dir: &Path,
+    live_links: &[String],
+) -> io::Result<()> {
     if let Some(veth) = std::fs::read_to_string(dir.join("record"))
         .ok()
         .and_then(|t| Record::veth_of(&t))
+        .filter(|v| !live_links.contains(v))
     {
         host.delete_link(&veth)
-            .map_err(io_err(format!("deleting veth {veth}")))?;
+            .map_err(|e| io::Error::new(e.kind(), format!("deleting veth {veth}: {e}")))?;
     }
     let ns_path = dir.join("net");
     match rustix::mount::unmount(&ns_path, rustix::mount::UnmountFlags::DETACH) {
@@ -469,11 +540,42 @@ fn teardown(host: &mut Netlink, dir: &Path) -> Result<(), NetnsError> {
         Ok(())
         | Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => {}
         Err(e) => {
-            return Err(io_err(format!("unmounting {}", ns_path.display()))(
-                e.into(),
+            let e = io::Error::from(e);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("unmounting {}: {e}", ns_path.display()),
             ));
         }
     }
+    match std::fs::remove_file(&ns_path) {
+        Err(e)
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Err(io::Error::new(
+                e.kind(),
+                format!("removing {}: {e}", ns_path.display()),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Deletes a sandbox's host veth, unmounts its namespace file and removes its directory.
+/// Each step tolerates that it was already done.
+fn teardown(host: &mut Netlink, dir: &Path) -> Result<(), NetnsError> {
+    teardown_except(host, dir, &[])
+}
+
+/// [`teardown`], leaving the veths of running nodes alone.
+fn teardown_except(
+    host: &mut Netlink,
+    dir: &Path,
+    live_links: &[String],
+) -> Result<(), NetnsError> {
+    release_sandbox_dir(host, dir, live_links).map_err(io_err("removing a sandbox"))?;
     let removed = if dir.is_dir() {
         std::fs::remove_dir_all(dir)
     } else {
@@ -486,14 +588,22 @@ fn teardown(host: &mut Netlink, dir: &Path) -> Result<(), NetnsError> {
     }
 }
 
-/// Removes every sandbox recorded under `sandboxes_dir`; returns their ids.
-fn remove_stale(host: &mut Netlink, sandboxes_dir: &Path) -> Result<Vec<String>, NetnsError> {
+/// Removes every sandbox recorded under `sandboxes_dir` (a veth a running node names in
+/// `live_links` stays); returns their ids and recorded IPs.
+fn remove_stale(
+    host: &mut Netlink,
+    sandboxes_dir: &Path,
+    live_links: &[String],
+) -> Result<Vec<(String, Option<Ipv4Addr>)>, NetnsError> {
     let entries = std::fs::read_dir(sandboxes_dir)
         .map_err(io_err(format!("reading {}", sandboxes_dir.display())))?;
     let mut removed = Vec::new();
     for entry in entries.flatten() {
-        teardown(host, &entry.path())?;
-        removed.push(entry.file_name().to_string_lossy().into_owned());
+        let ip = std::fs::read_to_string(entry.path().join("record"))
+            .ok()
+            .and_then(|t| Record::ip_of(&t));
+        teardown_except(host, &entry.path(), live_links)?;
+        removed.push((entry.file_name().to_string_lossy().into_owned(), ip));
     }
     removed.sort();
     Ok(removed)
@@ -649,6 +759,16 @@ fn has_capabilities() -> Result<bool, NetnsError> {
     Ok([CAP_NET_ADMIN, CAP_SYS_ADMIN]
         .iter()
         .all(|cap| effective & (1 << cap) != 0))
+}
+
+/// Whether Linux accepts `name` as an interface name (for the register's entries).
+pub(crate) fn valid_ifname(name: &str) -> bool {
+    check_ifname(name)
+}
+
+/// Whether `id` may name a sandbox's directory (for the register's entries).
+pub(crate) fn valid_sandbox_id(id: &str) -> bool {
+    check_sandbox_id(id).is_ok()
 }
 
 /// Whether Linux accepts `name` as an interface name.

@@ -43,7 +43,7 @@ use crate::spec::locate::SourceIndex;
 use crate::spec::{ProbeType, defaults, validate};
 
 /// Names of the lines the sidecar adds itself (`/readyz?verbose`); a check may not take them.
-pub const RESERVED_NAMES: [&str; 4] = ["app-ready", "watchdog", "overload", "shutdown"];
+pub const RESERVED_NAMES: [&str; 5] = ["app-ready", "watchdog", "overload", "shutdown", "gate"];
 
 /// The address served when neither the file nor `--listen` names one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8086";

@@ -24,18 +24,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use super::config::condition_type_error;
+use super::health::GATE_LINE;
 pub use super::kube_api::PodIdentity;
 use super::kubeconfig::ApiServer;
 pub use super::runner::KubeState;
 use super::runner::Shared;
+use crate::backoff::{Backoff, Policy};
 use crate::node::error::NodeError;
 use crate::spec::ProbeType;
 
 /// Where a pod's service-account credentials are mounted.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-/// Longest wait between two tries of a failed write.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The waits between tries of a failed write: 200 ms doubling to 30 s, less a jitter (a fleet
+/// of sidecars that lost the API server together does not retry it together).
+const WRITE_RETRY: Policy = Policy::doubling(Duration::from_millis(200), Duration::from_secs(30));
 
 /// A client: from `kubeconfig` when given, else the in-cluster configuration (the service
 /// account in `sa_dir`, the API server from `KUBERNETES_SERVICE_HOST`/`PORT`).
@@ -70,7 +73,7 @@ pub fn desired(shared: &Shared) -> Desired {
     let failing: Vec<&str> = report
         .lines
         .iter()
-        .filter(|(l, _)| l.required && l.failure.is_some())
+        .filter(|(l, _)| l.required && l.failure.is_some() && l.name != GATE_LINE)
         .map(|(l, _)| l.name.as_str())
         .collect();
     Desired {
@@ -104,57 +107,72 @@ async fn write(
 }
 
 /// Keeps condition `gate` of `pod` equal to the readiness answer, for ever: writes on each
-/// transition; a failed write is retried with back-off (200 ms doubling to 30 s, sooner when
-/// the answer changes), whatever the error (RBAC may be fixed while the sidecar runs).
+/// transition; a failed write is retried with back-off ([`WRITE_RETRY`], sooner when the
+/// answer changes), whatever the error (RBAC may be fixed while the sidecar runs). While a
+/// False cannot be written, readiness's `gate` line fails ([`super::health::GATE_LINE`]).
 pub async fn keep_gate(api: ApiServer, pod: PodIdentity, gate: String, shared: Arc<Shared>) {
     let mut changes = shared.statuses();
     shared.state().kube.gate = Some(gate.clone());
-    let mut written: Option<Desired> = None;
-    let mut backoff = Duration::from_millis(200);
+    let mut written: Option<bool> = None;
+    let mut backoff = Backoff::new(WRITE_RETRY);
     let mut shown: Option<String> = None;
     loop {
         let want = desired(&shared);
-        if written.as_ref().map(|w| w.status) != Some(want.status) {
-            match write(&api, &pod, &gate, &want).await {
-                Ok(()) => {
-                    eprintln!(
-                        "sidecar: gate {} is now {} ({})",
-                        crate::display::terminal(&gate),
-                        if want.status { "True" } else { "False" },
-                        crate::display::terminal(&want.message)
-                    );
-                    {
-                        let mut s = shared.state();
-                        s.kube.written = Some(want.status);
-                        s.kube.writes += 1;
-                        s.kube.last_error = None;
-                    }
-                    written = Some(want);
-                    backoff = Duration::from_millis(200);
-                    shown = None;
+        if written == Some(want.status) {
+            // Nothing to write: the failure of a write no longer wanted is over.
+            let was_failing = shared.state().kube.last_error.take().is_some();
+            if was_failing {
+                shared.bump();
+            }
+            backoff.reset();
+            shown = None;
+            if changes.changed().await.is_err() {
+                return;
+            }
+            continue;
+        }
+        match write(&api, &pod, &gate, &want).await {
+            Ok(()) => {
+                eprintln!(
+                    "sidecar: gate {} is now {} ({})",
+                    crate::display::terminal(&gate),
+                    if want.status { "True" } else { "False" },
+                    crate::display::terminal(&want.message)
+                );
+                {
+                    let mut s = shared.state();
+                    s.kube.written = Some(want.status);
+                    s.kube.writes += 1;
+                    s.kube.last_error = None;
                 }
-                Err(e) => {
-                    let text = e.to_string();
-                    if shown.as_deref() != Some(&text) {
-                        eprintln!("sidecar: {} (retrying)", crate::display::terminal(&text));
-                        shown = Some(text.clone());
-                    }
-                    {
-                        let mut s = shared.state();
-                        s.kube.write_errors += 1;
-                        s.kube.last_error = Some(text);
-                    }
-                    tokio::select! {
-                        () = tokio::time::sleep(backoff) => {}
-                        r = changes.changed() => if r.is_err() { return },
-                    }
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                    continue;
+                shared.bump();
+                written = Some(want.status);
+            }
+            Err(e) => {
+                let text = e.to_string();
+                if shown.as_deref() != Some(&text) {
+                    let fails = if want.status {
+                        ""
+                    } else {
+                        "; readiness fails (its gate line) until False is written"
+                    };
+                    eprintln!(
+                        "sidecar: {} (retrying{fails})",
+                        crate::display::terminal(&text)
+                    );
+                    shown = Some(text.clone());
+                }
+                {
+                    let mut s = shared.state();
+                    s.kube.write_errors += 1;
+                    s.kube.last_error = Some(text);
+                }
+                shared.bump();
+                tokio::select! {
+                    () = tokio::time::sleep(backoff.next_delay()) => {}
+                    r = changes.changed() => if r.is_err() { return },
                 }
             }
-        }
-        if changes.changed().await.is_err() {
-            return;
         }
     }
 }

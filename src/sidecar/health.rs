@@ -7,7 +7,7 @@
 //! | endpoint | lines |
 //! | --- | --- |
 //! | `/livez` | `watchdog` (when configured), the `liveness` checks |
-//! | `/readyz` | `app-ready` (with a notify socket), `watchdog`, `overload`, `shutdown`, the `readiness` checks |
+//! | `/readyz` | `app-ready` (with a notify socket), `watchdog`, `overload`, `shutdown`, the `readiness` checks, `gate` (with a readiness gate) |
 //! | `/startupz` | `app-ready` (with a notify socket), the `startup` checks |
 //!
 //! Liveness depends on nothing outside the app on purpose: a database outage must drop the
@@ -277,7 +277,46 @@ pub struct Report {
     pub status: Option<String>,
 }
 
-/// The answer of `endpoint` at `now`, leaving out the lines named in `exclude`.
+/// The name of the readiness line that fails while the gate cannot be written False.
+pub const GATE_LINE: &str = "gate";
+
+/// What the readiness gate's writer knows of the pod's condition, for the [`GATE_LINE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GateWrites<'a> {
+    /// The condition type.
+    pub gate: &'a str,
+    /// The status this sidecar last wrote (`None`: nothing yet, so the pod may still carry a
+    /// `True` from an earlier run of the sidecar or of the node).
+    pub written: Option<bool>,
+    /// Why the last write failed, while no write has succeeded since.
+    pub error: Option<&'a str>,
+}
+
+/// The [`GATE_LINE`] (issue 46): the gate only takes a pod out of traffic if it can be written,
+/// so when the answer is False and the condition cannot be written False (it is, or may
+/// still be, `True`), readiness itself fails. A sidecar container whose readiness probe asks
+/// `/readyz/gate` then turns ContainersReady, and with it Ready, False on its own.
+///
+/// `answer` is the readiness answer without this line and without `?exclude=` (the value the
+/// gate wants). The line fails only after a write failed, so a transition that the next write
+/// carries never fails it.
+fn gate_line(answer: bool, gate: GateWrites<'_>) -> Line {
+    let stuck = !answer && gate.written != Some(false);
+    let failure = gate.error.filter(|_| stuck).map(|error| {
+        let was = match gate.written {
+            Some(_) => "it is True on the pod",
+            None => "it may still be True on the pod",
+        };
+        clip(&format!(
+            "readiness is False but condition {} cannot be written ({was}): {error}",
+            gate.gate
+        ))
+    });
+    Line::builtin(GATE_LINE, failure)
+}
+
+/// The answer of `endpoint` at `now`, leaving out the lines named in `exclude`; with `gate`,
+/// readiness has the [`GATE_LINE`] last.
 pub fn evaluate(
     endpoint: ProbeType,
     checks: &[CheckState],
@@ -285,6 +324,7 @@ pub fn evaluate(
     policy: &Policy,
     now: Instant,
     exclude: &[String],
+    gate: Option<GateWrites<'_>>,
 ) -> Report {
     let mut lines = Vec::new();
     let app_ready = || {
@@ -349,10 +389,16 @@ pub fn evaluate(
             .filter(|c| c.spec.probe_type == endpoint)
             .map(|c| c.line(now)),
     );
+    for l in &mut lines {
+        l.required &= !app.weak.contains(&l.name);
+    }
+    if let Some(gate) = gate.filter(|_| endpoint == ProbeType::Readiness) {
+        let answer = lines.iter().all(|l| !l.required || l.failure.is_none());
+        lines.push(gate_line(answer, gate));
+    }
     let lines: Vec<(Line, bool)> = lines
         .into_iter()
-        .map(|mut l| {
-            l.required &= !app.weak.contains(&l.name);
+        .map(|l| {
             let excluded = exclude.contains(&l.name);
             (l, excluded)
         })
@@ -384,6 +430,15 @@ pub fn endpoint_name(endpoint: ProbeType) -> &'static str {
 }
 
 impl Report {
+    /// The answer of the one line `name` (kube-apiserver's `/readyz/NAME`), if there is one.
+    pub fn only(mut self, name: &str) -> Option<Report> {
+        self.lines.retain(|(l, _)| l.name == name);
+        let (line, excluded) = self.lines.first()?;
+        self.ok = *excluded || !line.required || line.failure.is_none();
+        self.unmatched.clear();
+        Some(self)
+    }
+
     /// The body, as kube-apiserver writes it: `ok` when healthy and not verbose; otherwise one
     /// `[+]NAME ok` / `[-]NAME failed: REASON` line per check and a summary line. Reasons are
     /// shown only with `verbose` (`reason withheld` otherwise, like kube-apiserver), so an
@@ -523,8 +578,9 @@ checks:
     fn readiness_needs_failure_threshold_failures_and_liveness_ignores_dependencies() {
         let (mut checks, policy) = setup();
         let app = ready_app();
-        let ready =
-            |c: &[CheckState], t| evaluate(ProbeType::Readiness, c, &app, &policy, at(t), &[]);
+        let ready = |c: &[CheckState], t| {
+            evaluate(ProbeType::Readiness, c, &app, &policy, at(t), &[], None)
+        };
         // Readiness starts failed (the kubelet's initial value) until the first success.
         assert!(!ready(&checks, 0).ok);
         assert!(checks[0].record(ok(""), at(1)));
@@ -544,7 +600,15 @@ checks:
         assert!(!r.ok);
         assert_eq!(failing(&r), ["db"]);
         // Liveness does not list the database at all.
-        let live = evaluate(ProbeType::Liveness, &checks, &app, &policy, at(11), &[]);
+        let live = evaluate(
+            ProbeType::Liveness,
+            &checks,
+            &app,
+            &policy,
+            at(11),
+            &[],
+            None,
+        );
         assert!(live.ok, "{live:?}");
         assert_eq!(checks[0].transitions, 2);
     }
@@ -561,6 +625,7 @@ checks:
             &policy,
             at(2),
             &[],
+            None,
         );
         assert!(r.ok);
         assert!(
@@ -575,8 +640,27 @@ checks:
         let app = ready_app();
         checks[0].record(ok(""), at(1));
         // Fresh for 5 s + 1 s: at 7 s the result is exactly 6 s old, still fresh.
-        assert!(evaluate(ProbeType::Readiness, &checks, &app, &policy, at(7), &[]).ok);
-        let r = evaluate(ProbeType::Readiness, &checks, &app, &policy, at(8), &[]);
+        assert!(
+            evaluate(
+                ProbeType::Readiness,
+                &checks,
+                &app,
+                &policy,
+                at(7),
+                &[],
+                None
+            )
+            .ok
+        );
+        let r = evaluate(
+            ProbeType::Readiness,
+            &checks,
+            &app,
+            &policy,
+            at(8),
+            &[],
+            None,
+        );
         assert!(!r.ok);
         assert!(
             r.render(true)
@@ -585,7 +669,17 @@ checks:
             r.render(true)
         );
         // A liveness check that never answers fails once its first result is overdue (11 s).
-        let live = |t| evaluate(ProbeType::Liveness, &checks, &app, &policy, at(t), &[]);
+        let live = |t| {
+            evaluate(
+                ProbeType::Liveness,
+                &checks,
+                &app,
+                &policy,
+                at(t),
+                &[],
+                None,
+            )
+        };
         assert!(live(11).ok);
         assert_eq!(failing(&live(12)), ["self"]);
     }
@@ -596,8 +690,9 @@ checks:
         let mut app = ready_app();
         // The liveness check `self` never answers here; only the watchdog line matters.
         let ex = ["self".to_string()];
-        let live =
-            |app: &AppState, t| evaluate(ProbeType::Liveness, &checks, app, &policy, at(t), &ex);
+        let live = |app: &AppState, t| {
+            evaluate(ProbeType::Liveness, &checks, app, &policy, at(t), &ex, None)
+        };
         assert!(live(&app, 100).ok, "no heartbeat yet: not watched");
         app.apply(&Assignment::Watchdog, at(100));
         assert!(live(&app, 110).ok);
@@ -616,18 +711,45 @@ checks:
         let mut app = ready_app();
         assert!(app.apply(&Assignment::Stopping, at(2)));
         assert!(!app.begin_drain(at(3), "SIGTERM"), "already draining");
-        let r = evaluate(ProbeType::Readiness, &checks, &app, &policy, at(2), &[]);
+        let r = evaluate(
+            ProbeType::Readiness,
+            &checks,
+            &app,
+            &policy,
+            at(2),
+            &[],
+            None,
+        );
         assert_eq!(failing(&r), ["shutdown"]);
         assert!(
             r.render(true)
                 .contains("[-]shutdown failed: draining after STOPPING=1")
         );
-        assert!(evaluate(ProbeType::Liveness, &checks, &app, &policy, at(2), &[]).ok);
+        assert!(
+            evaluate(
+                ProbeType::Liveness,
+                &checks,
+                &app,
+                &policy,
+                at(2),
+                &[],
+                None
+            )
+            .ok
+        );
         // Nothing ends a drain: the sidecar exits after it (a READY=1 from a restarting app
         // does not bring readiness back).
         app.apply(&Assignment::Ready, at(100));
         assert_eq!(app.stopping, Some((at(2), "STOPPING=1")));
-        let r = evaluate(ProbeType::Readiness, &checks, &app, &policy, at(100), &[]);
+        let r = evaluate(
+            ProbeType::Readiness,
+            &checks,
+            &app,
+            &policy,
+            at(100),
+            &[],
+            None,
+        );
         assert!(failing(&r).contains(&"shutdown"), "{:?}", failing(&r));
     }
 
@@ -639,7 +761,16 @@ checks:
         // The database's result ages out at 7 s; only the overload line matters here.
         let db = ["db".to_string()];
         let ready = |app: &AppState, t| {
-            evaluate(ProbeType::Readiness, &checks, app, &policy, at(t), &db).ok
+            evaluate(
+                ProbeType::Readiness,
+                &checks,
+                app,
+                &policy,
+                at(t),
+                &db,
+                None,
+            )
+            .ok
         };
         app.apply(&Assignment::Overloaded(true), at(2));
         assert!(!ready(&app, 2));
@@ -650,14 +781,25 @@ checks:
         app.apply(&Assignment::Overloaded(false), at(5));
         assert!(!ready(&app, 9));
         assert!(ready(&app, 10));
-        assert!(evaluate(ProbeType::Liveness, &checks, &app, &policy, at(4), &[]).ok);
+        assert!(
+            evaluate(
+                ProbeType::Liveness,
+                &checks,
+                &app,
+                &policy,
+                at(4),
+                &[],
+                None
+            )
+            .ok
+        );
     }
 
     #[test]
     fn startup_waits_for_ready_and_status_shows_in_verbose_output() {
         let (checks, policy) = setup();
         let mut app = AppState::default();
-        let r = evaluate(ProbeType::Startup, &checks, &app, &policy, at(1), &[]);
+        let r = evaluate(ProbeType::Startup, &checks, &app, &policy, at(1), &[], None);
         assert!(!r.ok);
         assert_eq!(
             r.render(false),
@@ -665,7 +807,7 @@ checks:
         );
         app.apply(&Assignment::Ready, at(2));
         app.apply(&Assignment::Status("warming \x1b[31mcaches".into()), at(2));
-        let r = evaluate(ProbeType::Startup, &checks, &app, &policy, at(2), &[]);
+        let r = evaluate(ProbeType::Startup, &checks, &app, &policy, at(2), &[], None);
         assert_eq!(r.render(false), "ok");
         assert_eq!(
             r.render(true),
@@ -684,6 +826,7 @@ checks:
             &policy,
             at(1),
             &ex,
+            None,
         );
         assert!(r.ok, "{r:?}");
         assert_eq!(
@@ -708,5 +851,78 @@ checks:
         checks[0].record(fail("x"), at(3));
         assert_eq!(checks[0].duration_counts[1], 1, "2 ms in the 5 ms bucket");
         assert_eq!(checks[0].duration_counts[8], 1, "1 s in the 1 s bucket");
+    }
+
+    /// Issue 46 item 1: a gate that cannot be written must not stay True. The `gate` line fails
+    /// exactly when the answer is False, the last write failed, and False is not what was
+    /// written; `/readyz/gate` answers that line alone.
+    #[test]
+    fn i46_1_the_gate_line_fails_while_false_cannot_be_written() {
+        let (mut checks, policy) = setup();
+        let app = ready_app();
+        let gate = |written, error| GateWrites {
+            gate: "cloud.example.com/dependency-check",
+            written,
+            error,
+        };
+        let ready = |checks: &[CheckState], g| {
+            evaluate(
+                ProbeType::Readiness,
+                checks,
+                &app,
+                &policy,
+                at(2),
+                &[],
+                Some(g),
+            )
+        };
+        let refused = Some("the API server is unreachable: Connection refused");
+        // db has no result yet: the answer is False.
+        let r = ready(&checks, gate(Some(true), refused));
+        assert!(!r.ok);
+        let body = r.render(true);
+        // The line comes last, after the checks it sums up.
+        assert!(
+            body.ends_with(
+                "[-]gate failed: readiness is False but condition cloud.example.com/dependency-check \
+                 cannot be written (it is True on the pod): the API server is unreachable: \
+                 Connection refused\nreadyz check failed\n"
+            ),
+            "{body}"
+        );
+        let only = r.clone().only("gate").unwrap();
+        assert!(!only.ok);
+        assert_eq!(only.lines.len(), 1);
+        // Nothing written by this run: the pod may carry a True of an earlier one.
+        let r = ready(&checks, gate(None, refused)).only("gate").unwrap();
+        assert!(!r.ok);
+        assert!(r.render(true).contains("(it may still be True on the pod)"));
+        // False written, or no write failed yet: the gate does its job, the line is ok.
+        for g in [gate(Some(false), refused), gate(Some(true), None)] {
+            let r = ready(&checks, g);
+            assert!(!r.ok, "db still fails");
+            assert!(r.clone().only("gate").unwrap().ok, "{g:?}");
+            assert!(r.render(true).contains("[+]gate ok\n"));
+        }
+        // The answer is True: a True that cannot be written keeps the pod out anyway.
+        checks[0].record(ok(""), at(1));
+        let r = ready(&checks, gate(None, refused));
+        assert!(r.ok, "{}", r.render(true));
+        // A weak failure alone leaves the answer True, so the gate line too.
+        checks[1].record(fail("LOADING"), at(1));
+        assert!(ready(&checks, gate(Some(true), refused)).ok);
+        // Only readiness has the line, and only lines can be asked for by name.
+        let refused_gate = Some(gate(None, refused));
+        let live = evaluate(
+            ProbeType::Liveness,
+            &checks,
+            &app,
+            &policy,
+            at(2),
+            &[],
+            refused_gate,
+        );
+        assert!(live.only("gate").is_none());
+        assert!(ready(&checks, gate(None, None)).only("nope").is_none());
     }
 }

@@ -72,11 +72,9 @@ pub fn apply_labels(shared: &Shared, config: &SidecarConfig, labels: &BTreeMap<S
     shared.bump();
 }
 
-/// The first wait after a failure.
-const FIRST_BACKOFF: Duration = Duration::from_millis(800);
-
-/// The longest wait between two tries.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The waits between tries: 800 ms doubling to 30 s, less a jitter.
+const WATCH_RETRY: crate::backoff::Policy =
+    crate::backoff::Policy::doubling(Duration::from_millis(800), Duration::from_secs(30));
 
 /// A watch shorter than this that ends without an error counts as a failure (back-off), so
 /// that a server ending every watch at once does not make a busy loop.
@@ -92,14 +90,14 @@ enum Then {
 
 /// The back-off between tries, and whether the current outage was said.
 struct Retry {
-    backoff: Duration,
+    backoff: crate::backoff::Backoff,
     failing: bool,
 }
 
 impl Retry {
     /// An answer came: the next failure is a new outage.
     fn ok(&mut self) {
-        self.backoff = FIRST_BACKOFF;
+        self.backoff.reset();
         self.failing = false;
     }
 
@@ -119,9 +117,7 @@ impl Retry {
 
     /// The wait before the next try, doubling.
     fn wait(&mut self) -> Duration {
-        let wait = self.backoff;
-        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-        wait
+        self.backoff.next_delay()
     }
 }
 
@@ -148,7 +144,7 @@ pub async fn follow_labels(
     shared: Arc<Shared>,
 ) {
     let mut retry = Retry {
-        backoff: FIRST_BACKOFF,
+        backoff: crate::backoff::Backoff::new(WATCH_RETRY),
         failing: false,
     };
     let mut then = Then::List;

@@ -133,7 +133,8 @@ pub fn render(shared: &Shared) -> String {
         "Whether the endpoint answers 200 now",
     );
     for e in ProbeType::ALL {
-        let ok = health::evaluate(e, &s.checks, &s.app, &s.policy, now, &[]).ok;
+        let gate = s.kube.gate_writes();
+        let ok = health::evaluate(e, &s.checks, &s.app, &s.policy, now, &[], gate).ok;
         let _ = writeln!(
             out,
             "probelet_sidecar_endpoint_up{{endpoint=\"{}\"}} {}",

@@ -109,7 +109,15 @@ impl Shared {
     pub fn report(&self, endpoint: ProbeType, exclude: &[String]) -> Report {
         let now = self.now();
         let s = self.state();
-        health::evaluate(endpoint, &s.checks, &s.app, &s.policy, now, exclude)
+        health::evaluate(
+            endpoint,
+            &s.checks,
+            &s.app,
+            &s.policy,
+            now,
+            exclude,
+            s.kube.gate_writes(),
+        )
     }
 
     /// Re-evaluates the endpoints' answers for `Watch` (one evaluation, whatever the number
@@ -419,6 +427,15 @@ pub struct KubeState {
 }
 
 impl KubeState {
+    /// The gate's writes, for readiness's `gate` line (when there is a gate).
+    pub fn gate_writes(&self) -> Option<health::GateWrites<'_>> {
+        self.gate.as_deref().map(|gate| health::GateWrites {
+            gate,
+            written: self.written,
+            error: self.last_error.as_deref(),
+        })
+    }
+
     /// Lines for `/readyz?verbose`.
     pub fn render(&self) -> String {
         let mut out = String::new();

@@ -3,6 +3,7 @@
 //! | request | answer |
 //! | --- | --- |
 //! | `GET /livez`, `/readyz`, `/startupz` | 200 `ok` or 503 with the lines; `?verbose`, `?exclude=NAME` (kube-apiserver) |
+//! | `GET /readyz/NAME` (and `/livez/NAME`, `/startupz/NAME`) | that one line's answer (kube-apiserver); 404 for no such line |
 //! | `GET /metrics` | Prometheus text format 0.0.4 |
 //! | `grpc.health.v1.Health/Check` | `""` and `readiness` → `/readyz`, `liveness` → `/livez`, `startup` → `/startupz`; others `NOT_FOUND` |
 //! | `grpc.health.v1.Health/Watch` | the same status, streamed on every change |
@@ -113,15 +114,16 @@ pub async fn serve_with(listener: TcpListener, shared: Arc<Shared>, limits: Serv
 async fn handle(req: Request<Incoming>, sidecar: &Sidecar) -> Response<Body> {
     let shared = &sidecar.shared;
     let path = req.uri().path().to_string();
-    let endpoint = match path.as_str() {
-        "/livez" => Some(ProbeType::Liveness),
-        "/readyz" => Some(ProbeType::Readiness),
-        "/startupz" => Some(ProbeType::Startup),
-        _ => None,
-    };
-    if let Some(endpoint) = endpoint {
+    if let Some((endpoint, only)) = endpoint_path(&path) {
         let (verbose, exclude) = query(req.uri().query().unwrap_or(""));
-        let report = shared.report(endpoint, &exclude);
+        let report = shared.report(endpoint, if only.is_some() { &[] } else { &exclude });
+        let report = match only {
+            None => report,
+            Some(name) => match report.only(name) {
+                Some(line) => line,
+                None => return text(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+            },
+        };
         let mut answer = http_answer(&report, verbose);
         // The gate's writes and the pod's mode (issue 30), before the verdict line.
         if verbose && endpoint == ProbeType::Readiness {
@@ -157,6 +159,24 @@ async fn handle(req: Request<Incoming>, sidecar: &Sidecar) -> Response<Body> {
         p if p.starts_with("/grpc.health.v1.Health/") => grpc_status_only(12, "unknown method"),
         _ => text(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
     }
+}
+
+/// The endpoint of `/livez`, `/readyz`, `/startupz`, and the one line of `/readyz/NAME` (as
+/// kube-apiserver serves its checks one by one: a container's readiness probe may ask
+/// `/readyz/gate` alone).
+fn endpoint_path(path: &str) -> Option<(ProbeType, Option<&str>)> {
+    let rest = path.strip_prefix('/')?;
+    let (base, only) = match rest.split_once('/') {
+        Some((base, name)) => (base, Some(name)),
+        None => (rest, None),
+    };
+    let endpoint = match base {
+        "livez" => ProbeType::Liveness,
+        "readyz" => ProbeType::Readiness,
+        "startupz" => ProbeType::Startup,
+        _ => return None,
+    };
+    Some((endpoint, only))
 }
 
 /// `verbose` (any value) and every `exclude=NAME`.
@@ -397,6 +417,23 @@ mod tests {
         assert_eq!(parse_health_request(&f), Ok("readiness".into()));
         assert!(parse_health_request(&[1, 0, 0, 0, 0]).is_err());
         assert!(parse_health_request(&[0, 0, 0, 0, 9, 0x0a, 9]).is_err());
+    }
+
+    #[test]
+    fn i46_1_paths_name_an_endpoint_and_maybe_one_line() {
+        assert_eq!(endpoint_path("/readyz"), Some((ProbeType::Readiness, None)));
+        assert_eq!(
+            endpoint_path("/readyz/gate"),
+            Some((ProbeType::Readiness, Some("gate")))
+        );
+        assert_eq!(
+            endpoint_path("/livez/watchdog"),
+            Some((ProbeType::Liveness, Some("watchdog")))
+        );
+        assert_eq!(endpoint_path("/startupz"), Some((ProbeType::Startup, None)));
+        for other in ["/", "/metrics", "/readyzz", "/gate/readyz", "readyz"] {
+            assert_eq!(endpoint_path(other), None, "{other}");
+        }
     }
 
     #[test]

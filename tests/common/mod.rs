@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod edge_servers;
 pub mod hostile;
 pub mod json_lines;
+pub mod slo;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

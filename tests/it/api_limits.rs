@@ -4,7 +4,7 @@
 
 use crate::common;
 use common::free_port;
-use common::hostile::{get, wait_for};
+use common::hostile::{ANSWERED, get, get_within, wait_for};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -87,15 +87,16 @@ fn idle_connections_over_the_cap_leave_the_pod_ready_and_the_api_answering() {
             idle.push(s);
         }
     }
-    // Three readiness periods with the idle connections held open: Ready all along.
+    // Three readiness periods with the idle connections held open: Ready all along, and the
+    // API answers (each wait guards against a hang only).
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
         assert_eq!(
-            get(run.port, READY),
+            get_within(run.port, READY, ANSWERED),
             Some(200),
             "pod not ready or API silent"
         );
-        assert_eq!(get(run.port, "/healthz"), Some(200));
+        assert_eq!(get_within(run.port, "/healthz", ANSWERED), Some(200));
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(

@@ -100,7 +100,8 @@ impl Monitor {
     }
 
     /// The first event matching `pred` (seen before or arriving within `timeout`); panics with
-    /// every event and stderr after `timeout`.
+    /// every event and stderr after `timeout`. The limit guards against a hang (30 s in this
+    /// file), not latency: a test that bounds a latency says so through `common::slo`.
     fn wait_for(&mut self, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
         self.lines.find(timeout, pred).unwrap_or_else(|| {
             panic!(
@@ -268,8 +269,8 @@ fn reset_close_leaves_no_time_wait_linger_does() {
         let before: Vec<_> = [web.addr.port(), tcp.port()].map(time_wait_on).into();
         let mut m = Monitor::start_with(&yaml, &["--close", close], None);
         for i in 0..10 {
-            m.event_for("Ready", &format!("web-{i}"), Duration::from_secs(5));
-            m.event_for("Ready", &format!("db-{i}"), Duration::from_secs(5));
+            m.event_for("Ready", &format!("web-{i}"), Duration::from_secs(30));
+            m.event_for("Ready", &format!("db-{i}"), Duration::from_secs(30));
         }
         // Let a few more rounds of probes finish and their closes settle.
         std::thread::sleep(Duration::from_millis(2500));
@@ -325,15 +326,19 @@ targets:
         (503, "not ready\n".into()),
         "R3.9: starts not ready"
     );
-    let ready = m.event_for("Ready", "web", Duration::from_secs(3));
+    let ready = m.event_for("Ready", "web", Duration::from_secs(30));
     assert_eq!(ready["labels"]["team"], "shop");
     assert_eq!(m.get("/targets/web/ready").0, 200);
     let down = Instant::now();
     web.healthy.store(false, Ordering::SeqCst);
-    let ev = m.event_for("NotReady", "web", Duration::from_secs(5));
+    // The limit guards against a hang; how soon is an objective: F × P + timeout + 0.5 s.
+    let ev = m.event_for("NotReady", "web", Duration::from_secs(30));
     let took = down.elapsed();
-    let bound = Duration::from_millis(2 * 1000 + 1000 + 500);
-    assert!(took <= bound, "NotReady after {took:?}, bound {bound:?}");
+    crate::common::slo::at_most(
+        "monitor NotReady after the target went down",
+        took,
+        Duration::from_millis(2 * 1000 + 1000 + 500),
+    );
     assert!(
         took >= Duration::from_millis(900),
         "needs two failures one period apart: {took:?}"
@@ -376,7 +381,7 @@ targets:
         gone.port
     );
     let mut m = Monitor::start(&yaml, &[]);
-    m.event_for("Ready", "db", Duration::from_secs(3));
+    m.event_for("Ready", "db", Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(2500));
     // A probe may be in flight during a scrape: retry until the server counts read before and
     // after the scrape agree, then the metrics must match them exactly.
@@ -460,7 +465,7 @@ fn r1_6_invalid_target_is_reported_and_the_others_run() {
         port = tcp.port()
     );
     let mut m = Monitor::start(&yaml, &[]);
-    let inv = m.wait_for("Invalid", Duration::from_secs(1), |v| {
+    let inv = m.wait_for("Invalid", Duration::from_secs(30), |v| {
         v["event"] == "Invalid"
     });
     assert_eq!(inv["target"], "broken");
@@ -468,7 +473,7 @@ fn r1_6_invalid_target_is_reported_and_the_others_run() {
         inv["errors"][0],
         "targets[1].probe.periodSeconds: Invalid value: -1: must be greater than or equal to 0"
     );
-    m.event_for("Ready", "ok", Duration::from_secs(3));
+    m.event_for("Ready", "ok", Duration::from_secs(30));
     let (_, body) = m.get("/targets");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["targets"].as_array().unwrap().len(), 1);
@@ -519,7 +524,7 @@ targets:
     );
     let mut m = Monitor::start(&yaml, &[]);
     for name in ["keep", "change", "drop"] {
-        m.event_for("Ready", name, Duration::from_secs(3));
+        m.event_for("Ready", name, Duration::from_secs(30));
     }
     std::thread::sleep(Duration::from_millis(1200));
     let before = m.target("keep")["successes"].as_u64().unwrap();
@@ -537,7 +542,7 @@ targets:
     );
     std::fs::write(&m.file, yaml2).unwrap();
     m.signal(rustix::process::Signal::HUP);
-    let r = m.wait_for("Reloaded", Duration::from_secs(3), |v| {
+    let r = m.wait_for("Reloaded", Duration::from_secs(30), |v| {
         v["event"] == "Reloaded"
     });
     assert_eq!(r["cause"], "SIGHUP");
@@ -562,7 +567,7 @@ targets:
         "R3.9: a changed probe starts over"
     );
     assert_eq!(m.get("/targets/drop/ready").0, 404);
-    m.event_for("Ready", "new", Duration::from_secs(3));
+    m.event_for("Ready", "new", Duration::from_secs(30));
 }
 
 /// `--watch` reloads when the file changes.
@@ -574,7 +579,7 @@ fn watch_reloads_on_file_change() {
         &format!("targets:\n- name: a\n  probe: {{tcpSocket: {{port: {p}}}, periodSeconds: 1}}\n"),
         &["--watch", "--watch-interval", "100ms"],
     );
-    m.event_for("Ready", "a", Duration::from_secs(3));
+    m.event_for("Ready", "a", Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(50));
     std::fs::write(
         &m.file,
@@ -583,12 +588,12 @@ fn watch_reloads_on_file_change() {
         ),
     )
     .unwrap();
-    let r = m.wait_for("Reloaded", Duration::from_secs(3), |v| {
+    let r = m.wait_for("Reloaded", Duration::from_secs(30), |v| {
         v["event"] == "Reloaded"
     });
     assert_eq!(r["cause"], "file change");
     assert_eq!(r["kept"], 1);
-    m.event_for("Ready", "b", Duration::from_secs(3));
+    m.event_for("Ready", "b", Duration::from_secs(30));
     assert_eq!(m.get("/targets/a/ready").0, 200);
 }
 
@@ -620,7 +625,7 @@ targets:
         web.addr.port()
     );
     let mut m = Monitor::start(&yaml, &["--max-in-flight", "2"]);
-    m.event_for("Ready", "web", Duration::from_secs(3));
+    m.event_for("Ready", "web", Duration::from_secs(30));
     let start = web.requests.load(Ordering::SeqCst);
     std::thread::sleep(Duration::from_millis(3000));
     let done = web.requests.load(Ordering::SeqCst) - start;
@@ -631,7 +636,9 @@ targets:
     let t = m.target("hang");
     assert_eq!(t["reason"], "timeout", "{t}");
     let took = t["lastDurationSeconds"].as_f64().unwrap();
-    assert!((1.0..1.3).contains(&took), "one timeout per probe: {took}");
+    // The whole timeout, and one per probe (two would be 2 s); how close to 1 s is an objective.
+    assert!((1.0..2.0).contains(&took), "one timeout per probe: {took}");
+    crate::common::slo::at_most("a 1 s probe timeout's duration", took, 1.3);
     assert!(t["lastOutput"].as_str().unwrap().contains("Client.Timeout"));
 }
 
@@ -664,8 +671,8 @@ targets:
 "
     );
     let mut m = Monitor::start(&yaml, &[]);
-    m.event_for("Ready", "grpc", Duration::from_secs(5));
-    m.event_for("Ready", "exec-ok", Duration::from_secs(3));
+    m.event_for("Ready", "grpc", Duration::from_secs(30));
+    m.event_for("Ready", "exec-ok", Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(1500));
     let bad = m.target("exec-bad");
     assert_eq!(bad["state"], "NotReady");
@@ -756,11 +763,26 @@ fn fd_exhaustion_degrades_into_lateness_and_one_log_line() {
     let all = metric(&text, "probelet_monitor_probe_lateness_seconds_count").unwrap();
     assert!(within_100ms < all, "{within_100ms} of {all} within 100 ms");
     m.lines.take_arrived();
-    let not_ready = m.lines.count(|v| v["event"] == "NotReady");
+    // Running out of descriptors is not the targets' fault: no target goes NotReady for it.
+    // A probe timeout can be the machine's: when a loaded machine starves this test's own
+    // target (one thread accepting 1,000 connections a second), its listen queue overflows
+    // and a dropped SYN waits 1 s for its retransmission. (A run beside other tests at load
+    // 16 saw 44 NotReady, 12-07; their reasons were not printed then, they are now.)
+    let not_ready = |v: &Value| v["event"] == "NotReady";
+    let not_timeouts = m.lines.count(|v| not_ready(v) && v["reason"] != "timeout");
     assert_eq!(
-        not_ready, 0,
-        "running out of descriptors is not the targets' fault"
+        not_timeouts,
+        0,
+        "running out of descriptors is not the targets' fault: {:?}",
+        m.lines
+            .seen
+            .iter()
+            .filter(|v| not_ready(v))
+            .take(5)
+            .collect::<Vec<_>>()
     );
+    let timeouts = m.lines.count(|v| not_ready(v) && v["reason"] == "timeout");
+    crate::common::slo::at_most("NotReady by timeout while descriptors run out", timeouts, 0);
     let ready = m.lines.count(|v| v["event"] == "Ready");
     assert!(ready > 100, "targets are still probed: {ready} ready");
     let stderr = m.stderr.lock().unwrap().clone();

@@ -370,8 +370,8 @@ impl Monitor {
         m
     }
 
-    /// The first event named `event` (seen before or arriving within `timeout`) that `pred`
-    /// accepts.
+    /// The first event named `event` (seen before or arriving within `timeout`, a guard against
+    /// a hang) that `pred` accepts.
     fn wait_event(
         &mut self,
         event: &str,
@@ -466,14 +466,25 @@ fn assert_each_probed_once_per_period(
     std::thread::sleep(window);
     let counts = targets.counts(from, Instant::now());
     let per = window.as_secs() as usize;
+    let count = |n| counts.get(n).copied().unwrap_or(0);
+    // What must hold: every target probed (none lost), none by two monitors (a late tick is
+    // skipped, never doubled). That none missed a tick is an objective: a loaded machine
+    // delays ticks.
     let bad: BTreeMap<&String, usize> = names
         .iter()
-        .map(|n| (n, counts.get(n).copied().unwrap_or(0)))
-        .filter(|(_, c)| !(per - 1..=per + 1).contains(c))
+        .map(|n| (n, count(n)))
+        .filter(|(_, c)| !(1..=per + 1).contains(c))
         .collect();
     assert!(
         bad.is_empty(),
-        "{what}: expected {per}±1 requests per target in {window:?}, got {bad:?}"
+        "{what}: expected 1..={} requests per target in {window:?}, got {bad:?}",
+        per + 1
+    );
+    let fewest = names.iter().map(count).min().unwrap_or(0);
+    common::slo::at_least(
+        &format!("{what}: fewest probes of a target in {window:?}"),
+        fewest,
+        per - 1,
     );
 }
 
@@ -546,7 +557,8 @@ fn split_without_duplicates_takeover_after_sigkill_and_join() {
     let records = wait_for_assignment(&etcd, prefix, &list, &["m1", "m2"], Duration::from_secs(10));
     let mut worst = Duration::ZERO;
     for v in &victims {
-        let first = wait_until("a probe by the new owner", bound * 2, || {
+        // The limit guards against a hang; how soon is the objective below.
+        let first = wait_until("a probe by the new owner", Duration::from_secs(60), || {
             targets.first_after(v, killed)
         });
         worst = worst.max(first - killed);
@@ -557,11 +569,8 @@ fn split_without_duplicates_takeover_after_sigkill_and_join() {
             "{v}: since kept across the takeover"
         );
     }
-    eprintln!("takeover after SIGKILL: {worst:?} (bound {bound:?})");
-    assert!(
-        worst <= bound,
-        "takeover took {worst:?}, bound TTL + period (+ etcd's 500 ms expiry check, + 500 ms) = {bound:?}"
-    );
+    // TTL + period (+ etcd's 500 ms expiry check, + 500 ms).
+    common::slo::at_most("takeover after SIGKILL", worst, bound);
     let took: f64 = takeovers(&m[..2]) - takeovers_before;
     assert_eq!(
         took as usize,
@@ -629,7 +638,7 @@ fn one_etcd_member_lost_then_quorum_lost_and_regained() {
     targets.set_down(&down);
     let r = wait_until(
         "t3 published NotReady with one etcd member down",
-        Duration::from_secs(8),
+        Duration::from_secs(60),
         || {
             etcd.records(prefix)
                 .get(&down)
@@ -637,11 +646,11 @@ fn one_etcd_member_lost_then_quorum_lost_and_regained() {
                 .cloned()
         },
     );
-    let bound = 3 * PERIOD + Duration::from_secs(1) + Duration::from_millis(500);
-    assert!(
-        t0.elapsed() <= bound,
-        "published after {:?}, bound F × P + timeout = {bound:?}",
-        t0.elapsed()
+    // F × P + timeout (+ 500 ms).
+    common::slo::at_most(
+        "NotReady published with one etcd member down",
+        t0.elapsed(),
+        3 * PERIOD + Duration::from_secs(1) + Duration::from_millis(500),
     );
     assert_eq!(r.reason.as_deref(), Some("status"));
     assert_eq!(r.prober, owner);
@@ -692,7 +701,7 @@ fn one_etcd_member_lost_then_quorum_lost_and_regained() {
         .position(|x| Some(x.id.as_str()) == hrw::owner(&during, &["a", "b"]))
         .unwrap();
     targets.set_down(&during);
-    m[owner6].wait_event("NotReady", Duration::from_secs(5), |v| {
+    m[owner6].wait_event("NotReady", Duration::from_secs(30), |v| {
         v["target"] == during.as_str()
     });
     assert_eq!(m[owner6].get(&format!("/targets/{during}/ready")).0, 503);
@@ -750,7 +759,7 @@ fn targets_apply_feeds_members_and_watch_prints_a_target_going_down() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("applied 6 targets"));
     for x in &mut m {
-        x.wait_event("ConfigApplied", Duration::from_secs(5), |v| {
+        x.wait_event("ConfigApplied", Duration::from_secs(30), |v| {
             v["targets"] == 6
         });
     }
@@ -800,14 +809,15 @@ fn targets_apply_feeds_members_and_watch_prints_a_target_going_down() {
     }
     let t0 = Instant::now();
     targets.set_down("t2");
-    let line = lines.wait_for("t2 NotReady line", Duration::from_secs(8), |v| {
+    let line = lines.wait_for("t2 NotReady line", Duration::from_secs(60), |v| {
         v["name"] == "t2" && v["event"] == "NotReady"
     });
     let took = t0.elapsed();
-    let bound = 3 * PERIOD + Duration::from_secs(1) + Duration::from_millis(500);
-    assert!(
-        took <= bound,
-        "printed after {took:?}, bound F × P + timeout = {bound:?}"
+    // F × P + timeout (+ 500 ms).
+    common::slo::at_most(
+        "NotReady printed by targets watch",
+        took,
+        3 * PERIOD + Duration::from_secs(1) + Duration::from_millis(500),
     );
     assert!(
         took >= 2 * PERIOD - Duration::from_millis(100),
@@ -1168,7 +1178,7 @@ fn i48_6_a_target_taken_over_before_its_first_settled_state_is_reported_down() {
     };
     assert_eq!(records.len(), list.len());
     for t in taken {
-        m2.wait_event("NotReady", Duration::from_secs(5), |v| v["target"] == *t);
+        m2.wait_event("NotReady", Duration::from_secs(30), |v| v["target"] == *t);
     }
     drop(m1);
 }

@@ -76,10 +76,17 @@ fn in_own_namespaces(name: &str, body: impl FnOnce(&Path)) {
 }
 
 fn config(run_dir: &Path, cidr: &str) -> PodNetworkConfig {
+    config_with(run_dir, "probelet0", cidr)
+}
+
+/// A network on bridge `bridge`; every run directory of a test's temporary directory shares
+/// one register of pod networks (`DIR/registry`), as every node on a machine does.
+fn config_with(run_dir: &Path, bridge: &str, cidr: &str) -> PodNetworkConfig {
     PodNetworkConfig {
-        bridge: "probelet0".into(),
+        bridge: bridge.into(),
         pod_cidr: cidr.parse().unwrap(),
         run_dir: run_dir.to_path_buf(),
+        registry: run_dir.parent().unwrap().join("registry"),
     }
 }
 
@@ -497,7 +504,8 @@ fn pod_network_removal_leaves_no_veth_namespace_mount_or_own_bridge() {
                 "namespace a is held"
             );
             assert!(mounts_under(&run_dir).len() == 1 && recorded(&run_dir) == ["b"]);
-            // Dropping the network removes what is left, and the bridge it created.
+            // Dropping the network (the node stops) removes what is left, and the bridge it
+            // created; b's record stays, for b's IP at the next start.
             drop(network);
             assert_eq!(
                 holders(b_inode),
@@ -505,83 +513,140 @@ fn pod_network_removal_leaves_no_veth_namespace_mount_or_own_bridge() {
                 "namespace b is held"
             );
             assert_eq!(mounts_under(&run_dir), Vec::<String>::new());
-            assert_eq!(recorded(&run_dir), Vec::<String>::new());
+            assert_eq!(recorded(&run_dir), ["b"]);
             assert_eq!(links(), before, "no veth or bridge left");
         },
     );
 }
 
+/// The crash helper of the tests below: sets up two sandboxes in the run directory
+/// [`CRASH_DIR`] names, says so, and waits to be killed; `None` when not the helper.
+fn crash_helper() -> Option<()> {
+    let run_dir = std::env::var_os(CRASH_DIR)?;
+    let network = PodNetwork::create(config(Path::new(&run_dir), "10.244.4.0/24")).unwrap();
+    for id in ["stale-1", "stale-2"] {
+        network.add_sandbox(id).unwrap();
+    }
+    std::fs::create_dir_all(Path::new(&run_dir).join("tokens/stale-1")).unwrap();
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(600));
+    Some(())
+}
+
+/// Runs the crash helper as test `name` with `run_dir`, and SIGKILLs it once its network is
+/// set up (no destructor runs). It shares the caller's namespaces: its mounts and links stay.
+fn crash(name: &str, run_dir: &Path) {
+    let mut helper = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &test_path(name), "--nocapture"])
+        .env(CRASH_DIR, run_dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(helper.stdout.take().unwrap()).lines();
+    assert!(
+        lines.any(|l| l.is_ok_and(|l| l == "READY")),
+        "the crash helper did not get ready"
+    );
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+}
+
 #[test]
-fn pod_network_second_network_cleans_a_stale_run_directory_and_reuses_the_bridge() {
-    // The crash helper: sets up two sandboxes, says so, and waits to be killed.
-    if let Some(run_dir) = std::env::var_os(CRASH_DIR) {
-        let network = PodNetwork::create(config(Path::new(&run_dir), "10.244.4.0/24")).unwrap();
-        for id in ["stale-1", "stale-2"] {
-            network.add_sandbox(id).unwrap();
-        }
-        println!("READY");
-        std::io::stdout().flush().unwrap();
-        std::thread::sleep(Duration::from_secs(600));
+fn pod_network_second_network_cleans_a_crashed_run_and_gives_its_pods_their_ips_back() {
+    const NAME: &str =
+        "pod_network_second_network_cleans_a_crashed_run_and_gives_its_pods_their_ips_back";
+    if crash_helper().is_some() {
         return;
     }
-    in_own_namespaces(
-        "pod_network_second_network_cleans_a_stale_run_directory_and_reuses_the_bridge",
-        |dir| {
-            let run_dir = dir.join("run");
-            let before = links();
-            // The helper shares this test's namespaces (no unshare): its mounts and links stay here.
-            let mut helper = Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    &test_path(
-                        "pod_network_second_network_cleans_a_stale_run_directory_and_reuses_the_bridge",
-                    ),
-                    "--nocapture",
-                ])
-                .env(CRASH_DIR, &run_dir)
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut lines = BufReader::new(helper.stdout.take().unwrap()).lines();
-            assert!(
-                lines.any(|l| l.is_ok_and(|l| l == "READY")),
-                "the crash helper did not get ready"
-            );
-            helper.kill().unwrap(); // SIGKILL: no destructor runs
-            helper.wait().unwrap();
-            // What the crash left: two recorded, mounted sandboxes with their veths, and the bridge.
-            assert_eq!(recorded(&run_dir), ["stale-1", "stale-2"]);
-            assert_eq!(mounts_under(&run_dir).len(), 2);
-            assert_eq!(links().len(), before.len() + 3);
-            // And a stray file where a sandbox directory would be does not stop the next run.
-            std::fs::write(run_dir.join("sandboxes/stray"), "junk").unwrap();
-            let network = PodNetwork::create(config(&run_dir, "10.244.4.0/24")).unwrap();
-            assert_eq!(network.stale_removed(), ["stale-1", "stale-2", "stray"]);
-            assert!(!network.created_bridge(), "the bridge is reused");
-            assert_eq!(recorded(&run_dir), Vec::<String>::new());
-            assert_eq!(mounts_under(&run_dir), Vec::<String>::new());
-            let mut expected = before.clone();
-            expected.push("probelet0".into());
-            expected.sort();
-            assert_eq!(links(), expected, "the stale veths are gone");
-            let fresh = network.add_sandbox("fresh").unwrap();
-            assert_eq!(
-                fresh.ip,
-                Ipv4Addr::new(10, 244, 4, 2),
-                "the stale IPs are free"
-            );
-            drop(fresh);
-            drop(network);
-            assert_eq!(links(), expected, "a reused bridge stays");
-            // The same bridge name with another node's CIDR is refused, and left alone.
-            let err = PodNetwork::create(config(&run_dir, "10.245.0.0/24")).unwrap_err();
-            assert_eq!(
-                err.to_string(),
-                "bridge \"probelet0\" has address 10.244.4.1/24, not 10.245.0.1/24: another pod network uses it; choose another bridge name or delete it"
-            );
-            assert_eq!(links(), expected);
-        },
-    );
+    in_own_namespaces(NAME, |dir| {
+        let run_dir = dir.join("run");
+        let before = links();
+        crash(NAME, &run_dir);
+        // What the crash left: two recorded, mounted sandboxes with their veths, and the bridge.
+        assert_eq!(recorded(&run_dir), ["stale-1", "stale-2"]);
+        assert_eq!(mounts_under(&run_dir).len(), 2);
+        assert_eq!(links().len(), before.len() + 3);
+        // And a stray file where a sandbox directory would be does not stop the next run.
+        std::fs::write(run_dir.join("sandboxes/stray"), "junk").unwrap();
+        let network = PodNetwork::create(config(&run_dir, "10.244.4.0/24")).unwrap();
+        assert_eq!(network.stale_removed(), ["stale-1", "stale-2", "stray"]);
+        // Issue 46 item 9: the dead run's bridge is removed, and made again by this one, which
+        // then removes it when it stops.
+        assert_eq!(network.dead_removed().len(), 1);
+        assert!(network.created_bridge());
+        assert_eq!(recorded(&run_dir), Vec::<String>::new());
+        assert_eq!(mounts_under(&run_dir), Vec::<String>::new());
+        let mut expected = before.clone();
+        expected.push("probelet0".into());
+        expected.sort();
+        assert_eq!(links(), expected, "the stale veths are gone");
+        // Issue 46 item 2: the crashed pods' addresses are kept for them.
+        let fresh = network.add_sandbox("fresh").unwrap();
+        assert_eq!(fresh.ip, Ipv4Addr::new(10, 244, 4, 4), "skips the kept IPs");
+        let back = network.add_sandbox("stale-2").unwrap();
+        assert_eq!(back.ip, Ipv4Addr::new(10, 244, 4, 3), "its IP back");
+        drop((fresh, back));
+        drop(network);
+        assert_eq!(links(), before, "no bridge left after a clean stop");
+        // And after that clean stop, the next start gives them their addresses again.
+        let network = PodNetwork::create(config(&run_dir, "10.244.4.0/24")).unwrap();
+        assert_eq!(
+            network.add_sandbox("fresh").unwrap().ip,
+            Ipv4Addr::new(10, 244, 4, 4)
+        );
+        drop(network);
+        // The same bridge name with another node's CIDR is refused, and left alone.
+        ip(&["link", "add", "probelet0", "type", "bridge"]);
+        ip(&["addr", "add", "10.244.4.1/24", "dev", "probelet0"]);
+        let err = PodNetwork::create(config(&run_dir, "10.245.0.0/24")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bridge \"probelet0\" has address 10.244.4.1/24, not 10.245.0.1/24: another pod network uses it; choose another bridge name or delete it"
+        );
+        assert_eq!(links(), expected);
+    });
+}
+
+#[test]
+fn i46_3_a_node_of_another_run_directory_removes_a_dead_nodes_network_and_tokens() {
+    const NAME: &str =
+        "i46_3_a_node_of_another_run_directory_removes_a_dead_nodes_network_and_tokens";
+    if crash_helper().is_some() {
+        return;
+    }
+    in_own_namespaces(NAME, |dir| {
+        let dead = dir.join("dead");
+        let before = links();
+        crash(NAME, &dead);
+        assert_eq!(links().len(), before.len() + 3);
+        // Another node, another bridge, the same CIDR (another control plane's first /24).
+        let other = dir.join("other");
+        let network = PodNetwork::create(config_with(&other, "pbother", "10.244.4.0/24")).unwrap();
+        let removed = network.dead_removed();
+        assert_eq!(removed.len(), 1);
+        let line = removed[0].summary();
+        assert!(
+            line.starts_with("removed the pod network of a node no longer running (pid ")
+                && line.ends_with("bridge probelet0, 2 sandbox(es), its pods' tokens"),
+            "{line}"
+        );
+        let mut expected = before.clone();
+        expected.push("pbother".into());
+        expected.sort();
+        assert_eq!(links(), expected, "the dead bridge and veths are gone");
+        assert_eq!(mounts_under(&dead), Vec::<String>::new());
+        assert!(!dead.join("tokens").exists(), "the dead node's tokens");
+        // Its IP records stay for it, in its own run directory.
+        assert_eq!(recorded(&dead), ["stale-1", "stale-2"]);
+        // A running network is never taken for a dead one.
+        let third =
+            PodNetwork::create(config_with(&dir.join("third"), "pbthird", "10.9.0.0/24")).unwrap();
+        assert!(third.dead_removed().is_empty());
+        assert!(links().contains(&"pbother".to_string()));
+        drop((third, network));
+        assert_eq!(links(), before);
+    });
 }
 
 /// Runs `ip ARGS` (iproute2), as an administrator would, and fails the test if it fails.

@@ -299,14 +299,19 @@ spec:
     });
     let start = Instant::now();
     run.interrupt();
-    let code = run.wait_exit(Duration::from_secs(10));
+    // Exited within the wait: the stubborn process could have held it forever.
+    let code = run.wait_exit(Duration::from_secs(30));
     assert_eq!(code, Some(0));
     let took = start.elapsed();
     assert!(
         took >= Duration::from_millis(900),
         "the stubborn one got its grace period: {took:?}"
     );
-    assert!(took < Duration::from_secs(4), "and no more: {took:?}");
+    crate::common::slo::at_most(
+        "Ctrl-C exit after a 1 s grace",
+        took,
+        Duration::from_secs(4),
+    );
     run.drain();
     let kills = run.count(event("Killing", "Stopping container"));
     assert_eq!(kills, 2, "{}", run.dump());
@@ -787,8 +792,13 @@ spec:
     );
     let start = Instant::now();
     run.interrupt();
-    assert_eq!(run.wait_exit(Duration::from_secs(5)), Some(130));
-    assert!(start.elapsed() < Duration::from_secs(3));
+    // Well within the 60 s grace period it would otherwise wait.
+    assert_eq!(run.wait_exit(Duration::from_secs(30)), Some(130));
+    crate::common::slo::at_most(
+        "exit after a second Ctrl-C",
+        start.elapsed(),
+        Duration::from_secs(3),
+    );
     let deadline = Instant::now() + Duration::from_secs(3);
     while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
         !s.rsplit_once(')')

@@ -189,7 +189,9 @@ fn sigterm_takes_the_pod_out_of_traffic_before_anything_exits() {
     assert_eq!(common::http(&sidecar, "GET", "/readyz", "").0, 200);
     let pid = rustix::process::Pid::from_raw(p.child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(2);
+    // The wait guards against a hang; "at once" is the objective below.
+    let signalled = Instant::now();
+    let deadline = signalled + Duration::from_secs(30);
     loop {
         let (code, body) = common::http(&sidecar, "GET", "/readyz?verbose", "");
         if code == 503 {
@@ -198,12 +200,14 @@ fn sigterm_takes_the_pod_out_of_traffic_before_anything_exits() {
                 body.contains("[-]shutdown failed: draining after SIGTERM"),
                 "{body}"
             );
+            common::slo::at_most(
+                "readiness failed after SIGINT",
+                signalled.elapsed(),
+                Duration::from_secs(2),
+            );
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "readiness did not fail at once: {body}"
-        );
+        assert!(Instant::now() < deadline, "readiness did not fail: {body}");
         std::thread::sleep(Duration::from_millis(20));
     }
     // Out of traffic while still alive: liveness holds and the app still serves.

@@ -206,6 +206,10 @@ fn alias_bombs_are_bounded() {
     }
     let start = std::time::Instant::now();
     let err = load_str("bomb.yaml", &bomb).unwrap_err().to_string();
-    assert!(err.starts_with("bomb.yaml:"), "{err}");
-    assert!(start.elapsed().as_secs() < 10);
+    // The budget stopped it (10^12 nodes unbounded), at its position.
+    assert!(err.starts_with("bomb.yaml:9:14: "), "{err}");
+    assert!(err.contains("alias replay limit exceeded"), "{err}");
+    // 250,000 replayed events take about 0.7 s of CPU in a debug build; a guard against a
+    // hang only, not a latency bound (seen at 3 s on a loaded machine).
+    assert!(start.elapsed().as_secs() < 60, "{:?}", start.elapsed());
 }

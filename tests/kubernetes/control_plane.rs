@@ -109,6 +109,25 @@ fn i29_1_up_serves_readyz_runs_the_controllers_and_down_leaves_no_process() {
         dir.join("kubeconfig"),
         "up prints the kubeconfig path"
     );
+    // Issue 46 item 3: a pod applied to `default` right after `up` is accepted, so its
+    // service account is there already (the first thing asked after `up`).
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: right-after-up}\nspec: {containers: [{name: c, image: registry.invalid/c:1}]}\n";
+    let mut apply = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["apply", "-n", "default", "--dry-run=server", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut apply.stdin.take().unwrap(), pod.as_bytes()).unwrap();
+    let applied = apply.wait_with_output().unwrap();
+    assert!(
+        applied.status.success(),
+        "a pod right after up: {}",
+        text(&applied)
+    );
 
     let procs = recorded(&dir);
     let names: Vec<&str> = procs.iter().map(|p| p.0.as_str()).collect();

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::node_e2e::{transition_second, unix_now};
 use common::cluster::Cluster;
 
 /// The control plane of these tests (not node_e2e's: tests/common/cluster.rs says why),
@@ -175,12 +176,26 @@ fn gate_status(ns: &str, pod: &str) -> Option<String> {
 }
 
 /// Polls until the gate's condition is `want`; answers how long it took.
-fn wait_gate(ns: &str, pod: &str, want: &str, budget: Duration) -> Duration {
-    let start = Instant::now();
+fn wait_gate(ns: &str, pod: &str, want: &str, budget: Duration) {
     wait_for(budget, &format!("gate {want}"), || {
         (gate_status(ns, pod).as_deref() == Some(want)).then_some(())
     });
-    start.elapsed()
+}
+
+/// Whole seconds from `since` (seconds since the epoch, taken just before the change that
+/// causes it) to the `lastTransitionTime` its writer (the sidecar, the node) stamped on
+/// `condition` when it decided: probelet's decision time, not when the API server, a
+/// controller or this test got round to it on a loaded machine. Asserted within `objective`
+/// plus 5 s (a generous bound on a decision, as node_e2e's i29_2); the objective itself (+1 s:
+/// lastTransitionTime has whole seconds) is the SLO run's.
+#[track_caller]
+fn assert_decided(what: &str, condition: &Value, since: i64, objective: i64) {
+    let took = transition_second(condition) - since;
+    assert!(
+        (0..=objective + 5).contains(&took),
+        "{what} {took} s after the change (objective {objective} s): {condition}"
+    );
+    common::slo::at_most(&format!("{what}, seconds"), took, objective + 1);
 }
 
 #[test]
@@ -238,11 +253,12 @@ fn i30_1_the_gate_follows_the_dependency_with_in_cluster_config_and_keeps_other_
     assert!(body.contains("mode: normal"), "{body}");
 
     // The dependency goes: False within period × threshold + 2 s, naming the check.
+    let closed = unix_now();
     db.close();
-    let took = wait_gate(&ns, "app", "False", Duration::from_secs(10));
-    assert!(took <= Duration::from_secs(3), "gate False after {took:?}");
+    wait_gate(&ns, "app", "False", Duration::from_secs(30));
     let pod = pod_json(&ns, "app");
     let c = condition(&pod, GATE).unwrap();
+    assert_decided("gate False", &c, closed, 3);
     assert_eq!(c["reason"], "DependencyCheckFailed");
     assert_eq!(c["message"], "failing: db");
     assert_eq!(
@@ -251,9 +267,15 @@ fn i30_1_the_gate_follows_the_dependency_with_in_cluster_config_and_keeps_other_
         "another writer's condition is kept"
     );
 
+    let opened = unix_now();
     db.open();
-    let took = wait_gate(&ns, "app", "True", Duration::from_secs(10));
-    assert!(took <= Duration::from_secs(3), "gate True after {took:?}");
+    wait_gate(&ns, "app", "True", Duration::from_secs(30));
+    assert_decided(
+        "gate True",
+        &condition(&pod_json(&ns, "app"), GATE).unwrap(),
+        opened,
+        3,
+    );
     assert_eq!(
         condition(&pod_json(&ns, "app"), "example.com/other").unwrap()["status"],
         "True"
@@ -301,13 +323,19 @@ fn i30_1_a_forbidden_gate_write_is_retried_reported_and_never_blocks_the_endpoin
         body.contains(&format!("gate: {GATE} not written yet (0 writes, failing:")),
         "{body}"
     );
-    // The endpoints answer at once while the writer backs off.
+    // The endpoints answer while the writer backs off (objective: at once, within 500 ms).
+    let mut slowest = Duration::ZERO;
     for _ in 0..5 {
         let start = Instant::now();
         let (code, _) = common::http(&sidecar.addr, "GET", "/readyz", "");
         assert_eq!(code, 200);
-        assert!(start.elapsed() < Duration::from_millis(500));
+        slowest = slowest.max(start.elapsed());
     }
+    common::slo::at_most(
+        "slowest /readyz while the gate writer backs off",
+        slowest,
+        Duration::from_millis(500),
+    );
     assert_eq!(gate_status(&ns, "app"), None, "nothing was written");
     let log = sidecar.log();
     assert_eq!(
@@ -457,15 +485,16 @@ fn i30_2_alertmanager_firing_labels_the_pod_resolve_removes_it_and_the_sidecar_s
     let fired = Instant::now();
     post("");
     wait_for(
-        Duration::from_secs(15),
+        Duration::from_secs(30),
         "probe/debug=latency on the pod",
         || (labels(&ns, "app")["probe/debug"] == "latency").then_some(()),
     );
-    // group_wait 1 s + one group interval (1 s), with the API round trips.
-    assert!(
-        fired.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        fired.elapsed()
+    // group_wait 1 s + one group interval (1 s), with the API round trips: Alertmanager's
+    // pace and the API server's as much as the webhook's, so an objective only.
+    common::slo::at_most(
+        "alert to pod label",
+        fired.elapsed(),
+        Duration::from_secs(5),
     );
     assert_eq!(labels(&ns, "app")["app"], "orders", "other labels kept");
     wait_for(
@@ -747,14 +776,34 @@ struct Node {
 
 impl Node {
     fn start(name: &str, dir: &Path, ip: &str) -> Node {
+        // The pods reach PostgreSQL, Redis and each other on the host's loopback.
+        Self::start_with(name, dir, ip, &["--pod-network", "host"])
+    }
+
+    /// A node with the default pod network (a namespace and IP per pod), its pod CIDR
+    /// `10.244.THIRD.0/24` set on the Node before it starts (the controller-manager would
+    /// hand every control plane's first node the same 10.244.0.0/24, and the pod networks of
+    /// nodes running at once on this machine must not overlap), its run directory in `dir`.
+    fn start_pod_network(name: &str, dir: &Path, third: u8) -> Node {
+        apply(
+            "default",
+            &format!(
+                "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nspec: {{podCIDR: 10.244.{third}.0/24, podCIDRs: [10.244.{third}.0/24]}}\n"
+            ),
+        );
+        let run_dir = dir.join("run");
+        let run_dir = run_dir.to_str().unwrap();
+        Self::start_with(name, dir, "127.0.0.1", &["--run-dir", run_dir])
+    }
+
+    fn start_with(name: &str, dir: &Path, ip: &str, extra: &[&str]) -> Node {
         let out = dir.join(format!("node-{name}.out"));
         let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
             .arg("node")
             .arg("--kubeconfig")
             .arg(&cluster().kubeconfig)
             .args(["--name", name, "--node-ip", ip])
-            // The pods reach PostgreSQL, Redis and each other on the host's loopback.
-            .args(["--pod-network", "host"])
+            .args(extra)
             .args(["--kubelet-listen", &format!("{ip}:0")])
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::options().append(true).open(&out).unwrap())
@@ -842,12 +891,11 @@ spec:
     });
     assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
 
+    let closed = unix_now();
     db.close();
-    let start = Instant::now();
-    let c = wait_for(Duration::from_secs(10), "Ready=False", || ready("False"));
-    let took = start.elapsed();
+    let c = wait_for(Duration::from_secs(30), "Ready=False", || ready("False"));
     assert_eq!(c["reason"], "ReadinessGatesNotReady", "{c}");
-    assert!(took <= Duration::from_secs(3), "Ready=False after {took:?}");
+    assert_decided("Ready=False through the gate", &c, closed, 3);
     // The container itself stays ready: only the gate is down.
     let pod = pod_json(&ns, "gated");
     assert_eq!(
@@ -855,16 +903,12 @@ spec:
         "True"
     );
 
+    let opened = unix_now();
     db.open();
-    let start = Instant::now();
-    wait_for(Duration::from_secs(10), "Ready=True again", || {
+    let c = wait_for(Duration::from_secs(30), "Ready=True again", || {
         ready("True")
     });
-    assert!(
-        start.elapsed() <= Duration::from_secs(3),
-        "{:?}",
-        start.elapsed()
-    );
+    assert_decided("Ready=True through the gate", &c, opened, 3);
     // The node's later writes kept the gate's condition.
     assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
     kubectl_ok(&[
@@ -876,6 +920,177 @@ spec:
         "--wait=true",
         "--timeout=60s",
     ]);
+}
+
+/// The docs/kubernetes.md gate flow on a node with the default pod network (issue 46 item 1):
+/// the sidecar, in the pod's own network namespace, writes its gate through the `kubernetes`
+/// Service's ClusterIP (its `KUBERNETES_SERVICE_HOST`), which the node proxies to the API
+/// server; the certificate it verifies names that ClusterIP.
+#[test]
+fn i46_1_the_gate_is_written_through_the_kubernetes_cluster_ip_from_a_pod_network() {
+    let _slot = crate::common::two_at_a_time();
+    let ns = namespace("podnetgate");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
+    let node_name = format!("podnet-gate-{}", std::process::id());
+    let node = Node::start_pod_network(&node_name, tmp.path(), 231);
+    // The dependency: a file the sidecar's exec check looks for (the pod shares the host's
+    // file system, not its network).
+    let dep = tmp.path().join("dependency-up");
+    std::fs::write(&dep, "").unwrap();
+    let config = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "readinessGate: {GATE}\nchecks:\n- name: dep\n  probe: {{exec: {{command: [test, -f, {}]}}, periodSeconds: 1, failureThreshold: 1}}\n",
+            dep.display()
+        ),
+    )
+    .unwrap();
+    apply(
+        &ns,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: gated}}
+spec:
+  nodeName: {node_name}
+  serviceAccountName: probelet-sidecar
+  readinessGates: [{{conditionType: {GATE}}}]
+  containers:
+  - name: probe-sidecar
+    image: probelet
+    command: ["{bin}", sidecar, "{config}", --listen, "0.0.0.0:8086"]
+    env:
+    - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+    - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    readinessProbe: {{tcpSocket: {{port: 8086}}, periodSeconds: 1}}
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            config = config.display(),
+        ),
+    );
+    let ready = |want: &str| -> Option<Value> {
+        let pod = pod_json(&ns, "gated");
+        let c = condition(&pod, "Ready")?;
+        (c["status"] == want).then_some(c)
+    };
+    let log = || std::fs::read_to_string(&node.out).unwrap_or_default();
+    let pod = wait_for(Duration::from_secs(40), "the pod runs", || {
+        let pod = pod_json(&ns, "gated");
+        pod["status"]["podIP"].as_str().is_some().then_some(pod)
+    });
+    let pod_ip = pod["status"]["podIP"].as_str().unwrap().to_string();
+    assert!(pod_ip.starts_with("10.244.231."), "{pod_ip}\n{}", log());
+    let started = Instant::now();
+    while ready("True").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "not Ready through the gate within 40 s; gate {:?}; the sidecar says:\n{}\nthe node says:\n{}",
+            gate_status(&ns, "gated"),
+            common::http(&format!("{pod_ip}:8086"), "GET", "/readyz?verbose", "").1,
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
+    // The sidecar found the API server at the ClusterIP (not at the kubeconfig's 127.0.0.1,
+    // which in the pod's namespace is the pod itself).
+    let env = pod_environment(&config.display().to_string(), "gated");
+    assert!(
+        env.contains(&"KUBERNETES_SERVICE_HOST=10.0.0.1".to_string())
+            && env.contains(&"KUBERNETES_SERVICE_PORT=443".to_string()),
+        "{env:?}"
+    );
+
+    std::fs::remove_file(&dep).unwrap();
+    let c = wait_for(Duration::from_secs(10), "Ready=False", || ready("False"));
+    assert_eq!(c["reason"], "ReadinessGatesNotReady", "{c}");
+    std::fs::write(&dep, "").unwrap();
+    wait_for(Duration::from_secs(10), "Ready=True again", || {
+        ready("True")
+    });
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "-n",
+        &ns,
+        "gated",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+}
+
+/// The environment of the process whose command line contains `marker` and `name`.
+fn pod_environment(marker: &str, name: &str) -> Vec<String> {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if pid == std::process::id() || !cmdline.contains(marker) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let env: Vec<String> = String::from_utf8_lossy(&environ)
+            .split('\0')
+            .map(str::to_string)
+            .collect();
+        if env.iter().any(|e| e == &format!("POD_NAME={name}")) {
+            return env;
+        }
+    }
+    panic!("no process with {marker:?} for pod {name}");
+}
+
+/// A pod on a node with the default pod network reaches another pod through a Service's
+/// ClusterIP (issue 46 item 1): `curl` in the client pod's own network namespace gets the
+/// backend's answer, from an endpoint of the Service's EndpointSlice.
+#[test]
+fn i46_1_a_pod_curls_a_service_cluster_ip_and_gets_the_backends_answer() {
+    let _slot = crate::common::two_at_a_time();
+    let ns = namespace("podnetsvc");
+    let tmp = tempfile::tempdir().unwrap();
+    let node_name = format!("podnet-svc-{}", std::process::id());
+    let node = Node::start_pod_network(&node_name, tmp.path(), 232);
+    apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: backend, labels: {{app: backend}}}}\nspec:\n  nodeName: {node_name}\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: example/app\n    command: [\"{bin}\", demo-app, --listen, \"0.0.0.0:8080\"]\n    readinessProbe: {{httpGet: {{path: /readyz, port: 8080}}, periodSeconds: 1}}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: backend}}\nspec:\n  selector: {{app: backend}}\n  ports: [{{name: http, port: 80, targetPort: 8080}}]\n",
+            bin = env!("CARGO_BIN_EXE_probelet"),
+        ),
+    );
+    let cluster_ip = wait_for(Duration::from_secs(10), "the Service's ClusterIP", || {
+        let svc = cluster().get(&format!("/api/v1/namespaces/{ns}/services/backend"))?;
+        svc["spec"]["clusterIP"].as_str().map(str::to_string)
+    });
+    let log = || std::fs::read_to_string(&node.out).unwrap_or_default();
+    wait_for(Duration::from_secs(40), "the backend is ready", || {
+        let pod = pod_json(&ns, "backend");
+        (condition(&pod, "Ready")?["status"] == "True").then_some(())
+    });
+    let answer = tmp.path().join("answer");
+    apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: client}}\nspec:\n  nodeName: {node_name}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: curl\n    image: example/curl\n    command: [sh, -c, 'until curl -sS --max-time 2 -o {answer}.part http://{cluster_ip}/readyz; do sleep 0.2; done; mv {answer}.part {answer}; exec sleep 600']\n",
+            answer = answer.display(),
+        ),
+    );
+    let body = wait_for(Duration::from_secs(40), "the client's answer", || {
+        std::fs::read_to_string(&answer).ok()
+    });
+    // demo-app's `/readyz` answer: "ready at <its uptime>".
+    assert!(body.starts_with("ready at "), "{body:?}\n{}", log());
+    let client = pod_json(&ns, "client");
+    let client_ip = client["status"]["podIP"].as_str().unwrap_or_default();
+    assert!(client_ip.starts_with("10.244.232."), "{client}");
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }
 
 /// The machine's address on its default route (the API server refuses loopback addresses in
@@ -1176,16 +1391,17 @@ spec:
         "orders-0 ready in the EndpointSlice",
         || ready().then_some(()),
     );
-    // period × threshold + 2 s = 3 s, measured from the stop to the EndpointSlice.
-    let budget = Duration::from_secs(3);
+    // period × threshold + 2 s = 3 s from the stop to the node's Ready decision (read from
+    // its lastTransitionTime). The EndpointSlice follows at the controller-manager's pace,
+    // which is not probelet's to bound: the waits cap it against a hang.
+    let budget = 3;
+    let stopped = unix_now();
     pg.stop();
-    let start = Instant::now();
     wait_for(
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         "orders-0 out of the EndpointSlice",
         || (!ready()).then_some(()),
     );
-    let took = start.elapsed();
     let pod = pod_json(&ns, "orders-0");
     let r = condition(&pod, "Ready").unwrap();
     assert_eq!(r["reason"], "ReadinessGatesNotReady", "{r}");
@@ -1193,15 +1409,15 @@ spec:
         condition(&pod, GATE).unwrap()["message"],
         "failing: orders-db"
     );
-    assert!(took <= budget, "out after {took:?}");
+    assert_decided("orders-0 Ready=False", &r, stopped, budget);
+    let restarted = unix_now();
     pg.restart();
-    let start = Instant::now();
-    wait_for(Duration::from_secs(10), "orders-0 back", || {
+    wait_for(Duration::from_secs(30), "orders-0 back", || {
         ready().then_some(())
     });
-    let took = start.elapsed();
-    assert!(took <= budget, "back after {took:?}");
-    eprintln!("measured: out and back within {budget:?}");
+    let r = condition(&pod_json(&ns, "orders-0"), "Ready").unwrap();
+    assert_eq!(r["status"], "True", "{r}");
+    assert_decided("orders-0 Ready=True", &r, restarted, budget);
 }
 
 #[test]
@@ -1230,7 +1446,7 @@ fn i30_2_a_firing_alert_not_resent_loses_its_labels_after_its_ttl() {
     );
     assert_eq!(labels(&ns, "app")["probe/debug"], "short");
     wait_for(
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         "label removed after the TTL",
         || {
             labels(&ns, "app")
@@ -1240,10 +1456,12 @@ fn i30_2_a_firing_alert_not_resent_loses_its_labels_after_its_ttl() {
         },
     );
     let took = start.elapsed();
+    // Never before the TTL; how soon after it is an objective (the sweep runs every second).
     assert!(
-        (Duration::from_secs(3)..Duration::from_secs(5)).contains(&took),
+        took >= Duration::from_secs(3),
         "label removed {took:?} after the alert, TTL 3 s"
     );
+    common::slo::at_most("label removed after its TTL", took, Duration::from_secs(5));
     assert_eq!(labels(&ns, "app")["app"], "orders");
 }
 
@@ -1540,4 +1758,238 @@ fn i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning() {
         ),
         "{log}"
     );
+}
+
+/// A TCP proxy in front of the API server that the test can cut: while cut, its open
+/// connections are shut and new ones are closed at once, as when the API server becomes
+/// unreachable for one client only (the node keeps its own connection).
+struct ApiProxy {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl ApiProxy {
+    fn to(upstream: String) -> ApiProxy {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy = ApiProxy {
+            port: listener.local_addr().unwrap().port(),
+            cut: Default::default(),
+            open: Default::default(),
+        };
+        let (cut, open) = (proxy.cut.clone(), proxy.open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if cut.load(Ordering::SeqCst) {
+                    continue; // dropped: closed at once
+                }
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let mut o = open.lock().unwrap();
+                o.extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
+                drop(o);
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        proxy
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn restore(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Issue 46 item 1 end to end: the sidecar of a pod of `probelet node` loses the API server
+/// (a proxy in front of it, cut) while its gate is True, then its dependency fails. The gate
+/// cannot be written False, so the sidecar's `/readyz` says why and its `/readyz/gate` (the
+/// container's readiness probe) fails: ContainersReady and Ready go False and the pod leaves
+/// its Service's EndpointSlice, although the gate still says True. With the API server back,
+/// False is written, the container is ready again, and the gate alone keeps the pod out until
+/// the dependency returns.
+#[test]
+fn i46_1_a_gate_that_cannot_be_written_takes_the_pod_out_through_its_container_readiness() {
+    let _slot = crate::common::two_at_a_time();
+    let ns = namespace("stuckgate");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
+    let ip = host_ip();
+    let node_name = format!("stuck-gate-node-{}", std::process::id());
+    let _node = Node::start(&node_name, tmp.path(), &ip);
+    let mut db = TcpTarget::listening();
+    let (api_host, api_port) = api_host_port();
+    let proxy = ApiProxy::to(format!("{api_host}:{api_port}"));
+    // The sidecar reaches the API server through the proxy only, as the pod's account.
+    let token = kubectl_ok(&["create", "token", "-n", &ns, "probelet-sidecar"]);
+    let kubeconfig = tmp.path().join("sidecar.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{{name: c, cluster: {{server: \"https://{api_host}:{}\", certificate-authority: {}}}}}]\n\
+             users: [{{name: u, user: {{token: {}}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n",
+            proxy.port,
+            cluster().dir.join("pki/ca.crt").display(),
+            token.trim()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let config = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "readinessGate: {GATE}\nchecks:\n- name: db\n  probe: {{tcpSocket: {{port: {}}}, periodSeconds: 1, failureThreshold: 1}}\n",
+            db.port
+        ),
+    )
+    .unwrap();
+    apply(
+        &ns,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: gated, labels: {{app: gated}}}}
+spec:
+  nodeName: {node_name}
+  serviceAccountName: probelet-sidecar
+  readinessGates: [{{conditionType: {GATE}}}]
+  containers:
+  - name: probe-sidecar
+    image: probelet
+    command: ["{bin}", sidecar, "{config}", --listen, "{ip}:{port}", --kubeconfig, "{kubeconfig}"]
+    ports: [{{name: health, containerPort: {port}}}]
+    env:
+    - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+    - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    readinessProbe: {{httpGet: {{path: /readyz/gate, port: {port}}}, periodSeconds: 1, failureThreshold: 1}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: gated}}
+spec:
+  selector: {{app: gated}}
+  ports: [{{port: 80, targetPort: health}}]
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            config = config.display(),
+            kubeconfig = kubeconfig.display(),
+        ),
+    );
+    let sidecar = format!("{ip}:{port}");
+    let endpoints = || -> Vec<bool> {
+        let v = cluster()
+            .get(&format!(
+                "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dgated"
+            ))
+            .unwrap();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+            .map(|e| e["conditions"]["ready"] == true)
+            .collect()
+    };
+    wait_for(
+        Duration::from_secs(60),
+        "ready in the EndpointSlice",
+        || (endpoints() == [true]).then_some(()),
+    );
+    assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
+    let gate_written = transition_second(&condition(&pod_json(&ns, "gated"), GATE).unwrap());
+
+    // The API server becomes unreachable for the sidecar, then its dependency fails.
+    proxy.cut();
+    let failed_at = unix_now();
+    db.close();
+    let body = wait_for(Duration::from_secs(10), "the gate line failing", || {
+        let (code, body) = common::http(&sidecar, "GET", "/readyz?verbose", "");
+        (code == 503 && body.contains("[-]gate failed:")).then_some(body)
+    });
+    assert!(body.contains("[-]db failed: "), "{body}");
+    assert!(
+        body.contains(&format!(
+            "[-]gate failed: readiness is False but condition {GATE} cannot be written (it is True on the pod): "
+        )),
+        "{body}"
+    );
+    assert_eq!(
+        common::http(&sidecar, "GET", "/readyz/gate", "").0,
+        503,
+        "the container's own readiness"
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "not ready in the EndpointSlice",
+        || (endpoints() == [false]).then_some(()),
+    );
+    let pod = pod_json(&ns, "gated");
+    // The gate never changed: it still says True, written before the outage.
+    let gate = condition(&pod, GATE).unwrap();
+    assert_eq!(gate["status"], "True", "{gate}");
+    assert!(transition_second(&gate) <= failed_at && gate_written <= failed_at);
+    // The node took the pod out through the container's readiness: the check's period × threshold
+    // (1 s), the probe's (1 s), and slack for whole seconds and a loaded machine. The node's
+    // decision is read from its lastTransitionTime, not from when the EndpointSlice followed.
+    let ready = condition(&pod, "Ready").unwrap();
+    assert_eq!(
+        (&ready["status"], &ready["reason"]),
+        (&Value::from("False"), &Value::from("ContainersNotReady")),
+        "{ready}"
+    );
+    let node_took = transition_second(&ready) - failed_at;
+    assert!(
+        (0..=2 + 6).contains(&node_took),
+        "Ready turned False {node_took} s after the dependency failed"
+    );
+    assert_eq!(
+        condition(&pod, "ContainersReady").unwrap()["status"],
+        "False"
+    );
+
+    // The API server is back: False is written, the container is ready again, and the gate
+    // alone keeps the pod out of traffic until the dependency returns.
+    proxy.restore();
+    wait_gate(&ns, "gated", "False", Duration::from_secs(60));
+    wait_for(Duration::from_secs(30), "ContainersReady again", || {
+        let pod = pod_json(&ns, "gated");
+        (condition(&pod, "ContainersReady")?["status"] == "True").then_some(())
+    });
+    let ready = condition(&pod_json(&ns, "gated"), "Ready").unwrap();
+    assert_eq!(ready["reason"], "ReadinessGatesNotReady", "{ready}");
+    assert_eq!(endpoints(), [false]);
+    db.open();
+    wait_gate(&ns, "gated", "True", Duration::from_secs(30));
+    wait_for(
+        Duration::from_secs(30),
+        "ready in the EndpointSlice again",
+        || (endpoints() == [true]).then_some(()),
+    );
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "-n",
+        &ns,
+        "gated",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
 }

@@ -16,5 +16,7 @@ mod common;
 mod deps_support;
 
 mod control_plane;
+mod differential;
 mod kubernetes_e2e;
 mod node_e2e;
+mod reference_kubelet;

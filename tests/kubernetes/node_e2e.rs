@@ -169,28 +169,55 @@ impl Node {
 
     /// [`Node::start_at`], with `env` added to the node's own environment.
     fn start_with_env(name: &str, ip: &str, extra: &[&str], env: &[(&str, &str)]) -> Node {
+        Self::launch(name, ip, extra, env, &[], true)
+    }
+
+    /// Starts node `name` at `ip` with `extra` options and `env`, its command line after
+    /// `wrap` (say `prlimit ...`); with `tls_files`, the serving certificate of
+    /// `scripts/control-plane node-cert` and the cluster CA as its client CA, else none of the
+    /// TLS options (the node bootstraps its certificate).
+    fn launch(
+        name: &str,
+        ip: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        wrap: &[&str],
+        tls_files: bool,
+    ) -> Node {
         let c = cluster();
-        let cert = Command::new(script())
-            .args(["node-cert"])
-            .arg(&c.dir)
-            .args([name, ip])
-            .output()
-            .unwrap();
-        assert!(cert.status.success(), "node-cert: {}", text(&cert));
         let pki = c.dir.join("pki");
         let out = c.dir.join(format!("node-{name}.out"));
-        let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        let mut command = match wrap.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(env!("CARGO_BIN_EXE_probelet"));
+                command
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_probelet")),
+        };
+        command
             .arg("node")
             .arg("--kubeconfig")
             .arg(&c.kubeconfig)
             .args(["--name", name, "--node-ip", ip])
-            .args(["--kubelet-listen", &format!("{ip}:0")])
-            .arg("--tls-cert-file")
-            .arg(pki.join(format!("node-{name}.crt")))
-            .arg("--tls-private-key-file")
-            .arg(pki.join(format!("node-{name}.key")))
-            .arg("--client-ca-file")
-            .arg(pki.join("ca.crt"))
+            .args(["--kubelet-listen", &format!("{ip}:0")]);
+        if tls_files {
+            let cert = Command::new(script())
+                .args(["node-cert"])
+                .arg(&c.dir)
+                .args([name, ip])
+                .output()
+                .unwrap();
+            assert!(cert.status.success(), "node-cert: {}", text(&cert));
+            command
+                .arg("--tls-cert-file")
+                .arg(pki.join(format!("node-{name}.crt")))
+                .arg("--tls-private-key-file")
+                .arg(pki.join(format!("node-{name}.key")))
+                .arg("--client-ca-file")
+                .arg(pki.join("ca.crt"));
+        }
+        let child = command
             .args(["--max-container-restart-period", "2s"])
             .arg("--run-dir")
             .arg(c.dir.join(format!("run-{name}")))
@@ -523,7 +550,7 @@ fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
 }
 
 /// The current time in whole seconds since the epoch (lastTransitionTime's resolution).
-fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -531,7 +558,7 @@ fn unix_now() -> i64 {
 }
 
 /// A condition's lastTransitionTime in whole seconds since the epoch.
-fn transition_second(condition: &serde_json::Value) -> i64 {
+pub(crate) fn transition_second(condition: &serde_json::Value) -> i64 {
     let at: k8s_openapi::jiff::Timestamp = condition["lastTransitionTime"]
         .as_str()
         .and_then(|t| t.parse().ok())
@@ -959,18 +986,24 @@ fn i29_2_a_ready_condition_marked_unknown_is_written_back_within_the_status_peri
             .find(|c| c["type"] == "Ready")
             .cloned()
     };
-    let marked = Instant::now();
-    // The status loop's period is 10 s; the node may have compared just before the patch.
-    // Bound: one period, plus 10 s for the node's read and write and the poll under a loaded
-    // CI machine (15 s in all failed once in CI, 12-06).
-    let bound = Duration::from_secs(20);
-    let back = wait_until("Ready written back", bound, || {
+    let marked = unix_now();
+    // The status loop's period is 10 s; the node may have compared just before the patch. The
+    // node's decision is read from the lastTransitionTime it wrote, not from when this poll
+    // saw it (15 s in all failed once in CI, 12-06: a loaded machine's poll and API server);
+    // the wait caps a hang.
+    let back = wait_until("Ready written back", Duration::from_secs(60), || {
         ready().filter(|c| c["status"] == "True")
     });
     assert_eq!(back["reason"], "KubeletReady", "{back}");
     assert_eq!(back["message"], "kubelet is posting ready status", "{back}");
-    let took = marked.elapsed();
-    assert!(took <= bound, "written back after {took:?}");
+    // One period, and a generous 10 s more for the node's own read and write (14 s seen at a
+    // load average of 29, 12-07); on a quiet machine, one period and 2 s.
+    let took = transition_second(&back) - marked;
+    assert!(
+        (0..=20).contains(&took),
+        "written back {took} s after: {back}"
+    );
+    crate::common::slo::at_most("node Ready written back, seconds", took, 12);
 }
 
 /// The pod watch resumes after the API server restarts: pods created and deleted after it is
@@ -1083,8 +1116,9 @@ fn i29_2_steady_state_costs_no_status_write() {
 }
 
 /// docs/node.md's session, command for command (with the test's control plane for `/tmp/cp`):
-/// `node-cert`, `probelet node` with its default kubelet port, `kubectl apply -f
-/// examples/deployment.yaml`, and `kubectl get pods -w` until the pod is `1/1 Running`.
+/// `probelet node` with its default kubelet port and no TLS option, `kubectl apply -f
+/// examples/deployment.yaml`, `kubectl get pods -w` until the pods are `1/1 Running`, and
+/// `kubectl logs` of one.
 #[test]
 fn i29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
     let _slot = crate::common::two_at_a_time();
@@ -1117,13 +1151,7 @@ fn i29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
         }
         cmd.spawn().unwrap()
     };
-    let out = sh("scripts/control-plane node-cert /tmp/cp mynode")
-        .wait_with_output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let node = sh(
-        "probelet node --kubeconfig /tmp/cp/kubeconfig --name mynode --tls-cert-file /tmp/cp/pki/node-mynode.crt --tls-private-key-file /tmp/cp/pki/node-mynode.key --client-ca-file /tmp/cp/pki/ca.crt",
-    );
+    let node = sh("probelet node --kubeconfig /tmp/cp/kubeconfig --name mynode");
     let node = Node {
         name: "mynode".into(),
         child: Some(node),
@@ -1180,6 +1208,15 @@ fn i29_4_the_docs_session_deploys_the_example_and_watches_it_become_ready() {
         "{seen:#?}\n{}",
         node.output()
     );
+    // Issue 46 item 4: the two commands give a working `kubectl logs`, with no certificate
+    // step (the node bootstrapped its serving certificate).
+    let pod = seen
+        .iter()
+        .find(|l| l.contains("1/1") && l.contains("Running"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    logs_with(&["-n", &ns, &pod], "listening on");
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
     drop(node);
 }
@@ -1743,14 +1780,24 @@ fn i44_sweep_the_kubelet_port_answers_every_extreme_and_lives() {
     let refused = |code| (400..500).contains(&code);
     let u64_or_empty = |v: &str| v.is_empty() || v.parse::<u64>().is_ok();
     for v in crate::common::hostile::query_values() {
-        // The numbers: a u64 (or nothing) is served, anything else is a 400.
+        // The numbers: a u64 (or nothing) is served, anything else is a 400; sinceSeconds
+        // and limitBytes must be greater than 0 (422, as the API server's validation).
         for param in ["sinceSeconds", "tailLines", "limitBytes"] {
-            let code = if u64_or_empty(&v) { 200 } else { 400 };
+            let code = match u64_or_empty(&v) {
+                true if v == "0" && param != "tailLines" => 422,
+                true => 200,
+                false => 400,
+            };
             expect("GET", &format!("{logs_path}?{param}={v}"), &|c| c == code);
         }
-        // The flags are true for `true` or `1`, false for anything else; sinceTime is not
-        // read. A previous instance this container does not have is a 400.
-        for param in ["sinceTime", "timestamps", "follow"] {
+        // sinceTime is an RFC 3339 time (none of these values is one): a 400.
+        let since_time = if v.is_empty() { 200 } else { 400 };
+        expect("GET", &format!("{logs_path}?sinceTime={v}"), &|c| {
+            c == since_time
+        });
+        // The flags are true for `true` or `1`, false for anything else. A previous instance
+        // this container does not have is a 400.
+        for param in ["timestamps", "follow"] {
             expect("GET", &format!("{logs_path}?{param}={v}"), &is_200);
         }
         let previous = if v == "true" { 400 } else { 200 };
@@ -1820,6 +1867,749 @@ fn i44_sweep_the_kubelet_port_answers_every_extreme_and_lives() {
     assert_eq!(app["restartCount"], 0, "{app}");
     assert!(!node.output().contains("panicked"), "{}", node.output());
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// A pod on node `node` that prints `line` and sleeps, without a service-account token.
+fn talker_pod(name: &str, node: &str, line: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {node}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'echo {line}; exec sleep 600']\n"
+    )
+}
+
+/// `kubectl logs ARGS` once it prints `line` (30 s at most).
+fn logs_with(args: &[&str], line: &str) -> String {
+    wait_until(
+        &format!("kubectl logs {args:?}"),
+        Duration::from_secs(30),
+        || {
+            let out = kubectl(&[&["logs"], args].concat());
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            (out.status.success() && text.contains(line)).then_some(text)
+        },
+    )
+}
+
+/// The kubelet port of node `name`, as its Node advertises it.
+fn kubelet_port(name: &str) -> u16 {
+    node_json(name)["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .and_then(|p| u16::try_from(p).ok())
+        .expect("the kubelet port in the Node")
+}
+
+/// Issue 46 item 4: with no TLS option, the node asks the `certificates.k8s.io` API for its
+/// serving certificate (signer `kubernetes.io/kubelet-serving`, `CN=system:node:NAME`,
+/// `O=system:nodes`, its address as SAN), approves it with the admin kubeconfig of the docs,
+/// and takes its client CA from the kubeconfig: `kubectl logs` works with no certificate step.
+#[test]
+fn i46_4_without_tls_options_the_node_bootstraps_its_certificate_and_kubectl_logs_works() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("tlsboot");
+    let node = Node::launch(
+        "n-tlsboot",
+        "127.0.0.1",
+        &["--pod-network", "host"],
+        &[],
+        &[],
+        false,
+    );
+    kubectl_apply(&ns, &talker_pod("talker", "n-tlsboot", "boot start"));
+    logs_with(&["-n", &ns, "talker"], "boot start");
+    // The request: the kubelet's signer, subject and usages, approved by the node's user.
+    let csrs = json(&["get", "csr", "-o", "json"]);
+    let mine: Vec<&Value> = csrs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            let pem = c["status"]["certificate"].as_str().unwrap_or_default();
+            c["spec"]["signerName"] == "kubernetes.io/kubelet-serving" && {
+                let subject = openssl_x509(pem, &["-subject"]);
+                subject.contains("CN=system:node:n-tlsboot")
+                    || subject.contains("CN = system:node:n-tlsboot")
+            }
+        })
+        .collect();
+    assert_eq!(mine.len(), 1, "{csrs:#}");
+    let csr = mine[0];
+    assert_eq!(csr["spec"]["username"], "admin", "{csr:#}");
+    assert_eq!(
+        csr["spec"]["usages"],
+        serde_json::json!(["digital signature", "server auth"])
+    );
+    let approved = csr["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Approved" && c["status"] == "True");
+    assert!(approved, "{csr:#}");
+    let pem = csr["status"]["certificate"].as_str().unwrap();
+    let cert = openssl_x509(pem, &["-subject", "-ext", "subjectAltName"]);
+    assert!(
+        cert.contains("O = system:nodes") || cert.contains("O=system:nodes"),
+        "{cert}"
+    );
+    assert!(cert.contains("IP Address:127.0.0.1"), "{cert}");
+    let name = csr["metadata"]["name"].as_str().unwrap();
+    assert!(
+        node.output().contains(&format!(
+            "kubelet port: serving with the certificate of {name}"
+        )),
+        "{}",
+        node.output()
+    );
+    // The port the Node advertises is the one served, and lets only the cluster's clients in.
+    let port = kubelet_port("n-tlsboot");
+    let (code, body) = kubelet_send(&kubelet_client_tls(), port, "GET", "/healthz");
+    assert_eq!((code, body.as_str()), (200, "ok"));
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// `openssl x509 -noout ARGS` of the base64 of a PEM certificate (as a CSR's status has it).
+fn openssl_x509(base64_pem: &str, args: &[&str]) -> String {
+    use base64::Engine;
+    let Ok(pem) = base64::engine::general_purpose::STANDARD.decode(base64_pem) else {
+        return String::new();
+    };
+    let mut child = Command::new("openssl")
+        .args(["x509", "-noout"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&pem).unwrap();
+    text(&child.wait_with_output().unwrap())
+}
+
+/// Issue 46 item 4: the serving certificate and its key go together; either alone is a usage
+/// error (exit 2) that names the other, never silently ignored.
+#[test]
+fn i46_4_a_partial_set_of_tls_options_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("x.pem");
+    std::fs::write(&file, "").unwrap();
+    for (given, missing) in [
+        ("--tls-cert-file", "--tls-private-key-file"),
+        ("--tls-private-key-file", "--tls-cert-file"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .args(["node", "--kubeconfig"])
+            .arg(dir.path().join("missing-kubeconfig"))
+            .arg(given)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{given}: {stderr}");
+        assert!(stderr.contains(missing), "{given}: {stderr}");
+    }
+}
+
+/// A running `probelet node` with kubeconfig `kubeconfig`, no TLS option (not waiting for
+/// it to be Ready: its credentials decide).
+fn node_with_kubeconfig(name: &str, kubeconfig: &Path) -> Node {
+    let c = cluster();
+    let out = c.dir.join(format!("node-{name}.out"));
+    let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["node", "--name", name, "--pod-network", "host"])
+        .args(["--kubelet-listen", "127.0.0.1:0"])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--run-dir")
+        .arg(c.dir.join(format!("run-{name}")))
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::options().append(true).open(&out).unwrap())
+        .spawn()
+        .unwrap();
+    Node {
+        name: name.to_string(),
+        child: Some(child),
+        out,
+    }
+}
+
+/// A kubeconfig like the admin's with `token` instead, in `dir`.
+fn kubeconfig_with_token(dir: &Path, token: &str) -> PathBuf {
+    let admin = std::fs::read_to_string(&cluster().kubeconfig).unwrap();
+    let line = admin
+        .lines()
+        .find(|l| l.trim_start().starts_with("token:"))
+        .unwrap();
+    let file = dir.join("kubeconfig");
+    std::fs::write(&file, admin.replace(line, &format!("    token: {token}"))).unwrap();
+    file
+}
+
+/// Issue 46 item 4: a node whose credentials may not approve its request (the kubelet's own
+/// `system:node` role) says in one line who must, the port refuses handshakes at once (no
+/// 10 s `TLS handshake timeout`), and serves as soon as an admin approves the request.
+#[test]
+fn i46_4_a_node_that_may_not_approve_says_so_and_serves_once_approved() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("tlspend");
+    kubectl_ok(&["create", "serviceaccount", "-n", &ns, "agent"]);
+    kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        &format!("{ns}-agent"),
+        "--clusterrole=system:node",
+        &format!("--serviceaccount={ns}:agent"),
+    ]);
+    let token = kubectl_ok(&["create", "token", "-n", &ns, "agent", "--duration=1h"]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig_with_token(dir.path(), token.trim());
+    let node = node_with_kubeconfig("n-tlspend", &kubeconfig);
+    let csr = wait_until("the approval line", Duration::from_secs(30), || {
+        let out = node.output();
+        let line = out.lines().find(|l| l.contains("waits for approval"))?;
+        Some(line.rsplit(' ').next()?.to_string())
+    });
+    assert!(csr.starts_with("csr-"), "{}", node.output());
+    kubectl_apply(&ns, &talker_pod("talker", "n-tlspend", "pending start"));
+    wait_until("the pod runs", Duration::from_secs(30), || {
+        (pod_json(&ns, "talker")["status"]["phase"] == "Running").then_some(())
+    });
+    let refused = kubectl(&["logs", "-n", &ns, "talker"]);
+    assert!(!refused.status.success());
+    assert!(
+        !text(&refused).contains("TLS handshake timeout"),
+        "{}",
+        text(&refused)
+    );
+    kubectl_ok(&["certificate", "approve", &csr]);
+    logs_with(&["-n", &ns, "talker"], "pending start");
+    assert!(!node.output().contains("panicked"), "{}", node.output());
+    let _ = kubectl(&["delete", "clusterrolebinding", &format!("{ns}-agent")]);
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45 item 6: `kubectl logs` of a container that never ran answers as the kubelet does
+/// (`validateContainerLogStatus`): waiting behind its init container, and refused by the node.
+#[test]
+fn i45_6_kubectl_logs_of_a_container_that_never_ran_answers_as_the_kubelet() {
+    let _slot = crate::common::two_at_a_time();
+    let case = Case::new("neverran");
+    let ns = case.ns.clone();
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: initwait}\nspec:\n  nodeName: n-neverran\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n  initContainers:\n  - name: init\n    image: busybox\n    command: [sleep, '4506']\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '4506']\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: noimg}\nspec:\n  nodeName: n-neverran\n  containers:\n  - name: app\n    image: busybox\n",
+    );
+    let answer = |pod: &str, expect: &str| {
+        wait_until(
+            &format!("kubectl logs {pod}"),
+            Duration::from_secs(30),
+            || {
+                let out = kubectl(&["logs", "-n", &ns, pod, "-c", "app"]);
+                let t = text(&out);
+                (!out.status.success() && t.contains(expect)).then_some(t)
+            },
+        )
+    };
+    answer(
+        "initwait",
+        "container \"app\" in pod \"initwait\" is waiting to start: PodInitializing",
+    );
+    answer(
+        "noimg",
+        "container \"app\" in pod \"noimg\" is not available",
+    );
+}
+
+/// The kubelet port reads `sinceTime` (`kubectl logs --since-time`) and refuses
+/// `limitBytes=0` as the API server does (422, `must be greater than 0`).
+#[test]
+fn i46_the_kubelet_port_reads_since_time_and_refuses_limit_bytes_0() {
+    let _slot = crate::common::two_at_a_time();
+    let case = Case::new("sincetime");
+    let ns = case.ns.clone();
+    kubectl_apply(&ns, &talker_pod("talker", "n-sincetime", "since start"));
+    logs_with(&["-n", &ns, "talker"], "since start");
+    let future = kubectl_ok(&[
+        "logs",
+        "-n",
+        &ns,
+        "talker",
+        "--since-time=2999-01-01T00:00:00Z",
+    ]);
+    assert_eq!(future, "");
+    let past = kubectl_ok(&[
+        "logs",
+        "-n",
+        &ns,
+        "talker",
+        "--since-time=2000-01-01T00:00:00Z",
+    ]);
+    assert_eq!(past, "since start\n");
+    let port = kubelet_port("n-sincetime");
+    let tls = kubelet_client_tls();
+    let path = format!("/containerLogs/{ns}/talker/app");
+    let (code, body) = kubelet_send(&tls, port, "GET", &format!("{path}?limitBytes=0"));
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body.contains("limitBytes: Invalid value: 0: must be greater than 0"),
+        "{body}"
+    );
+    let (code, body) = kubelet_send(&tls, port, "GET", &format!("{path}?sinceTime=soon"));
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = kubelet_send(&tls, port, "GET", &format!("{path}?limitBytes=5"));
+    assert_eq!((code, body.as_str()), (200, "since"));
+}
+
+/// Issue 45 item 6: `kubectl exec`, `attach` and `port-forward` through the real API server
+/// print the node's refusal in full (v1.36 speaks SPDY/3.1 to a kubelet for them), not
+/// `unable to upgrade connection: empty server response`.
+#[test]
+fn i45_6_exec_attach_and_port_forward_print_the_nodes_refusal() {
+    let _slot = crate::common::two_at_a_time();
+    let case = Case::new("noexec");
+    let ns = case.ns.clone();
+    kubectl_apply(&ns, &talker_pod("talker", "n-noexec", "exec start"));
+    logs_with(&["-n", &ns, "talker"], "exec start");
+    for (args, what) in [
+        (vec!["exec", "-n", &ns, "talker", "--", "true"], "exec"),
+        (vec!["attach", "-n", &ns, "talker"], "attach"),
+        (
+            vec!["port-forward", "-n", &ns, "pod/talker", "0:80"],
+            "port-forward",
+        ),
+    ] {
+        let out = Command::new("timeout")
+            .arg("30")
+            .arg("kubectl")
+            .arg("--kubeconfig")
+            .arg(&cluster().kubeconfig)
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let t = text(&out);
+        assert!(!out.status.success(), "{args:?}: {t}");
+        assert!(
+            t.contains(&format!(
+                "probelet node does not serve {what}: the API server speaks SPDY/3.1 to a kubelet"
+            )),
+            "{args:?}: {t}"
+        );
+    }
+}
+
+/// Issue 46 item 8: held `kubectl logs -f` streams of a user who may read logs in one
+/// namespace (real clients through the real API server) take at most half the kubelet port's
+/// connections; the admin's `kubectl logs` and `kubectl logs -f` in another namespace work.
+/// The node runs with 64 open files: a port of 16 connections, 8 follows.
+#[test]
+fn i46_8_one_namespaces_held_follows_do_not_lock_out_another_namespaces_kubectl_logs() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let hog = namespace("hog");
+    let other = namespace("other");
+    let _node = Node::launch(
+        "n-follows",
+        "127.0.0.1",
+        &["--pod-network", "host"],
+        &[],
+        &["prlimit", "--nofile=64:64", "--"],
+        true,
+    );
+    kubectl_apply(&hog, &talker_pod("talker", "n-follows", "hog start"));
+    kubectl_apply(&other, &talker_pod("talker", "n-follows", "other start"));
+    logs_with(&["-n", &hog, "talker"], "hog start");
+    logs_with(&["-n", &other, "talker"], "other start");
+    // A user who may read pods and their logs in its namespace only.
+    kubectl_ok(&["create", "serviceaccount", "-n", &hog, "reader"]);
+    kubectl_ok(&[
+        "create",
+        "role",
+        "-n",
+        &hog,
+        "logs",
+        "--verb=get",
+        "--resource=pods,pods/log",
+    ]);
+    kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "-n",
+        &hog,
+        "reader",
+        "--role=logs",
+        &format!("--serviceaccount={hog}:reader"),
+    ]);
+    let token = kubectl_ok(&["create", "token", "-n", &hog, "reader", "--duration=1h"]);
+    let dir = tempfile::tempdir().unwrap();
+    let header = dir.path().join("header");
+    std::fs::write(&header, format!("Authorization: Bearer {}\n", token.trim())).unwrap();
+    let kubeconfig = std::fs::read_to_string(&cluster().kubeconfig).unwrap();
+    let server = kubeconfig
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("server: "))
+        .unwrap()
+        .to_string();
+    let url = format!("{server}/api/v1/namespaces/{hog}/pods/talker/log?follow=true");
+    let ca = cluster().dir.join("pki/ca.crt");
+    let mut hogs: Vec<(Child, PathBuf)> = (0..16)
+        .map(|i| {
+            let out = dir.path().join(format!("follow-{i}"));
+            let child = Command::new("curl")
+                .args(["-sSN", "--cacert"])
+                .arg(&ca)
+                .arg("-H")
+                .arg(format!("@{}", header.display()))
+                .arg(&url)
+                .stdout(std::fs::File::create(&out).unwrap())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            // Each follow is held (its first line arrived) before the next one starts.
+            wait_until("a held follow", Duration::from_secs(10), || {
+                let t = std::fs::read_to_string(&out).ok()?;
+                t.contains("hog start").then_some(())
+            });
+            (child, out)
+        })
+        .collect();
+    // The admin reads and follows in the other namespace.
+    let read = kubectl(&["logs", "-n", &other, "talker"]);
+    assert!(read.status.success(), "kubectl logs: {}", text(&read));
+    assert_eq!(String::from_utf8_lossy(&read.stdout), "other start\n");
+    let followed = dir.path().join("admin-follow");
+    let mut admin = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(["logs", "-f", "-n", &other, "talker"])
+        .stdout(std::fs::File::create(&followed).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the admin's follow", Duration::from_secs(10), || {
+        let t = std::fs::read_to_string(&followed).ok()?;
+        t.contains("other start").then_some(())
+    });
+    // The user holds at most the cap less the admin's follow; the others were ended.
+    let held = wait_until("the hog's follows capped", Duration::from_secs(10), || {
+        let mut held = 0;
+        for (c, _) in &mut hogs {
+            held += usize::from(c.try_wait().unwrap().is_none());
+        }
+        (held <= 7).then_some(held)
+    });
+    assert!(held >= 1, "the newest follows are held");
+    assert!(
+        admin.try_wait().unwrap().is_none(),
+        "the admin's follow is held"
+    );
+    let _ = admin.kill();
+    let _ = admin.wait();
+    for (c, _) in &mut hogs {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    for ns in [&hog, &other] {
+        let _ = kubectl(&["delete", "namespace", ns, "--wait=false"]);
+    }
+}
+
+/// Stops `node` as Ctrl-C does (SIGINT), and returns its exit status (within 30 s).
+fn interrupt(node: &mut Node) -> std::process::ExitStatus {
+    let mut child = node.child.take().expect("running");
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_until("the node to stop", Duration::from_secs(30), || {
+        child.try_wait().unwrap()
+    });
+    assert!(status.success(), "{status:?}\n{}", node.output());
+    status
+}
+
+/// [`wait_until`] for 30 s; on time-out, the failure shows the node's output.
+fn wait_or_show<T>(node: &Node, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out waiting for {what}; the node said:\n{}",
+            node.output()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The host veth of the sandbox of the pod at `ip` (`veth` and the IP in hex).
+fn host_veth(ip: &str) -> String {
+    let ip: std::net::Ipv4Addr = ip.parse().unwrap();
+    format!("veth{:08x}", u32::from(ip))
+}
+
+fn link_exists(name: &str) -> bool {
+    Path::new("/sys/class/net").join(name).exists()
+}
+
+/// The mount points under `dir` (a sandbox's namespace file stays mounted until removed).
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let dir = dir.to_string_lossy().into_owned();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(4))
+        .filter(|m| m.starts_with(&dir))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A pod `name` labelled `app: keep` on `node`, serving `probelet demo-app` on `port`, ready
+/// when it answers.
+fn keep_pod(name: &str, node: &str, port: u16) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: keep}}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"0.0.0.0:{port}\"]\n    readinessProbe: {{httpGet: {{path: /readyz, port: {port}}}, periodSeconds: 1}}\n"
+    )
+}
+
+/// Whether `GET /readyz` at `ip:port` answers 200 within a second.
+fn readyz_answers(ip: &str, port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(
+        &format!("{ip}:{port}").parse().unwrap(),
+        Duration::from_secs(1),
+    ) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let request = format!("GET /readyz HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n");
+    let mut head = [0u8; 12];
+    s.write_all(request.as_bytes()).is_ok()
+        && s.read_exact(&mut head).is_ok()
+        && head.ends_with(b" 200")
+}
+
+/// Waits until pod `name` is Ready at `ip` in its status, its sandbox has that IP (the host
+/// veth is named after it), it answers there, and it is the only ready address of Service
+/// `keep`. (A connection alone proves nothing: this machine's default route may lead to a
+/// proxy that accepts any address.)
+fn wait_served_at(ns: &str, name: &str, ip: &str, port: u16) {
+    wait_until(
+        &format!("pod {name} Ready at {ip}, alone in the EndpointSlice"),
+        Duration::from_secs(60),
+        || {
+            let p = pod_json(ns, name);
+            let ready = condition(&p, "Ready")?["status"] == "True";
+            let at = p["status"]["podIP"] == ip;
+            let slice = endpoint_ready(ns, "keep") == [(ip.to_string(), true)];
+            let sandbox = link_exists(&host_veth(ip));
+            let answers = sandbox && readyz_answers(ip, port);
+            (ready && at && slice && answers).then_some(())
+        },
+    );
+}
+
+/// Issue 46 item 2: a pod re-run after a node restart (Ctrl-C, start again) gets its recorded
+/// IP back; when the record is lost (as a reboot wipes /run), the new IP is written to the
+/// status, the EndpointSlice follows, and the node says so in one line.
+#[test]
+fn i46_2_pod_ips_survive_a_restart_and_a_lost_record_moves_the_status_and_endpointslice() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("ipkeep");
+    // Another /24 than i46_3's two fresh control planes use.
+    let placeholders = skip_first_pod_cidrs(16);
+    let mut node = Node::start("n-ipkeep");
+    wait_or_show(&node, "the node's pod CIDR", || {
+        node_json("n-ipkeep")["spec"]["podCIDR"].as_str().map(drop)
+    });
+    drop(placeholders);
+    let port = common::free_port();
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Service\nmetadata: {name: keep}\nspec:\n  selector: {app: keep}\n  ports: [{port: 80}]\n",
+    );
+    // `first` takes the lowest pod IP, `b` the next; `first` goes, so the lowest is free.
+    kubectl_apply(&ns, &keep_pod("first", "n-ipkeep", port));
+    wait_until("first's IP", Duration::from_secs(30), || {
+        pod_json(&ns, "first")["status"]["podIP"].as_str().map(drop)
+    });
+    kubectl_apply(&ns, &keep_pod("b", "n-ipkeep", port));
+    kubectl_ok(&["delete", "pod", "-n", &ns, "first", "--wait=true"]);
+    let b_ip = wait_until("b's IP", Duration::from_secs(30), || {
+        pod_json(&ns, "b")["status"]["podIP"]
+            .as_str()
+            .map(str::to_string)
+    });
+    wait_served_at(&ns, "b", &b_ip, port);
+
+    interrupt(&mut node);
+    let mut node = Node::start("n-ipkeep");
+    wait_served_at(&ns, "b", &b_ip, port);
+    assert!(!node.output().contains("IP changed"), "{}", node.output());
+
+    // The records are lost: b cannot have its address back.
+    interrupt(&mut node);
+    let sandboxes = cluster().dir.join("run-n-ipkeep").join("sandboxes");
+    std::fs::remove_dir_all(&sandboxes).unwrap();
+    let node = Node::start("n-ipkeep");
+    let new_ip = wait_or_show(&node, "b at a new IP", || {
+        pod_json(&ns, "b")["status"]["podIP"]
+            .as_str()
+            .filter(|ip| *ip != b_ip)
+            .map(str::to_string)
+    });
+    wait_served_at(&ns, "b", &new_ip, port);
+    let output = node.output();
+    let line = format!("pod {ns}/b: IP changed from {b_ip} to {new_ip}");
+    assert_eq!(output.matches(&line).count(), 1, "{output}");
+    drop(node);
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 46 item 9: after `kill -9`, a restart of the node and a clean stop leave neither its
+/// bridge nor its pods' tokens (the restarted node removes the dead one's pod network and makes
+/// its own, which it removes when it stops).
+#[test]
+fn i46_9_after_kill_9_a_restart_and_a_clean_stop_leave_no_bridge_and_no_token() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("crash9");
+    let mut node = Node::start("n-crash9");
+    let port = common::free_port();
+    let marker = format!("0.0.0.0:{port}");
+    kubectl_apply(&ns, &demo_pod("n-crash9", &marker, ""));
+    wait_until("the pod's process", Duration::from_secs(30), || {
+        process_with(&marker)
+    });
+    let run_dir = cluster().dir.join("run-n-crash9");
+    let tokens = run_dir.join("tokens");
+    let token_files = || {
+        std::fs::read_dir(&tokens)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    assert_eq!(token_files().len(), 1, "one pod's token directory");
+    let mut child = node.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let bridge = probelet::node::bridge_name("n-crash9");
+    assert!(link_exists(&bridge), "the crash leaves the bridge");
+    assert_eq!(token_files().len(), 1, "the crash leaves the token");
+    let mut node = Node::start("n-crash9");
+    wait_until("the pod runs again", Duration::from_secs(30), || {
+        process_with(&marker)
+    });
+    let status = node.terminate();
+    assert!(status.success(), "{status:?}\n{}", node.output());
+    assert!(!link_exists(&bridge), "{bridge} left behind");
+    assert!(
+        !tokens.exists(),
+        "tokens left behind in {}",
+        tokens.display()
+    );
+    assert_eq!(mounts_under(&run_dir), Vec::<String>::new());
+    drop(node);
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Gives `n` free pod CIDRs of the control plane to Node objects no kubelet runs (deleted when
+/// the guard is dropped), so that the next node gets none of the first few /24s that the fresh
+/// control planes of other tests on the machine hand out to their running nodes (a running
+/// node's bridge on the same /24 is rightly refused).
+fn skip_first_pod_cidrs(n: usize) -> Placeholders {
+    let yaml: Vec<String> = (0..n)
+        .map(|i| format!("apiVersion: v1\nkind: Node\nmetadata: {{name: placeholder-{i}}}\n"))
+        .collect();
+    kubectl_apply("default", &yaml.join("---\n"));
+    for i in 0..n {
+        wait_until("a placeholder's pod CIDR", Duration::from_secs(30), || {
+            node_json(&format!("placeholder-{i}"))["spec"]["podCIDR"]
+                .as_str()
+                .map(drop)
+        });
+    }
+    Placeholders(n)
+}
+
+/// The Node objects of [`skip_first_pod_cidrs`]; deleted when dropped.
+struct Placeholders(usize);
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        let names: Vec<String> = (0..self.0).map(|i| format!("placeholder-{i}")).collect();
+        let mut args = vec!["delete", "node", "--wait=false"];
+        args.extend(names.iter().map(String::as_str));
+        let _ = kubectl(&args);
+    }
+}
+
+/// Issue 46 item 3: after `kill -9` of a node, a node of another name in another control plane
+/// (which hands out the same first pod CIDR) starts, removes the dead node's pod network
+/// (bridge and its address, veth, namespace mount) and its pods' tokens, and says so in one
+/// line.
+#[test]
+fn i46_3_after_kill_9_a_node_of_another_name_in_another_control_plane_starts_and_cleans_up() {
+    let _slot = crate::common::two_at_a_time();
+    use_own_cluster("probelet-node-crash-a");
+    let _placeholders_a = skip_first_pod_cidrs(8);
+    let ns = namespace("crash");
+    let mut dead = Node::start("n-crash-dead");
+    let port = common::free_port();
+    let marker = format!("0.0.0.0:{port}");
+    kubectl_apply(&ns, &demo_pod("n-crash-dead", &marker, ""));
+    wait_or_show(&dead, "the pod's process", || process_with(&marker));
+    let ip = wait_until("the pod's IP", Duration::from_secs(30), || {
+        pod_json(&ns, "web")["status"]["podIP"]
+            .as_str()
+            .map(str::to_string)
+    });
+    let dead_cidr = node_json("n-crash-dead")["spec"]["podCIDR"].clone();
+    let dead_run = cluster().dir.join("run-n-crash-dead");
+    let (bridge, veth) = (probelet::node::bridge_name("n-crash-dead"), host_veth(&ip));
+    let mut child = dead.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(link_exists(&bridge) && link_exists(&veth));
+    assert_eq!(mounts_under(&dead_run).len(), 1, "the sandbox's namespace");
+    assert!(dead_run.join("tokens").is_dir());
+
+    // The other control plane hands the other node the same /24 (set here, as a fresh control
+    // plane's first node would get its first one).
+    use_own_cluster("probelet-node-crash-b");
+    let cidr = dead_cidr.as_str().unwrap();
+    kubectl_apply(
+        "default",
+        &format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: n-crash-other}}\nspec: {{podCIDR: {cidr}, podCIDRs: [{cidr}]}}\n"
+        ),
+    );
+    let mut other = Node::start("n-crash-other");
+    let other_bridge = probelet::node::bridge_name("n-crash-other");
+    wait_or_show(&other, "the other node's bridge", || {
+        link_exists(&other_bridge).then_some(())
+    });
+    assert_eq!(node_json("n-crash-other")["spec"]["podCIDR"], dead_cidr);
+    let alive = other.child.as_mut().unwrap().try_wait().unwrap();
+    assert!(alive.is_none(), "the node exited:\n{}", other.output());
+    // Any node starting on the machine removes what dead nodes left: when another test's node
+    // started first, the line is in its output (tests/it/pod_network.rs checks the line where
+    // nothing else runs).
+    let output = other.output();
+    let lines = output
+        .matches("removed the pod network of a node no longer running")
+        .count();
+    assert!(lines <= 1, "{output}");
+    assert!(
+        lines == 0 || output.contains(&format!("bridge {bridge}, 1 sandbox(es), its pods' tokens")),
+        "{output}"
+    );
+    assert!(!link_exists(&bridge), "{bridge} left behind");
+    assert!(!link_exists(&veth), "{veth} left behind");
+    assert_eq!(mounts_under(&dead_run), Vec::<String>::new());
+    assert!(!dead_run.join("tokens").exists(), "the dead node's tokens");
+    drop(other);
+    assert!(!link_exists(&other_bridge));
+    drop(dead);
 }
 
 /// A pod bound to `node` that sleeps (`sleep SECONDS`, the marker of its process), with

@@ -198,14 +198,14 @@ impl Supervisor {
                     name,
                     "Created",
                     EventType::Normal,
-                    format!("Created container: {name}"),
+                    "Container created".to_string(),
                 );
                 self.emit(
                     pod,
                     name,
                     "Started",
                     EventType::Normal,
-                    format!("Started container {name}"),
+                    "Container started".to_string(),
                 );
                 let _ = self.manager.container_started(now, pod, name, id);
             }

@@ -44,8 +44,12 @@ pub const JOIN_PATIENCE: Duration = Duration::from_secs(10);
 /// How long `probelet targets watch` keeps retrying an unreachable etcd before it exits 1.
 pub const WATCH_GIVE_UP: Duration = Duration::from_secs(60);
 
-/// How long to wait before writing again after a failed write.
-pub const WRITE_RETRY: Duration = Duration::from_millis(500);
+/// How long to wait before writing again after a failed write: 500 ms, less a jitter (the
+/// members of a cluster that lost etcd together do not write again together).
+pub const WRITE_RETRY: crate::backoff::Policy = crate::backoff::Policy {
+    factor: 1,
+    ..crate::backoff::Policy::doubling(Duration::from_millis(500), Duration::from_millis(500))
+};
 
 /// How a member joins.
 #[derive(Debug, Clone)]
@@ -537,6 +541,7 @@ impl Node {
     }
 
     async fn writer_loop(self: Arc<Self>) {
+        let mut retry = crate::backoff::Backoff::new(WRITE_RETRY);
         loop {
             self.outbox_ready.notified().await;
             loop {
@@ -588,7 +593,7 @@ impl Node {
                             }
                             self.status.pending.store(o.len() as u64, Ordering::Relaxed);
                         }
-                        tokio::time::sleep(WRITE_RETRY).await;
+                        tokio::time::sleep(retry.next_delay()).await;
                     }
                 }
             }
