@@ -292,10 +292,40 @@ fn status_changed(current: &core::NodeStatus, desired: &core::NodeStatus) -> boo
         || current.allocatable != desired.allocatable
 }
 
-/// The lease holder this process writes: the node's name and a random part, so that two
-/// processes claiming one name (two machines, or a copy started by mistake) are told apart.
+/// The lease holder this process writes: the node's name, then this machine's boot (the
+/// first 16 hex digits of its boot id) and this process (PID and start time), so that two
+/// processes claiming one name (two machines, or a copy started by mistake) are told apart, and
+/// a holder of this boot whose process is gone is known dead without waiting for its lease.
 pub fn holder_identity(name: &str) -> String {
-    format!("{name}/{}", &crate::wall::new_uid()[..8])
+    let owner = crate::runtime::registry::Owner::current().ok();
+    let (pid, start) = owner.map_or((0, 0), |o| (o.pid, o.start));
+    format!("{name}/{}-{pid}-{start}", boot())
+}
+
+/// This boot's id (16 hex digits), or a random one when it cannot be read (then no other
+/// holder is ever taken for one of this boot).
+fn boot() -> String {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap_or_else(|_| crate::wall::new_uid())
+        .replace('-', "");
+    id.trim().chars().take(16).collect()
+}
+
+/// Whether `holder` names a process of this boot that no longer runs.
+fn holder_gone(holder: &str) -> bool {
+    let Some((_, process)) = holder.rsplit_once('/') else {
+        return false;
+    };
+    let mut parts = process.split('-');
+    let (Some(b), Some(pid), Some(start), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let (Ok(pid), Ok(start)) = (pid.parse(), start.parse()) else {
+        return false;
+    };
+    b == boot() && !crate::runtime::registry::Owner { pid, start }.alive()
 }
 
 /// What a starting node does with the lease of its name (docs/node.md, "One node per name").
@@ -303,13 +333,16 @@ pub fn holder_identity(name: &str) -> String {
 pub enum LeaseVerdict {
     /// No lease, no holder, or this process's own: join.
     Take,
-    /// Another holder's lease that has not been renewed for longer than its duration (a node
-    /// that crashed): join, taking it over.
+    /// Another holder's lease that has not been renewed for longer than its duration, or whose
+    /// holder is a process of this machine's boot that is gone (a node that crashed): join,
+    /// taking it over.
     TakeOver {
         /// The former holder.
         holder: String,
         /// Seconds since its last renewal.
         idle: i64,
+        /// Whether its process is known gone (a process of this boot).
+        gone: bool,
     },
     /// Another holder's lease, still valid: join only if it is not renewed before it expires.
     Held {
@@ -345,8 +378,9 @@ pub fn lease_verdict(
             .clamp(1, 3600),
     );
     let idle = now.as_second().saturating_sub(renewed.0.as_second());
-    if idle > duration {
-        LeaseVerdict::TakeOver { holder, idle }
+    let gone = holder_gone(&holder);
+    if idle > duration || gone {
+        LeaseVerdict::TakeOver { holder, idle, gone }
     } else {
         LeaseVerdict::Held {
             holder,
@@ -380,9 +414,14 @@ pub async fn acquire_lease(
         let now = k8s_openapi::jiff::Timestamp::now();
         match lease_verdict(lease.as_ref(), me, now) {
             LeaseVerdict::Take => return Ok(()),
-            LeaseVerdict::TakeOver { holder, idle } => {
+            LeaseVerdict::TakeOver { holder, idle, gone } => {
+                let why = if gone {
+                    "its process is gone".to_string()
+                } else {
+                    format!("not renewed for {idle}s")
+                };
                 note(format!(
-                    "taking over the lease of node {name} from {holder}: not renewed for {idle}s"
+                    "taking over the lease of node {name} from {holder}: {why}"
                 ));
                 return Ok(());
             }
@@ -591,7 +630,8 @@ mod tests {
             lease_verdict(Some(&lease(Some("n1"), 59, 40)), me, at(100)),
             LeaseVerdict::TakeOver {
                 holder: "n1".into(),
-                idle: 41
+                idle: 41,
+                gone: false
             }
         );
         // A duration from outside is bounded: an absurd one waits an hour at most.
@@ -599,9 +639,25 @@ mod tests {
             lease_verdict(Some(&lease(Some("x"), 0, i32::MAX)), me, at(3601)),
             LeaseVerdict::TakeOver { .. }
         ));
+        // This process holds it: alive. A process of this boot that is gone: dead at once.
         let id = holder_identity("n1");
-        assert!(id.starts_with("n1/") && id.len() == 11, "{id}");
-        assert_ne!(id, holder_identity("n1"));
+        assert!(
+            id.starts_with(&format!("n1/{}-{}-", boot(), std::process::id())),
+            "{id}"
+        );
+        assert!(!holder_gone(&id));
+        let dead = format!("n1/{}-{}-1", boot(), std::process::id());
+        assert!(holder_gone(&dead));
+        assert!(matches!(
+            lease_verdict(Some(&lease(Some(&dead), 99, 40)), me, at(100)),
+            LeaseVerdict::TakeOver { .. }
+        ));
+        // Another boot's, or a kubelet's bare name: only its lease's expiry tells.
+        assert!(!holder_gone(&format!(
+            "n1/0000000000000000-{}-1",
+            std::process::id()
+        )));
+        assert!(!holder_gone("n1"));
     }
 
     #[test]

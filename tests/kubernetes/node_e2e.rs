@@ -2740,7 +2740,8 @@ fn i46_5_pods_beyond_max_pods_or_allocatable_are_refused_failed_with_the_kubelet
 
 /// Issue 46 item 6: a pod whose sandbox cannot be made (`no free pod IP`) is retried with the
 /// kubelet's pod-sync back-off (10 s, up to 50 % jitter), and runs once an IP is free. The
-/// node's pod CIDR is a /30 (one pod address), set on its Node object before it joins.
+/// node's pod CIDR is a /29 (five addresses: one for the Service proxy's sandbox, four pods),
+/// set on its Node object before it joins.
 #[test]
 fn i46_6_a_pod_without_a_free_ip_is_retried_and_runs_once_one_is_freed() {
     let _slot = crate::common::two_at_a_time();
@@ -2749,15 +2750,21 @@ fn i46_6_a_pod_without_a_free_ip_is_retried_and_runs_once_one_is_freed() {
     let node_name = "n-retry";
     kubectl_apply(
         &ns,
-        "apiVersion: v1\nkind: Node\nmetadata: {name: n-retry}\nspec: {podCIDR: 10.244.251.0/30, podCIDRs: [10.244.251.0/30]}\n",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n-retry}\nspec: {podCIDR: 10.244.251.0/29, podCIDRs: [10.244.251.0/29]}\n",
     );
     let node = Node::start(node_name);
-    kubectl_apply(&ns, &sleeping_pod("first", node_name, 4661, "", ""));
-    let ip = wait_until("first Running", Duration::from_secs(30), || {
-        let p = pod_json(&ns, "first");
-        (p["status"]["phase"] == "Running").then(|| p["status"]["podIP"].clone())
-    });
-    assert_eq!(ip, "10.244.251.2");
+    let mut ips = Vec::new();
+    for name in ["f1", "f2", "f3", "f4"] {
+        kubectl_apply(&ns, &sleeping_pod(name, node_name, 4661, "", ""));
+        ips.push(wait_until(
+            &format!("{name} Running"),
+            Duration::from_secs(30),
+            || {
+                let p = pod_json(&ns, name);
+                (p["status"]["phase"] == "Running").then(|| p["status"]["podIP"].clone())
+            },
+        ));
+    }
     kubectl_apply(&ns, &sleeping_pod("second", node_name, 4662, "", ""));
     let event = wait_until(
         "the sandbox failure's event",
@@ -2771,13 +2778,13 @@ fn i46_6_a_pod_without_a_free_ip_is_retried_and_runs_once_one_is_freed() {
     let message = event["message"].as_str().unwrap_or_default();
     assert!(message.contains("no free pod IP"), "{event}");
     assert_eq!(phase_reason_message(&ns, "second").0, "Pending");
-    kubectl_ok(&["delete", "pod", "first", "-n", &ns]);
+    kubectl_ok(&["delete", "pod", "f1", "-n", &ns]);
     let freed = Instant::now();
     let ip = wait_until("second Running", Duration::from_secs(60), || {
         let p = pod_json(&ns, "second");
         (p["status"]["phase"] == "Running").then(|| p["status"]["podIP"].clone())
     });
-    assert_eq!(ip, "10.244.251.2");
+    assert_eq!(ip, ips[0], "f1's address, freed");
     assert!(process_with("sleep 4662").is_some(), "second's process");
     // One event for the repeated error, however many retries.
     let failures = events_of(&ns, "second")
@@ -2792,8 +2799,8 @@ fn i46_6_a_pod_without_a_free_ip_is_retried_and_runs_once_one_is_freed() {
 
 /// Issue 46 item 7: one node per name. A second `probelet node` of a name whose lease another
 /// process renews refuses to join, with one error and exit 1, and touches neither the Node
-/// nor its pods; after `kill -9` of the first, a node started under that name takes the lease
-/// over once it has not been renewed for its duration (40 s), and runs the pods again.
+/// nor its pods; after `kill -9` of the first, a node started under that name on this machine
+/// takes the lease over (its holder's process is gone), and runs the pods again.
 #[test]
 fn i46_7_a_second_node_of_a_held_name_refuses_to_join_and_a_crashed_ones_lease_is_taken_over() {
     let _slot = crate::common::two_at_a_time();
