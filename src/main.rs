@@ -75,6 +75,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A pod's sandbox: the node re-executes itself as its init (see runtime::init). First: the
+    // environment is the pod's, which may name any variable.
+    if let Some(code) = probelet::runtime::init::main_if_init() {
+        return code;
+    }
     // `probelet run` re-executes itself as its containment watcher (see runtime::containment).
     if let Some(code) = probelet::runtime::containment::watcher_main() {
         return code;

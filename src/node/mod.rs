@@ -14,11 +14,14 @@
 //! * [`events`]: the event recorder;
 //! * [`kubelet`]: the kubelet's TLS read endpoints (`containerLogs`);
 //! * [`serving`]: the kubelet port's certificate, from files or the `certificates.k8s.io` API;
-//! * [`service_account`]: Downward API env, service variables and a token for each pod;
-//! * [`services`]: ClusterIP Services from the pods' network (kube-proxy's part).
+//! * [`env`]: a container's environment, as the kubelet builds it;
+//! * [`service_account`]: a token for each pod;
+//! * [`services`]: ClusterIP Services from the pods' network (kube-proxy's part);
+//! * [`volumes`]: the contents of a pod's volumes, and each container's mounts.
 
 pub mod admission;
 pub mod client;
+pub mod env;
 pub mod error;
 pub mod events;
 pub mod kubelet;
@@ -29,6 +32,7 @@ pub mod services;
 pub mod serving;
 pub mod state;
 pub mod status;
+pub mod volumes;
 
 use crate::driver::Supervisor;
 use client::NodeError;
@@ -235,6 +239,16 @@ pub async fn run(
     };
     let allocatable = admission::Allocatable::of(&registration::node_status(&identity));
     let node = registration::register(&client, &identity).await?;
+    // What a container's environment needs of the node: `status.hostIP(s)`, and the
+    // allocatable that a `resourceFieldRef` to an unset limit gets.
+    let mut node_env = env::PodContext {
+        pod_ips: Vec::new(),
+        host_ips: vec![config.address.clone()],
+        allocatable: registration::node_status(&identity)
+            .allocatable
+            .unwrap_or_default(),
+        api_server: None,
+    };
     let network = match config.pod_network.clone() {
         PodNetworkMode::Host => None,
         PodNetworkMode::Pod { bridge, run_dir } => {
@@ -252,7 +266,12 @@ pub async fn run(
     // With a pod network, the pods reach Services (and the API server) through the node's
     // proxy; with the host's, they share the node's network and reach what it reaches.
     let (ips, follow_services): (Arc<dyn pods::PodIps>, _) = match network {
-        None => (Arc::new(pods::HostNetwork(config.address.clone())), None),
+        None => {
+            // The ClusterIPs are served inside the pod network only: pods that share the
+            // node's network find the API server where the node does.
+            node_env.api_server = service_account::kubeconfig_server();
+            (Arc::new(pods::HostNetwork(config.address.clone())), None)
+        }
         Some(network) => {
             let api_server = service_account::api_server().unwrap_or_default();
             let (with_services, follow) =
@@ -308,6 +327,7 @@ pub async fn run(
         client.clone(),
         config.name.clone(),
         allocatable,
+        node_env,
         shared.clone(),
         ips.clone(),
         commands_tx,

@@ -21,9 +21,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
 /// How pods get their network: an IP, and a sandbox to run in (or the host's network).
 pub trait PodIps: Send + Sync {
@@ -98,8 +96,8 @@ impl NodeSink for Sink {
     }
 }
 
-/// Why a pod cannot run here, if it cannot: a container without a command (probelet runs
-/// processes; with no image there is no entrypoint to take one from).
+/// Why a pod cannot run here, if it cannot: a container with neither `command` nor `args`
+/// (probelet runs processes; with no image there is no entrypoint to take one from).
 pub fn unrunnable(spec: &core::PodSpec) -> Option<String> {
     let missing: Vec<&str> = spec
         .init_containers
@@ -107,6 +105,7 @@ pub fn unrunnable(spec: &core::PodSpec) -> Option<String> {
         .flatten()
         .chain(&spec.containers)
         .filter(|c| c.command.as_ref().is_none_or(Vec::is_empty))
+        .filter(|c| c.args.as_ref().is_none_or(Vec::is_empty))
         .map(|c| c.name.as_str())
         .collect();
     (!missing.is_empty()).then(|| {
@@ -172,12 +171,36 @@ pub fn unsupported(spec: &core::PodSpec) -> Vec<String> {
     out
 }
 
-/// The template the supervisor runs for an API pod.
-fn template(pod: &core::Pod) -> Option<PodTemplate> {
+/// The template the supervisor runs for an API pod, and a note for each container whose
+/// `args` become its command (no `command`, and no image entrypoint to take one from: the
+/// kubelet would run the image's entrypoint with those `args`).
+fn template(pod: &core::Pod) -> Option<(PodTemplate, Vec<(String, String)>)> {
     let meta = pod.metadata.clone();
     let name = meta.name.clone()?;
     let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
-    Some(PodTemplate {
+    let mut spec = pod.spec.clone()?;
+    let mut notes = Vec::new();
+    let (init, regular) = (&mut spec.init_containers, &mut spec.containers);
+    for (field, c) in init
+        .iter_mut()
+        .flatten()
+        .map(|c| ("initContainers", c))
+        .chain(regular.iter_mut().map(|c| ("containers", c)))
+    {
+        if c.command.as_ref().is_none_or(Vec::is_empty)
+            && let Some(args) = c.args.take().filter(|a| !a.is_empty())
+        {
+            notes.push((
+                format!("spec.{field}{{{}}}", c.name),
+                format!(
+                    "Container {:?} has no command: its args {args:?} run as the command (probelet runs no image, so there is no entrypoint to give them to)",
+                    c.name
+                ),
+            ));
+            c.command = Some(args);
+        }
+    }
+    let template = PodTemplate {
         source: format!("pod {namespace}/{name}"),
         document: 0,
         kind: "Pod".into(),
@@ -186,18 +209,20 @@ fn template(pod: &core::Pod) -> Option<PodTemplate> {
         template_metadata: meta.clone(),
         metadata: meta,
         field_prefix: "spec".into(),
-        spec: pod.spec.clone()?,
+        spec,
         replicas: None,
-    })
+    };
+    Some((template, notes))
 }
 
-/// Posts one `Warning` event about a pod the supervisor does not run (so it has no event
-/// store of its own).
-async fn warn(
+/// Posts one event about a pod the supervisor does not run (yet: so it has no event store of
+/// its own); `field_path` names the container it is about, as the kubelet's do.
+async fn post_event(
     client: &kube::Client,
     node_name: &str,
     pod: &core::Pod,
-    reason: &str,
+    (type_, reason): (&str, &str),
+    field_path: Option<&str>,
     message: &str,
 ) -> Result<(), NodeError> {
     let ns = pod
@@ -220,11 +245,12 @@ async fn warn(
             name: Some(name),
             namespace: Some(ns.clone()),
             uid: pod.metadata.uid.clone(),
+            field_path: field_path.map(Into::into),
             ..Default::default()
         },
         reason: Some(reason.into()),
         message: Some(message.into()),
-        type_: Some("Warning".into()),
+        type_: Some(type_.into()),
         count: Some(1),
         first_timestamp: Some(now.clone()),
         last_timestamp: Some(now),
@@ -244,85 +270,69 @@ async fn warn(
         .map_err(|e| NodeError::from_kube("recording an event", e))
 }
 
-/// What the pod sync knows of each pod it saw: the kubelet's admitted pods, the pods it runs,
-/// the pods waiting for a retry and the pods refused for good.
-#[derive(Default)]
-struct Book {
+/// Posts one `Warning` event about a pod the supervisor does not run.
+async fn warn(
+    client: &kube::Client,
+    node_name: &str,
+    pod: &core::Pod,
+    reason: &str,
+    message: &str,
+) -> Result<(), NodeError> {
+    post_event(client, node_name, pod, ("Warning", reason), None, message).await
+}
+
+/// The pod worker's back-off after a failed sync (pod_workers.go `completeWork`:
+/// `backOffPeriod` 10 s, `wait.Jitter` by up to half of it, the same at every failure): when a
+/// pod whose sandbox or configuration could not be made is tried again. [`crate::backoff`]
+/// shortens a wait by its jitter, so this is 15 s shortened by up to a third: 10 to 15 s.
+pub const POD_SYNC_BACKOFF: crate::backoff::Policy = crate::backoff::Policy {
+    initial: std::time::Duration::from_secs(15),
+    max: std::time::Duration::from_secs(15),
+    factor: 1,
+    jitter: 1.0 / 3.0,
+};
+
+/// A pod that has its sandbox and IP but whose containers cannot be configured yet (a Secret,
+/// ConfigMap or key it refers to is missing): its status says why, and it is tried again
+/// after [`POD_SYNC_BACKOFF`], counting no restart, as the kubelet does.
+struct Held {
+    ip: String,
+    netns: Option<Netns>,
+    /// The last `Failed` event's message (an unchanged one is not posted again).
+    message: String,
+}
+
+/// What the node's pod sync keeps between events.
+struct PodSync<R> {
+    client: kube::Client,
+    node_name: String,
+    /// What every pod's environment needs of the node (its addresses and allocatable).
+    node_env: super::env::PodContext,
+    shared: Shared,
+    ips: Arc<dyn PodIps>,
+    commands: mpsc::UnboundedSender<PodCommand>,
+    status: mpsc::UnboundedSender<String>,
     /// Pods handed to the supervisor.
     running: HashSet<String>,
     /// Pods refused for good (reported once): not admitted, or a spec this node cannot run.
     refused: HashSet<String>,
+    /// The node's room for pods (the kubelet's admission).
+    allocatable: admission::Allocatable,
     /// Admitted pods and their requests (they count against the node's room until deleted
     /// or terminal).
     admitted: HashMap<String, admission::Resources>,
-    /// Admitted pods whose sandbox could not be made yet: the newest object, the last error
-    /// (reported once) and when to try again.
-    waiting: HashMap<String, Waiting>,
-}
-
-struct Waiting {
-    pod: core::Pod,
-    error: String,
-    at: Instant,
-}
-
-impl Book {
-    /// A pod gone from the API, or deleted: nothing of it is kept.
-    fn forget(&mut self, uid: &str) {
-        self.refused.remove(uid);
-        self.admitted.remove(uid);
-        self.waiting.remove(uid);
-    }
-
-    /// The requests of the admitted pods that are not terminal (the kubelet's active pods).
-    fn active(&self, shared: &Shared) -> Vec<admission::Resources> {
-        let pods = lock(shared);
-        self.admitted
-            .iter()
-            .filter(|(uid, _)| !pods.get(uid).is_some_and(state_terminal))
-            .map(|(_, r)| *r)
-            .collect()
-    }
-
-    /// The earliest retry, if any pod waits.
-    fn next_retry(&self) -> Option<Instant> {
-        self.waiting.values().map(|w| w.at).min()
-    }
-
-    /// The waiting pods whose retry is due at `now`.
-    fn due(&mut self, now: Instant) -> Vec<(core::Pod, String)> {
-        let due: Vec<String> = self
-            .waiting
-            .iter()
-            .filter(|(_, w)| w.at <= now)
-            .map(|(uid, _)| uid.clone())
-            .collect();
-        due.iter()
-            .filter_map(|uid| self.waiting.remove(uid))
-            .map(|w| (w.pod, w.error))
-            .collect()
-    }
-}
-
-/// Whether the engine (or the API server) has the pod in a terminal phase.
-fn state_terminal(state: &super::state::PodState) -> bool {
-    let phase = |s: Option<&core::PodStatus>| {
-        s.and_then(|s| s.phase.as_deref())
-            .is_some_and(|p| p == "Succeeded" || p == "Failed")
-    };
-    phase(state.rendered.as_ref()) || phase(state.api.as_ref().and_then(|p| p.status.as_ref()))
-}
-
-/// How long a pod whose sync failed (its sandbox could not be made) waits before the next try:
-/// the kubelet's pod worker requeues a failed sync after `backOffPeriod` (10 s) with up to 50 %
-/// jitter (pod_workers.go `completeWork`), the same delay at every failure.
-pub fn pod_sync_backoff() -> Duration {
-    let mut bytes = [0u8; 2];
-    let random = match rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()) {
-        Ok(2) => f64::from(u16::from_le_bytes(bytes)) / 65_536.0,
-        _ => 0.5,
-    };
-    Duration::from_secs(10).mul_f64(1.0 + 0.5 * random)
+    /// Admitted pods whose sandbox could not be made yet (`no free pod IP`), by UID: the last
+    /// error (reported once).
+    waiting: HashMap<String, String>,
+    /// Pods waiting for their configuration, by UID.
+    held: HashMap<String, Held>,
+    /// Where a held or waiting pod's retry comes back (by UID).
+    retry: mpsc::UnboundedSender<String>,
+    /// Held or waiting pods with a retry on its way (one each, however many watch events come).
+    retrying: HashSet<String>,
+    /// The delays of the retries.
+    backoff: crate::backoff::Backoff,
+    report: R,
 }
 
 /// Watches the pods bound to `node_name` for ever and keeps the supervisor's pods in step:
@@ -331,12 +341,15 @@ pub fn pod_sync_backoff() -> Duration {
 /// the kubelet's pod-sync back-off), a pod marked for deletion is stopped by the kill path with
 /// the deletion's grace period, a pod gone from the API is stopped at once. Each change of a
 /// pod's API object wakes the status writer (a readiness gate set by someone else changes
-/// Ready). The pods of a (re)list are taken oldest first, as the kubelet's `HandlePodAdditions`.
+/// Ready). The pods of a (re)list are taken oldest first, as the kubelet's
+/// `HandlePodAdditions`. `node_env` is what a container's environment needs of the node
+/// ([`super::env::PodContext`], its pod IPs left empty).
 #[allow(clippy::too_many_arguments)]
 pub async fn sync_pods(
     client: kube::Client,
     node_name: String,
     allocatable: admission::Allocatable,
+    node_env: super::env::PodContext,
     shared: Shared,
     ips: Arc<dyn PodIps>,
     commands: mpsc::UnboundedSender<PodCommand>,
@@ -346,29 +359,41 @@ pub async fn sync_pods(
     let pods: Api<core::Pod> = Api::all(client.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
     let mut stream = watcher(pods, config).default_backoff().boxed();
-    let mut book = Book::default();
+    let (retry, mut retries) = mpsc::unbounded_channel();
+    let mut sync = PodSync {
+        client,
+        node_name,
+        node_env,
+        shared,
+        ips,
+        commands,
+        status,
+        running: HashSet::new(),
+        refused: HashSet::new(),
+        allocatable,
+        admitted: HashMap::new(),
+        waiting: HashMap::new(),
+        held: HashMap::new(),
+        retry,
+        retrying: HashSet::new(),
+        backoff: crate::backoff::Backoff::new(POD_SYNC_BACKOFF),
+        report,
+    };
     let mut listed: Vec<core::Pod> = Vec::new();
     let mut error_shown = false;
-    let ctx = Ctx {
-        client: &client,
-        node_name: &node_name,
-        allocatable,
-        shared: &shared,
-        ips: ips.as_ref(),
-        commands: &commands,
-        status: &status,
-        report: &report,
-    };
     loop {
-        let retry_at = book.next_retry();
         let event = tokio::select! {
             event = stream.next() => match event {
-                Some(event) => event,
-                None => break,
+                Some(e) => e,
+                None => return,
             },
-            () = sleep_until_some(retry_at) => {
-                for (pod, error) in book.due(Instant::now()) {
-                    start(&ctx, &mut book, pod, Some(error)).await;
+            Some(uid) = retries.recv() => {
+                sync.retrying.remove(&uid);
+                // The newest object the watch gave (gone: nothing to retry).
+                let pod = lock(&sync.shared).get(&uid).and_then(|s| s.api.clone());
+                let again = sync.held.contains_key(&uid) || sync.waiting.contains_key(&uid);
+                if let Some(pod) = pod.filter(|_| again) {
+                    sync.apply(pod).await;
                 }
                 continue;
             }
@@ -381,8 +406,9 @@ pub async fn sync_pods(
             Err(e) => {
                 // The watcher backs off and resumes by itself; say so once per outage.
                 if !error_shown {
-                    report(format!(
-                        "watching the pods of node {node_name}: {}",
+                    (sync.report)(format!(
+                        "watching the pods of node {}: {}",
+                        sync.node_name,
                         crate::display::error_chain(&e)
                     ));
                     error_shown = true;
@@ -393,23 +419,27 @@ pub async fn sync_pods(
         match event {
             watcher::Event::Init => listed.clear(),
             watcher::Event::InitApply(pod) => listed.push(pod),
-            watcher::Event::Apply(pod) => apply(&ctx, &mut book, pod).await,
+            watcher::Event::Apply(pod) => sync.apply(pod).await,
             watcher::Event::InitDone => {
                 let uids: HashSet<String> = listed
                     .iter()
                     .filter_map(|p| p.metadata.uid.clone())
                     .collect();
                 // Pods deleted while the watch was down.
-                let known: Vec<String> = book
+                let gone: Vec<String> = sync
                     .running
                     .iter()
-                    .chain(book.admitted.keys())
+                    .chain(sync.held.keys())
+                    .chain(sync.admitted.keys())
+                    .chain(sync.waiting.keys())
+                    .chain(sync.refused.iter())
                     .filter(|uid| !uids.contains(*uid))
                     .cloned()
+                    .collect::<HashSet<String>>()
+                    .into_iter()
                     .collect();
-                for uid in known {
-                    book.forget(&uid);
-                    stop(&shared, &commands, &mut book.running, &uid);
+                for uid in gone {
+                    sync.stop(&uid);
                 }
                 listed.sort_by(|a, b| {
                     a.metadata
@@ -417,214 +447,519 @@ pub async fn sync_pods(
                         .cmp(&b.metadata.creation_timestamp)
                 });
                 for pod in std::mem::take(&mut listed) {
-                    apply(&ctx, &mut book, pod).await;
+                    sync.apply(pod).await;
                 }
             }
             watcher::Event::Delete(pod) => {
                 if let Some(uid) = pod.metadata.uid.as_deref() {
-                    book.forget(uid);
-                    stop(&shared, &commands, &mut book.running, uid);
+                    sync.stop(uid);
                 }
             }
         }
     }
 }
 
-/// Sleeps until `at`, or for ever without one.
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// What the pod sync works with.
-struct Ctx<'a, R> {
-    client: &'a kube::Client,
-    node_name: &'a str,
-    allocatable: admission::Allocatable,
-    shared: &'a Shared,
-    ips: &'a dyn PodIps,
-    commands: &'a mpsc::UnboundedSender<PodCommand>,
-    status: &'a mpsc::UnboundedSender<String>,
-    report: &'a R,
-}
-
-/// Stops a pod gone from the API at once (its sandbox is released when its processes are
-/// gone: [`Sink::pod_removed`]).
-fn stop(
-    shared: &Shared,
-    commands: &mpsc::UnboundedSender<PodCommand>,
-    running: &mut HashSet<String>,
-    uid: &str,
-) {
-    if running.remove(uid) {
-        let _ = commands.send(PodCommand::Delete {
-            uid: uid.to_string(),
-            grace: Some(0),
-        });
-    }
-    lock(shared).remove(uid);
-    super::service_account::forget(uid);
-}
-
-async fn apply<R: Fn(String) + Send>(ctx: &Ctx<'_, R>, book: &mut Book, pod: core::Pod) {
-    let Some(uid) = pod.metadata.uid.clone() else {
-        return;
-    };
-    let deleting = pod.metadata.deletion_timestamp.is_some();
-    let terminal = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|p| p == "Succeeded" || p == "Failed");
-    if book.running.contains(&uid) {
-        send_conditions(ctx.commands, &uid, &pod);
-        lock(ctx.shared).entry(&uid).api = Some(pod.clone());
-        if deleting {
-            let _ = ctx.commands.send(PodCommand::Delete {
-                uid: uid.clone(),
-                grace: pod.metadata.deletion_grace_period_seconds,
+impl<R: Fn(String) + Send> PodSync<R> {
+    /// Stops a pod gone from the API at once (its sandbox is released when its processes are
+    /// gone: [`Sink::pod_removed`]; a held pod's at once, nothing of it runs), and forgets it:
+    /// its place on the node is free.
+    fn stop(&mut self, uid: &str) {
+        self.refused.remove(uid);
+        self.admitted.remove(uid);
+        self.waiting.remove(uid);
+        if self.running.remove(uid) {
+            let _ = self.commands.send(PodCommand::Delete {
+                uid: uid.to_string(),
+                grace: Some(0),
             });
         }
-        let _ = ctx.status.send(uid);
-        return;
-    }
-    if deleting {
-        // Never started here (or already stopped, before a restart): nothing runs, so the
-        // deletion completes at once.
-        book.forget(&uid);
-        delete_now(ctx.client, &pod, ctx.report).await;
-        return;
-    }
-    if book.refused.contains(&uid) {
-        // Kept for the kubelet port: `kubectl logs` answers from its status.
-        lock(ctx.shared).entry(&uid).api = Some(pod);
-        return;
-    }
-    if terminal {
-        return;
-    }
-    if let Some(waiting) = book.waiting.get_mut(&uid) {
-        // Retried at its time, with the newest object.
-        waiting.pod = pod;
-        return;
-    }
-    if !book.admitted.contains_key(&uid) {
-        let requests = admission::pod_requests(pod.spec.as_ref().unwrap_or(&Default::default()));
-        let active = book.active(ctx.shared);
-        if let Err(rejection) = admission::admit(ctx.allocatable, &active, requests) {
-            book.refused.insert(uid);
-            reject(ctx, &pod, &rejection).await;
-            return;
+        if self.held.remove(uid).is_some() {
+            self.ips.release(uid);
         }
-        book.admitted.insert(uid, requests);
+        lock(&self.shared).remove(uid);
+        super::service_account::forget(uid);
     }
-    start(ctx, book, pod, None).await;
-}
 
-/// Starts an admitted pod: hands it to the supervisor with its IP and sandbox. A spec this
-/// node cannot run is refused for good, with one event; a sandbox that cannot be made now
-/// (`no free pod IP`) is tried again after [`pod_sync_backoff`], with one event per new error
-/// (`last_error`: the one reported already).
-async fn start<R: Fn(String) + Send>(
-    ctx: &Ctx<'_, R>,
-    book: &mut Book,
-    pod: core::Pod,
-    last_error: Option<String>,
-) {
-    let Some(uid) = pod.metadata.uid.clone() else {
-        return;
-    };
-    let spec = pod.spec.clone().unwrap_or_default();
-    if let Some(message) = unrunnable(&spec).or_else(|| unconfinable(&pod, &spec)) {
-        book.refused.insert(uid.clone());
-        // Kept for the kubelet port: `kubectl logs` answers from its status.
-        lock(ctx.shared).entry(&uid).api = Some(pod.clone());
-        if let Err(e) = warn(ctx.client, ctx.node_name, &pod, "Failed", &message).await {
-            (ctx.report)(e.to_string());
-        }
-        return;
-    }
-    let (ip, netns) = match ctx.ips.assign(&uid) {
-        Ok(assigned) => assigned,
-        Err(message) => {
-            // Kept for the kubelet port: `kubectl logs` answers from its status.
-            lock(ctx.shared).entry(&uid).api = Some(pod.clone());
-            if last_error.as_ref() != Some(&message) {
-                let reason = "FailedCreatePodSandBox";
-                if let Err(e) = warn(ctx.client, ctx.node_name, &pod, reason, &message).await {
-                    (ctx.report)(e.to_string());
-                }
+    async fn apply(&mut self, pod: core::Pod) {
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
+        let deleting = pod.metadata.deletion_timestamp.is_some();
+        let terminal = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Succeeded" || p == "Failed");
+        if self.running.contains(&uid) {
+            send_conditions(&self.commands, &uid, &pod);
+            lock(&self.shared).entry(&uid).api = Some(pod.clone());
+            if deleting {
+                let _ = self.commands.send(PodCommand::Delete {
+                    uid: uid.clone(),
+                    grace: pod.metadata.deletion_grace_period_seconds,
+                });
             }
-            book.waiting.insert(
-                uid,
-                Waiting {
-                    pod,
-                    error: message,
-                    at: Instant::now() + pod_sync_backoff(),
-                },
-            );
+            let _ = self.status.send(uid);
             return;
         }
-    };
-    note_ip_change(&pod, &ip, ctx.report);
-    for line in unsupported(&spec) {
-        if let Err(e) = warn(ctx.client, ctx.node_name, &pod, "Unsupported", &line).await {
-            (ctx.report)(e.to_string());
+        if deleting {
+            // Never started here (or already stopped, before a restart): nothing runs, so the
+            // deletion completes at once.
+            if self.held.remove(&uid).is_some() {
+                self.ips.release(&uid);
+            }
+            self.refused.remove(&uid);
+            self.admitted.remove(&uid);
+            self.waiting.remove(&uid);
+            delete_now(&self.client, &pod, &self.report).await;
+            return;
+        }
+        if self.refused.contains(&uid) {
+            // Kept for the kubelet port: `kubectl logs` answers from its status.
+            lock(&self.shared).entry(&uid).api = Some(pod);
+            return;
+        }
+        if terminal {
+            return;
+        }
+        lock(&self.shared).entry(&uid).api = Some(pod.clone());
+        if self.waiting.contains_key(&uid) && self.retrying.contains(&uid) {
+            // Retried at its time, with the newest object.
+            return;
+        }
+        if !self.admitted.contains_key(&uid) {
+            let requests =
+                admission::pod_requests(pod.spec.as_ref().unwrap_or(&Default::default()));
+            let active = self.active();
+            if let Err(rejection) = admission::admit(self.allocatable, &active, requests) {
+                self.refused.insert(uid);
+                self.reject(&pod, &rejection).await;
+                return;
+            }
+            self.admitted.insert(uid.clone(), requests);
+        }
+        // Tried again: the same sandbox.
+        let again = self.held.get(&uid).map(|h| (h.ip.clone(), h.netns.clone()));
+        let (ip, netns) = match again {
+            Some(assigned) => assigned,
+            None => match self.admit(&uid, &pod).await {
+                Some(assigned) => assigned,
+                None => return,
+            },
+        };
+        let Some((mut template, notes)) = template(&pod) else {
+            self.ips.release(&uid);
+            self.held.remove(&uid);
+            return;
+        };
+        if let Err((container, error)) = self.configure(&pod, &ip, &mut template.spec).await {
+            self.hold(&pod, &uid, ip, netns, &container, &error).await;
+            return;
+        }
+        // Configured: it starts now (once), so the notes are posted once.
+        self.held.remove(&uid);
+        for (field_path, note) in &notes {
+            let event = ("Normal", "ArgsAsCommand");
+            let posted = post_event(
+                &self.client,
+                &self.node_name,
+                &pod,
+                event,
+                Some(field_path),
+                note,
+            )
+            .await;
+            if let Err(e) = posted {
+                (self.report)(e.to_string());
+            }
+        }
+        super::service_account::provide(&self.client, &pod, &mut template.spec, &self.report).await;
+        self.running.insert(uid.clone());
+        let _ = self.commands.send(PodCommand::Add {
+            template: Box::new(template),
+            uid: uid.clone(),
+            ip,
+            netns,
+        });
+        send_conditions(&self.commands, &uid, &pod);
+    }
+
+    /// An admitted pod without a sandbox: refused for good with one event if it cannot run
+    /// here, else its sandbox and IP (and one event per field it asks for that probelet does
+    /// not do). A sandbox that cannot be made now (`no free pod IP`) is not a refusal: the pod
+    /// waits, with one `FailedCreatePodSandBox` event per new error, and is tried again after
+    /// [`POD_SYNC_BACKOFF`].
+    async fn admit(&mut self, uid: &str, pod: &core::Pod) -> Option<(String, Option<Netns>)> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        // The waiting reason of a pod refused: the kubelet's for the same failure.
+        let why_not = unrunnable(&spec)
+            .map(|m| ("CreateContainerError", m))
+            .or_else(|| unconfinable(pod, &spec).map(|m| ("CreateContainerConfigError", m)));
+        let assigned = match why_not {
+            Some(refusal) => Err(refusal),
+            None => match self.ips.assign(uid) {
+                Err(message) => {
+                    self.wait_for_sandbox(uid, pod, message).await;
+                    return None;
+                }
+                Ok(assigned) => Ok(assigned),
+            },
+        };
+        match assigned {
+            Ok(assigned) => {
+                self.waiting.remove(uid);
+                note_ip_change(pod, &assigned.0, &self.report);
+                for line in unsupported(&spec) {
+                    if let Err(e) =
+                        warn(&self.client, &self.node_name, pod, "Unsupported", &line).await
+                    {
+                        (self.report)(e.to_string());
+                    }
+                }
+                Some(assigned)
+            }
+            Err((reason, message)) => {
+                self.refused.insert(uid.to_string());
+                if let Err(e) = warn(&self.client, &self.node_name, pod, "Failed", &message).await {
+                    (self.report)(e.to_string());
+                }
+                // Not a bare `Pending`: every container says why it does not start.
+                let waiting = Waiting {
+                    container: None,
+                    reason,
+                    message: message.strip_prefix("Error: ").unwrap_or(&message),
+                };
+                let host = self.node_env.host_ips.first().map_or("", String::as_str);
+                let status = held_status(pod, None, host, &waiting);
+                lock(&self.shared).entry(uid).rendered = Some(status);
+                let _ = self.status.send(uid.to_string());
+                None
+            }
         }
     }
-    let Some(mut template) = template(&pod) else {
-        ctx.ips.release(&uid);
-        return;
-    };
-    super::service_account::provide(ctx.client, &pod, &ip, &mut template.spec, ctx.report).await;
-    book.running.insert(uid.clone());
-    let _ = ctx.commands.send(PodCommand::Add {
-        template: Box::new(template),
-        uid: uid.clone(),
-        ip,
-        netns,
-    });
-    send_conditions(ctx.commands, &uid, &pod);
-    lock(ctx.shared).entry(&uid).api = Some(pod);
+
+    /// A pod whose sandbox cannot be made now: `Pending`, its containers `ContainerCreating`
+    /// with the error, one `FailedCreatePodSandBox` event per new error, tried again later.
+    async fn wait_for_sandbox(&mut self, uid: &str, pod: &core::Pod, message: String) {
+        if self.waiting.get(uid) != Some(&message) {
+            let reason = "FailedCreatePodSandBox";
+            if let Err(e) = warn(&self.client, &self.node_name, pod, reason, &message).await {
+                (self.report)(e.to_string());
+            }
+        }
+        let waiting = Waiting {
+            container: None,
+            reason: "ContainerCreating",
+            message: &message,
+        };
+        let host = self.node_env.host_ips.first().map_or("", String::as_str);
+        let status = held_status(pod, None, host, &waiting);
+        lock(&self.shared).entry(uid).rendered = Some(status);
+        let _ = self.status.send(uid.to_string());
+        self.waiting.insert(uid.to_string(), message);
+        self.retry_later(uid);
+    }
+
+    /// Sends `uid` back to the pod sync after [`POD_SYNC_BACKOFF`] (once, however many
+    /// failures come meanwhile).
+    fn retry_later(&mut self, uid: &str) {
+        if !self.retrying.insert(uid.to_string()) {
+            return;
+        }
+        let delay = self.backoff.next_delay();
+        let retry = self.retry.clone();
+        let uid = uid.to_string();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = retry.send(uid);
+        });
+    }
+
+    /// The requests of the admitted pods that are not terminal (the kubelet's active pods).
+    fn active(&self) -> Vec<admission::Resources> {
+        active(&self.admitted, &self.shared)
+    }
+
+    /// Refuses a pod the node has no room for, as the kubelet's `rejectPod`: one `Warning`
+    /// event with the reason and message, and the pod `Failed` with them (`Pod was rejected:
+    /// ...`).
+    async fn reject(&self, pod: &core::Pod, rejection: &admission::Rejection) {
+        let message = &rejection.message;
+        if let Err(e) = warn(
+            &self.client,
+            &self.node_name,
+            pod,
+            &rejection.reason,
+            message,
+        )
+        .await
+        {
+            (self.report)(e.to_string());
+        }
+        let (Some(ns), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) else {
+            return;
+        };
+        let patch = serde_json::json!({
+            "metadata": { "uid": pod.metadata.uid },
+            "status": {
+                "phase": "Failed",
+                "reason": rejection.reason,
+                "message": rejection.status_message(),
+            },
+        });
+        let pods: Api<core::Pod> = Api::namespaced(self.client.clone(), ns);
+        let what = format!("writing the status of pod {ns}/{name}");
+        let written = retry(3, || async {
+            pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+                .map_err(|e| NodeError::from_kube(&what, e))
+        })
+        .await;
+        match written {
+            Ok(_) => {}
+            // Deleted meanwhile.
+            Err(e) if e.code() == 404 || e.code() == 409 => {}
+            Err(e) => (self.report)(e.to_string()),
+        }
+    }
+
+    /// Makes every container's environment ([`super::env`]) and puts it in `spec` as plain
+    /// values; the error names the first container that cannot be configured and why.
+    async fn configure(
+        &self,
+        pod: &core::Pod,
+        ip: &str,
+        spec: &mut core::PodSpec,
+    ) -> Result<(), (String, super::env::ConfigError)> {
+        let first = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .next()
+            .map(|c| c.name.clone())
+            .unwrap_or_default();
+        let sources = super::env::fetch(&self.client, pod)
+            .await
+            .map_err(|e| (first, e))?;
+        let ctx = super::env::PodContext {
+            pod_ips: vec![ip.to_string()],
+            ..self.node_env.clone()
+        };
+        let mut skipped = Vec::new();
+        let containers = spec
+            .init_containers
+            .iter_mut()
+            .flatten()
+            .chain(spec.containers.iter_mut());
+        for c in containers {
+            let resolved = super::env::container_env(pod, c, &ctx, &sources)
+                .map_err(|e| (c.name.clone(), e))?;
+            c.env = Some(super::env::as_plain_env(&resolved.vars));
+            c.env_from = None;
+            skipped.extend(resolved.skipped);
+        }
+        for message in skipped {
+            if let Err(e) = warn(
+                &self.client,
+                &self.node_name,
+                pod,
+                "InvalidEnvironmentVariableNames",
+                &message,
+            )
+            .await
+            {
+                (self.report)(e.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// Holds a pod whose container `container` cannot be configured: its status shows the
+    /// kubelet's `CreateContainerConfigError` with the message, a `Failed` event says it (once
+    /// per distinct message), no restart is counted, and it is tried again later.
+    async fn hold(
+        &mut self,
+        pod: &core::Pod,
+        uid: &str,
+        ip: String,
+        netns: Option<Netns>,
+        container: &str,
+        error: &super::env::ConfigError,
+    ) {
+        let message = error.to_string();
+        let posted = self.held.get(uid).map(|h| h.message.clone());
+        if posted.as_deref() != Some(message.as_str()) {
+            let spec = pod.spec.clone().unwrap_or_default();
+            let field = if spec
+                .init_containers
+                .iter()
+                .flatten()
+                .any(|c| c.name == container)
+            {
+                "initContainers"
+            } else {
+                "containers"
+            };
+            let field_path = format!("spec.{field}{{{container}}}");
+            if let Err(e) = post_event(
+                &self.client,
+                &self.node_name,
+                pod,
+                ("Warning", "Failed"),
+                Some(&field_path),
+                &format!("Error: {message}"),
+            )
+            .await
+            {
+                (self.report)(e.to_string());
+            }
+        }
+        let waiting = Waiting {
+            container: Some(container),
+            reason: "CreateContainerConfigError",
+            message: &message,
+        };
+        let host = self.node_env.host_ips.first().map_or("", String::as_str);
+        let status = held_status(pod, Some(&ip), host, &waiting);
+        lock(&self.shared).entry(uid).rendered = Some(status);
+        let _ = self.status.send(uid.to_string());
+        self.held
+            .insert(uid.to_string(), Held { ip, netns, message });
+        self.retry_later(uid);
+    }
 }
 
-/// Refuses a pod the node has no room for, as the kubelet's `rejectPod`: one `Warning` event
-/// with the reason and message, and the pod `Failed` with them (`Pod was rejected: ...`).
-async fn reject<R: Fn(String) + Send>(
-    ctx: &Ctx<'_, R>,
-    pod: &core::Pod,
-    rejection: &admission::Rejection,
-) {
-    let message = &rejection.message;
-    if let Err(e) = warn(ctx.client, ctx.node_name, pod, &rejection.reason, message).await {
-        (ctx.report)(e.to_string());
-    }
-    let (Some(ns), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) else {
-        return;
+/// The requests of the `admitted` pods that are not terminal in the engine's or the API
+/// server's view (the kubelet's active pods).
+fn active(
+    admitted: &HashMap<String, admission::Resources>,
+    shared: &Shared,
+) -> Vec<admission::Resources> {
+    let pods = lock(shared);
+    admitted
+        .iter()
+        .filter(|(uid, _)| !pods.get(uid).is_some_and(state_terminal))
+        .map(|(_, r)| *r)
+        .collect()
+}
+
+/// Whether the engine (or the API server) has the pod in a terminal phase.
+fn state_terminal(state: &super::state::PodState) -> bool {
+    let phase = |s: Option<&core::PodStatus>| {
+        s.and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Succeeded" || p == "Failed")
     };
-    let patch = serde_json::json!({
-        "metadata": { "uid": pod.metadata.uid },
-        "status": {
-            "phase": "Failed",
-            "reason": rejection.reason,
-            "message": rejection.status_message(),
-        },
+    phase(state.rendered.as_ref()) || phase(state.api.as_ref().and_then(|p| p.status.as_ref()))
+}
+
+/// Why a pod's container (or every one, `container: None`) does not start.
+pub struct Waiting<'a> {
+    /// The container (`None`: all of them).
+    pub container: Option<&'a str>,
+    /// The kubelet's waiting reason (`CreateContainerConfigError`, ...).
+    pub reason: &'a str,
+    /// The kubelet's message.
+    pub message: &'a str,
+}
+
+/// The status of a pod held before its containers start: `Pending`, its IPs (once it has a
+/// sandbox), the containers `waiting` names waiting with its reason and message, the others as
+/// the kubelet shows them (`PodInitializing` behind init containers, else
+/// `ContainerCreating`), no restart counted.
+pub fn held_status(
+    pod: &core::Pod,
+    ip: Option<&str>,
+    host_ip: &str,
+    failing: &Waiting<'_>,
+) -> core::PodStatus {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let has_init = spec.init_containers.as_ref().is_some_and(|v| !v.is_empty());
+    let waiting = |c: &core::Container, init: bool| {
+        let (reason, message) = if failing.container.is_none_or(|f| f == c.name) {
+            (failing.reason, Some(failing.message.to_string()))
+        } else if has_init && !init {
+            ("PodInitializing", None)
+        } else {
+            ("ContainerCreating", None)
+        };
+        core::ContainerStatus {
+            name: c.name.clone(),
+            image: c.image.clone().unwrap_or_default(),
+            ready: false,
+            started: Some(false),
+            restart_count: 0,
+            state: Some(core::ContainerState {
+                waiting: Some(core::ContainerStateWaiting {
+                    reason: Some(reason.into()),
+                    message,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    };
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::api::objects::timestamp(
+        std::time::SystemTime::now(),
+    ));
+    let names = |list: &[core::Container]| {
+        list.iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let condition = |type_: &str, status: &str, reason: Option<&str>, message: Option<String>| {
+        core::PodCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.map(Into::into),
+            message,
+            last_transition_time: Some(now.clone()),
+            ..Default::default()
+        }
+    };
+    let init = spec.init_containers.clone().unwrap_or_default();
+    let unready = Some(format!(
+        "containers with unready status: [{}]",
+        names(&spec.containers)
+    ));
+    let mut conditions = vec![condition("PodScheduled", "True", None, None)];
+    conditions.push(if has_init {
+        condition(
+            "Initialized",
+            "False",
+            Some("ContainersNotInitialized"),
+            Some(format!(
+                "containers with incomplete status: [{}]",
+                names(&init)
+            )),
+        )
+    } else {
+        condition("Initialized", "True", None, None)
     });
-    let pods: Api<core::Pod> = Api::namespaced(ctx.client.clone(), ns);
-    let what = format!("writing the status of pod {ns}/{name}");
-    let written = retry(3, || async {
-        pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-            .map_err(|e| NodeError::from_kube(&what, e))
-    })
-    .await;
-    match written {
-        Ok(_) => {}
-        // Deleted meanwhile.
-        Err(e) if e.code() == 404 || e.code() == 409 => {}
-        Err(e) => (ctx.report)(e.to_string()),
+    conditions.push(condition(
+        "ContainersReady",
+        "False",
+        Some("ContainersNotReady"),
+        unready.clone(),
+    ));
+    conditions.push(condition(
+        "Ready",
+        "False",
+        Some("ContainersNotReady"),
+        unready,
+    ));
+    core::PodStatus {
+        phase: Some("Pending".into()),
+        conditions: Some(conditions),
+        container_statuses: Some(spec.containers.iter().map(|c| waiting(c, false)).collect()),
+        init_container_statuses: has_init.then(|| init.iter().map(|c| waiting(c, true)).collect()),
+        host_ip: Some(host_ip.into()),
+        host_ips: Some(vec![core::HostIP { ip: host_ip.into() }]),
+        pod_ip: ip.map(Into::into),
+        pod_ips: ip.map(|ip| vec![core::PodIP { ip: ip.into() }]),
+        start_time: Some(now),
+        ..Default::default()
     }
 }
 
@@ -724,52 +1059,48 @@ mod tests {
     #[test]
     fn i46_5_a_terminal_admitted_pod_takes_no_place() {
         let shared: Shared = Arc::default();
-        let mut book = Book::default();
+        let mut admitted = HashMap::new();
         let one = admission::Resources {
             milli_cpu: 100,
             ..Default::default()
         };
-        book.admitted.insert("a".into(), one);
-        book.admitted.insert("b".into(), one);
-        assert_eq!(book.active(&shared).len(), 2);
+        admitted.insert("a".to_string(), one);
+        admitted.insert("b".to_string(), one);
+        assert_eq!(active(&admitted, &shared).len(), 2);
         lock(&shared).entry("b").rendered = Some(core::PodStatus {
             phase: Some("Succeeded".into()),
             ..Default::default()
         });
-        assert_eq!(book.active(&shared), vec![one]);
-        book.forget("a");
-        assert!(book.active(&shared).is_empty());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn i46_6_only_the_pods_whose_retry_is_due_are_taken() {
-        let mut book = Book::default();
-        let now = Instant::now();
-        for (uid, after) in [("a", 10), ("b", 14)] {
-            book.waiting.insert(
-                uid.into(),
-                Waiting {
-                    pod: core::Pod::default(),
-                    error: "no free pod IP".into(),
-                    at: now + Duration::from_secs(after),
-                },
-            );
-        }
-        assert_eq!(book.next_retry(), Some(now + Duration::from_secs(10)));
-        assert!(book.due(now).is_empty());
-        assert_eq!(book.due(now + Duration::from_secs(10)).len(), 1);
-        assert_eq!(book.next_retry(), Some(now + Duration::from_secs(14)));
+        assert_eq!(active(&admitted, &shared), vec![one]);
+        admitted.remove("a");
+        assert!(active(&admitted, &shared).is_empty());
     }
 
     #[test]
     fn i46_6_a_failed_sync_waits_the_kubelets_10_s_plus_up_to_half_of_it() {
-        let delays: Vec<Duration> = (0..50).map(|_| pod_sync_backoff()).collect();
+        let mut backoff = crate::backoff::Backoff::new(POD_SYNC_BACKOFF);
+        let delays: Vec<std::time::Duration> = (0..50).map(|_| backoff.next_delay()).collect();
         for d in &delays {
             assert!(
-                *d >= Duration::from_secs(10) && *d < Duration::from_secs(15),
+                *d >= std::time::Duration::from_secs(10)
+                    && *d <= std::time::Duration::from_secs(15),
                 "{d:?}"
             );
         }
+        // The same at every failure (no growth), at both ends of the jitter.
+        assert_eq!(
+            POD_SYNC_BACKOFF.delay(0, 0.0),
+            std::time::Duration::from_secs(15)
+        );
+        assert_eq!(
+            POD_SYNC_BACKOFF.delay(9, 0.0),
+            std::time::Duration::from_secs(15)
+        );
+        let shortest = POD_SYNC_BACKOFF.delay(9, 0.999_999);
+        assert!(
+            shortest >= std::time::Duration::from_millis(9_999),
+            "{shortest:?}"
+        );
         // Jittered: a fleet of pods failing together does not retry in lock-step.
         assert!(delays.iter().any(|d| *d != delays[0]), "{delays:?}");
     }
@@ -796,5 +1127,50 @@ mod tests {
         let lines = unsupported(&s);
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].starts_with("spec.volumes (data)"), "{lines:?}");
+    }
+
+    #[test]
+    fn i45_6_a_held_pod_is_pending_with_the_kubelets_reason_and_no_restart() {
+        let pod: core::Pod = crate::node::env::tests_pod(
+            "metadata: {name: p, namespace: ns}\nspec:\n  initContainers: [{name: init}]\n  containers: [{name: app}, {name: side}]\n",
+        );
+        let waiting = Waiting {
+            container: Some("init"),
+            reason: "CreateContainerConfigError",
+            message: "secret \"db\" not found",
+        };
+        let s = held_status(&pod, Some("10.244.0.7"), "10.0.0.1", &waiting);
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        assert_eq!(s.pod_ip.as_deref(), Some("10.244.0.7"));
+        let reason = |c: &core::ContainerStatus| {
+            let w = c.state.as_ref().unwrap().waiting.as_ref().unwrap();
+            (
+                w.reason.clone().unwrap(),
+                w.message.clone(),
+                c.restart_count,
+            )
+        };
+        let init = &s.init_container_statuses.as_ref().unwrap()[0];
+        assert_eq!(
+            reason(init),
+            (
+                "CreateContainerConfigError".into(),
+                Some("secret \"db\" not found".into()),
+                0
+            )
+        );
+        let app = &s.container_statuses.as_ref().unwrap()[0];
+        assert_eq!(reason(app), ("PodInitializing".into(), None, 0));
+        // A refused pod: every container says why, and it has no IP.
+        let all = Waiting {
+            container: None,
+            reason: "CreateContainerError",
+            message: "no command",
+        };
+        let s = held_status(&pod, None, "10.0.0.1", &all);
+        assert_eq!(s.pod_ip, None);
+        for c in s.container_statuses.as_ref().unwrap() {
+            assert_eq!(reason(c).0, "CreateContainerError");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! What a kubelet gives a pod's containers so that in-cluster clients work (issue 30 item 1):
-//! the Downward API's `valueFrom.fieldRef` variables, the `KUBERNETES_SERVICE_HOST`/`PORT`
-//! service variables, and a service-account token bound to the pod (TokenRequest API).
+//! a service-account token bound to the pod (TokenRequest API), with the cluster's CA and the
+//! pod's namespace (the variables, `KUBERNETES_SERVICE_HOST` among them, are
+//! [`super::env`]'s).
 //!
 //! probelet runs containers as local processes without volumes, so the token and the CA are
 //! written to a per-pod directory whose path the containers get in
@@ -19,7 +20,6 @@
 //! The service variables name the `kubernetes` Service's ClusterIP, which the node's Service
 //! proxy serves ([`super::services`]); with `--pod-network host`, the kubeconfig's server.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -37,9 +37,10 @@ pub const DIR_ENV: &str = "PROBELET_SERVICE_ACCOUNT_DIR";
 /// Token lifetime asked for (the kubelet's default projected token: 1 h).
 const TOKEN_SECONDS: i64 = 3600;
 
-/// The API server as pods see it.
+/// What every pod's credentials directory gets.
 #[derive(Debug, Clone)]
 struct ServiceEnv {
+    /// The kubeconfig's API server host (without IPv6 brackets) and port.
     host: String,
     port: String,
     ca_pem: String,
@@ -48,7 +49,7 @@ struct ServiceEnv {
 
 static SERVICE: OnceLock<ServiceEnv> = OnceLock::new();
 
-/// Reads the API server's address and CA from the node's kubeconfig, once at node start, and
+/// Reads the API server's CA from the node's kubeconfig, once at node start, and
 /// makes the pods' credentials directory under `run_dir` ([`private_root`]).
 pub async fn init(kubeconfig: &Path, run_dir: &Path) -> Result<(), NodeError> {
     let bad = |message: String| NodeError::Kubeconfig {
@@ -97,76 +98,40 @@ pub async fn init(kubeconfig: &Path, run_dir: &Path) -> Result<(), NodeError> {
 /// The kubeconfig's API server as `host:port` (an IPv6 host in brackets), once [`init`] ran:
 /// where the node's Service proxy sends the `kubernetes` Service ([`super::services`]).
 pub fn api_server() -> Option<String> {
-    let s = SERVICE.get()?;
-    Some(if s.host.contains(':') {
-        format!("[{}]:{}", s.host, s.port)
+    let (host, port) = kubeconfig_server()?;
+    Some(if host.contains(':') {
+        format!("[{host}]:{port}")
     } else {
-        format!("{}:{}", s.host, s.port)
+        format!("{host}:{port}")
     })
 }
 
-// --- issue 46 item 1 (services helper); the `env` helper owns the service variables and
-// reconciles this at merge.
-/// `KUBERNETES_SERVICE_HOST`/`PORT`: the `kubernetes` Service's ClusterIP and port when the
-/// node proxies Services (a pod network), else the kubeconfig's server (`--pod-network host`:
-/// the pods share the node's network, so they reach it as the node does).
-fn service_host_port(s: &ServiceEnv) -> (String, String) {
-    match super::services::kubernetes_service() {
-        Some(addr) => (addr.ip().to_string(), addr.port().to_string()),
-        None => (s.host.clone(), s.port.clone()),
-    }
-}
-// --- end of issue 46 item 1
-
-/// The value of a Downward API `fieldRef`, when probelet knows it.
-fn field(pod: &core::Pod, ip: &str, path: &str) -> Option<String> {
-    let m = &pod.metadata;
-    let spec = pod.spec.as_ref();
-    let keyed = |map: &Option<BTreeMap<String, String>>, prefix: &str| {
-        let key = path.strip_prefix(prefix)?.strip_suffix("']")?;
-        Some(map.as_ref()?.get(key).cloned().unwrap_or_default())
-    };
-    match path {
-        "metadata.name" => m.name.clone(),
-        "metadata.namespace" => m.namespace.clone(),
-        "metadata.uid" => m.uid.clone(),
-        "spec.nodeName" => spec?.node_name.clone(),
-        "spec.serviceAccountName" => spec?.service_account_name.clone(),
-        "status.podIP" | "status.hostIP" => Some(ip.to_string()),
-        p if p.starts_with("metadata.labels['") => keyed(&m.labels, "metadata.labels['"),
-        p if p.starts_with("metadata.annotations['") => {
-            keyed(&m.annotations, "metadata.annotations['")
-        }
-        _ => None,
-    }
+/// The kubeconfig's API server as (host, port), once [`init`] ran: `KUBERNETES_SERVICE_HOST`
+/// and `PORT` for pods that share the node's network (`--pod-network host`), which the
+/// Service proxy does not reach ([`super::env::PodContext::api_server`]).
+pub fn kubeconfig_server() -> Option<(String, String)> {
+    let s = SERVICE.get()?;
+    Some((s.host.clone(), s.port.clone()))
 }
 
-/// Gives `spec`'s containers what a kubelet gives them: Downward API values in place of the
-/// `fieldRef`s it knows, the service variables, and (unless `automountServiceAccountToken:
-/// false`) a token bound to the pod. A token that cannot be had is reported and the pod runs
-/// without one (its clients then fail with their own clear error).
+/// Gives `spec`'s containers (unless `automountServiceAccountToken: false`) a token bound to
+/// the pod, in the directory named by [`DIR_ENV`]. A token that cannot be had is reported and
+/// the pod runs without one (its clients then fail with their own clear error).
 pub async fn provide(
     client: &kube::Client,
     pod: &core::Pod,
-    ip: &str,
     spec: &mut core::PodSpec,
     report: &(impl Fn(String) + Send),
 ) {
-    let mut extra = Vec::new();
-    if let Some(s) = SERVICE.get() {
-        let (host, port) = service_host_port(s);
-        extra.push(("KUBERNETES_SERVICE_HOST", host));
-        extra.push(("KUBERNETES_SERVICE_PORT", port));
-        if spec.automount_service_account_token != Some(false) {
-            match token_dir(client, pod, s, false).await {
-                Ok(dir) => {
-                    extra.push((DIR_ENV, dir.display().to_string()));
-                    tokio::spawn(refresh(client.clone(), pod.clone(), s.clone(), dir));
-                }
-                Err(e) => report(e.to_string()),
-            }
-        }
+    let Some(s) = SERVICE.get() else { return };
+    if spec.automount_service_account_token == Some(false) {
+        return;
     }
+    let dir = match token_dir(client, pod, s, false).await {
+        Ok(dir) => dir,
+        Err(e) => return report(e.to_string()),
+    };
+    tokio::spawn(refresh(client.clone(), pod.clone(), s.clone(), dir.clone()));
     let containers = spec
         .init_containers
         .iter_mut()
@@ -174,31 +139,63 @@ pub async fn provide(
         .chain(spec.containers.iter_mut());
     for c in containers {
         let env = c.env.get_or_insert_with(Vec::new);
-        for e in env.iter_mut() {
-            let path = e
-                .value_from
-                .as_ref()
-                .and_then(|v| v.field_ref.as_ref())
-                .map(|f| f.field_path.clone());
-            if let Some(value) = path.and_then(|p| field(pod, ip, &p)) {
-                e.value = Some(value);
-                e.value_from = None;
-            }
-        }
-        for (name, value) in &extra {
-            // The service variables come first, as the kubelet's do: the container's own win.
-            if !env.iter().any(|e| e.name == *name) {
-                env.insert(
-                    0,
-                    core::EnvVar {
-                        name: (*name).into(),
-                        value: Some(value.clone()),
-                        value_from: None,
-                    },
-                );
-            }
+        // The container's own variable of that name wins.
+        if !env.iter().any(|e| e.name == DIR_ENV) {
+            env.push(core::EnvVar {
+                name: DIR_ENV.into(),
+                // Doubled `$` as every resolved value ([`super::env::as_plain_env`]).
+                value: Some(dir.display().to_string().replace('$', "$$")),
+                value_from: None,
+            });
         }
     }
+}
+
+/// Requests a token of `pod`'s service account bound to the pod (TokenRequest API), for
+/// `audiences` (none: the API server's), valid `seconds`: the token of the pods' credentials
+/// directory and of a projected `serviceAccountToken` volume source alike.
+pub async fn request_token(
+    client: &kube::Client,
+    pod: &core::Pod,
+    audiences: Vec<String>,
+    seconds: i64,
+) -> Result<String, NodeError> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let sa = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .unwrap_or_else(|| "default".into());
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let what = format!("requesting a token of service account {ns}/{sa} for pod {name}");
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences,
+            expiration_seconds: Some(seconds),
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(name),
+                uid: pod.metadata.uid.clone(),
+            }),
+        },
+        ..Default::default()
+    };
+    let api: Api<core::ServiceAccount> = Api::namespaced(client.clone(), ns);
+    Ok(super::client::retry(3, || async {
+        api.create_token_request(&sa, &PostParams::default(), &request)
+            .await
+            .map_err(|e| NodeError::from_kube(&what, e))
+    })
+    .await?
+    .status
+    .map(|s| s.token)
+    .unwrap_or_default())
+}
+
+/// The cluster's CA as pods get it in `ca.crt` (PEM), once the node has started.
+pub fn ca_pem() -> Option<String> {
+    SERVICE.get().map(|s| s.ca_pem.clone())
 }
 
 /// Requests a token for the pod's service account, bound to the pod, and writes it with the
@@ -209,42 +206,9 @@ async fn token_dir(
     s: &ServiceEnv,
     renewal: bool,
 ) -> Result<PathBuf, NodeError> {
-    let ns = pod
-        .metadata
-        .namespace
-        .clone()
-        .unwrap_or_else(|| "default".into());
-    let sa = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.service_account_name.clone())
-        .unwrap_or_else(|| "default".into());
-    let name = pod.metadata.name.clone().unwrap_or_default();
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let what = format!("requesting a token of service account {ns}/{sa} for pod {name}");
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(TOKEN_SECONDS),
-            bound_object_ref: Some(BoundObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(name),
-                uid: Some(uid.clone()),
-            }),
-        },
-        ..Default::default()
-    };
-    let api: Api<core::ServiceAccount> = Api::namespaced(client.clone(), &ns);
-    let token = super::client::retry(3, || async {
-        api.create_token_request(&sa, &PostParams::default(), &request)
-            .await
-            .map_err(|e| NodeError::from_kube(&what, e))
-    })
-    .await?
-    .status
-    .map(|s| s.token)
-    .unwrap_or_default();
+    let token = request_token(client, pod, Vec::new(), TOKEN_SECONDS).await?;
     let dir = s.root.join(&uid);
     let io = |e: std::io::Error| NodeError::Server(format!("{}: {e}", dir.display()));
     if renewal {
@@ -257,7 +221,7 @@ async fn token_dir(
     }
     write_private(&dir, "token", &token).map_err(io)?;
     write_private(&dir, "ca.crt", &s.ca_pem).map_err(io)?;
-    write_private(&dir, "namespace", &ns).map_err(io)?;
+    write_private(&dir, "namespace", ns).map_err(io)?;
     Ok(dir)
 }
 
@@ -318,7 +282,7 @@ pub fn private_root(run_dir: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// Creates `dir`, mode 700; an existing one (whoever made it) is an error.
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+pub(super) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new().mode(0o700).create(dir)
 }
@@ -431,36 +395,5 @@ mod tests {
             std::fs::read_to_string(dir.join("token")).unwrap(),
             "secret"
         );
-    }
-
-    #[test]
-    fn i30_1_downward_api_fields() {
-        let pod: core::Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"app": "a"}},
-            "spec": {"nodeName": "n", "containers": []}
-        }))
-        .unwrap();
-        assert_eq!(
-            field(&pod, "10.0.0.5", "metadata.name").as_deref(),
-            Some("p")
-        );
-        assert_eq!(
-            field(&pod, "10.0.0.5", "metadata.namespace").as_deref(),
-            Some("ns")
-        );
-        assert_eq!(
-            field(&pod, "10.0.0.5", "spec.nodeName").as_deref(),
-            Some("n")
-        );
-        assert_eq!(
-            field(&pod, "10.0.0.5", "status.podIP").as_deref(),
-            Some("10.0.0.5")
-        );
-        assert_eq!(
-            field(&pod, "", "metadata.labels['app']").as_deref(),
-            Some("a")
-        );
-        assert_eq!(field(&pod, "", "metadata.labels['x']").as_deref(), Some(""));
-        assert_eq!(field(&pod, "", "status.phase"), None);
     }
 }

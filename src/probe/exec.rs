@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::{MAX_OUTPUT, ProbeConfig, ProbeStats, go_duration, os_error_text};
 use crate::outcome::{FailureKind, ProbeOutcome, RawResult};
-use crate::runtime::sandbox::Sandbox;
+use crate::runtime::sandbox::{Purpose, Sandbox};
 use crate::spec::env::expand;
 
 /// How long to wait for a killed command to be reaped before leaving it to tokio's orphan
@@ -78,18 +78,28 @@ pub async fn probe_in_dir(
         return (ProbeOutcome::errored("exec: empty command"), stats);
     };
     let deadline = Instant::now() + timeout;
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .envs(&vars)
+    let dir = working_dir
+        .filter(|d| !d.is_empty())
+        .map(std::path::Path::new);
+    let mut cmd = match sandbox {
+        // Inside the container when it is confined: its namespaces, root and working directory.
+        Some(sandbox) => sandbox.command(&argv, dir, Purpose::Exec),
+        None => {
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            if let Some(dir) = dir {
+                cmd.current_dir(dir);
+            }
+            cmd
+        }
+    };
+    cmd.envs(&vars)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own group, so the timeout can kill every process the command started.
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(dir) = working_dir.filter(|d| !d.is_empty()) {
-        cmd.current_dir(dir);
-    }
     if let Some(sandbox) = sandbox {
         sandbox.enter_on_spawn(&mut cmd);
     }

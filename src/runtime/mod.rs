@@ -3,6 +3,7 @@
 //! namespace and IP.
 
 pub mod containment;
+pub mod init;
 pub mod ipam;
 pub mod limits;
 pub(crate) mod netlink;

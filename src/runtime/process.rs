@@ -8,12 +8,14 @@
 
 pub use super::containment::kill_all_groups;
 use super::containment::{self, ContainerCgroup};
-use super::sandbox::Sandbox;
+use super::init;
+use super::sandbox::{Purpose, Running, Sandbox};
 use crate::logs::Stream;
 use crate::spec::env::{EnvError, container_env, expand_all};
 use k8s_openapi::api::core::v1::Container;
 use rustix::process::{Pid, Signal};
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -119,9 +121,14 @@ pub struct Process {
     registration: Option<crate::children::Registration>,
     /// Its cgroup, where cgroup v2 containment is in force.
     cgroup: Option<ContainerCgroup>,
+    /// Its `/proc/PID` directory, in a confined sandbox.
+    proc_dir: Option<Arc<OwnedFd>>,
     /// Set once whatever it left behind has been killed.
     cleaned: bool,
 }
+
+/// How long a confined container may take to start (its sandbox built, its program executed).
+const REPORT_LIMIT: Duration = Duration::from_secs(10);
 
 impl Process {
     /// Starts `spec` in a new process group, with stdin closed and each output line passed to
@@ -133,18 +140,16 @@ impl Process {
         on_line: impl Fn(Stream, String) + Send + Sync + 'static,
     ) -> Result<Process, SpawnError> {
         let program = spec.argv.first().ok_or(SpawnError::NoCommand)?;
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(&spec.argv[1..])
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        let mut cmd =
+            spec.sandbox
+                .command(&spec.argv, spec.working_dir.as_deref(), Purpose::Container);
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(false);
-        if let Some(dir) = &spec.working_dir {
-            cmd.current_dir(dir);
-        }
-        let cgroup = ContainerCgroup::create();
+        let mut cgroup = ContainerCgroup::create();
         let enter = cgroup.as_ref().map(|c| c.procs_path());
         // SAFETY: the closure makes only async-signal-safe system calls (open, write) and
         // allocates nothing: the cgroup path was prepared before the fork.
@@ -167,7 +172,49 @@ impl Process {
                     .map_err(io::Error::from)
             });
         }
-        let (mut child, registration) = match crate::children::spawn(&mut cmd) {
+        // A confined container starts through the sandbox's init, which reports whether the
+        // command started (the report pipe, its descriptor REPORT_FD).
+        let report = if spec.sandbox.is_confined() {
+            let (read, write) = init::pipe().map_err(|source| SpawnError::Start {
+                program: program.clone(),
+                source,
+            })?;
+            let raw = write.as_raw_fd();
+            // SAFETY: dup2/fcntl on a descriptor kept open until the spawn returns. Last: the
+            // number REPORT_FD may be one an earlier step used.
+            unsafe {
+                cmd.pre_exec(move || super::sandbox::pass_fd(raw, init::REPORT_FD));
+            }
+            Some((read, write))
+        } else {
+            None
+        };
+        let spawned = crate::children::spawn(&mut cmd);
+        // The closures hold nothing, but the write end must be closed here for the report to end.
+        drop(cmd);
+        let started = match (spawned, report) {
+            (Ok((child, registration)), Some((read, write))) => {
+                drop(write);
+                match init::read_report(read, REPORT_LIMIT) {
+                    Ok(()) => Ok((child, registration)),
+                    Err(source) => {
+                        // The init exits by itself after a report; reap it, then its cgroup.
+                        let cgroup = cgroup.take();
+                        let mut child = child;
+                        tokio::spawn(async move {
+                            let _ = child.wait().await;
+                            drop(registration);
+                            if let Some(c) = cgroup {
+                                c.kill_and_remove().await;
+                            }
+                        });
+                        Err(source)
+                    }
+                }
+            }
+            (spawned, _) => spawned,
+        };
+        let (mut child, registration) = match started {
             Ok(spawned) => spawned,
             Err(source) => {
                 if let Some(c) = &cgroup {
@@ -180,6 +227,22 @@ impl Process {
             }
         };
         let pid = registration.pid();
+        // Its exec probes and hooks join it through this directory (never a reused PID).
+        let proc_dir = spec
+            .sandbox
+            .is_confined()
+            .then(|| {
+                rustix::fs::open(
+                    format!("/proc/{pid}"),
+                    rustix::fs::OFlags::PATH
+                        | rustix::fs::OFlags::DIRECTORY
+                        | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                )
+                .ok()
+            })
+            .flatten()
+            .map(Arc::new);
         containment::group_started(pid);
         let on_line = Arc::new(on_line);
         if let Some(out) = child.stdout.take() {
@@ -194,14 +257,19 @@ impl Process {
             status: None,
             registration: Some(registration),
             cgroup,
+            proc_dir,
             cleaned: false,
         })
     }
 
-    /// Its cgroup's `cgroup.procs`, where cgroup v2 containment is in force: what an exec
-    /// probe or hook of the container joins ([`crate::runtime::sandbox::Sandbox::cgroup`]).
-    pub fn cgroup_procs(&self) -> Option<std::ffi::CString> {
-        self.cgroup.as_ref().map(ContainerCgroup::procs_path)
+    /// What an exec probe or hook of the container joins
+    /// ([`crate::runtime::sandbox::Sandbox::running`]): its cgroup, where cgroup v2
+    /// containment is in force, and in a confined sandbox its namespaces and root.
+    pub fn running(&self) -> Running {
+        Running {
+            cgroup: self.cgroup.as_ref().map(ContainerCgroup::procs_path),
+            proc_dir: self.proc_dir.clone(),
+        }
     }
 
     /// The process (and process group) ID.

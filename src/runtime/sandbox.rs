@@ -2,7 +2,7 @@
 //! the container's identity and privileges and an environment of its own (issue 45).
 //!
 //! Every process of a pod — a container, an exec probe, an exec hook — is started through one
-//! step, [`Sandbox::enter_on_spawn`], applied to its `Command`:
+//! command, [`Sandbox::command`], and one step, [`Sandbox::enter_on_spawn`], applied to it:
 //!
 //! - the pod's network namespace, when it has one ([`Netns`]);
 //! - when the process is **confined** (`probelet node` calls [`confine`] once at start):
@@ -15,17 +15,24 @@
 //!     effective, inheritable and ambient sets (ambient so that a non-root user keeps them
 //!     across `exec`, as runc does); every capability if `privileged` and the node allows it;
 //!   - `no_new_privs` unless `allowPrivilegeEscalation: true` (or `privileged`), as runc does.
-//!   - its own UTS namespace, with the pod's name (or `spec.hostname`) as host name, and its own
-//!     IPC namespace (one per process started, not yet one shared by the pod's containers).
+//!   - its own PID, mount, cgroup, UTS (the pod's name, or `spec.hostname`, as host name) and
+//!     IPC namespaces and a root of its own, made by the sandbox's init ([`super::init`]: the
+//!     node re-executed, see there why), which a confined process starts through
+//!     ([`Sandbox::command`]); an exec probe or hook joins its running container's
+//!     ([`Running`]) instead.
 //!
 //! What a node cannot honour is refused before a pod runs ([`refusals`]), with the kubelet's
 //! message where it has one: nothing in a `securityContext` is ignored silently.
 
+pub use super::init::BindMount;
+use super::init::{CONTAINER_FD, Config, Mode, init_command};
 use super::netns::Netns;
 use k8s_openapi::api::core::v1::{Container, PodSecurityContext, PodSpec, SecurityContext};
 use rustix::process::{Gid, Uid};
 use rustix::thread::CapabilitySet;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 /// The `PATH` a container gets when its spec sets none: containerd's default, since there is
@@ -121,7 +128,7 @@ pub fn policy() -> Option<Policy> {
 }
 
 /// Who a confined process runs as, and with what.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Identity {
     /// `runAsUser`.
     pub uid: u32,
@@ -206,6 +213,12 @@ pub fn refusals(spec: &PodSpec, pod: &str, policy: Policy) -> Vec<Refusal> {
     let mut out = Vec::new();
     if let Some(psc) = &spec.security_context {
         pod_unsupported(psc, &mut out);
+    }
+    if spec.share_process_namespace == Some(true) {
+        out.push(Refusal::Unsupported {
+            path: "spec.shareProcessNamespace".into(),
+            why: "not supported by probelet node yet (each container has a PID namespace of its own)",
+        });
     }
     let kinds = [
         (
@@ -347,11 +360,6 @@ fn identity_at(
         }
     };
     no(
-        "readOnlyRootFilesystem",
-        sc.read_only_root_filesystem == Some(true),
-        "not supported by probelet node yet (containers see the host's file system)",
-    );
-    no(
         "procMount",
         sc.proc_mount.as_deref().is_some_and(|m| m != "Default"),
         "not supported by probelet node",
@@ -439,20 +447,57 @@ pub fn default_capabilities() -> u64 {
 pub struct Sandbox {
     /// The pod's network namespace; `None`: the host's network.
     pub netns: Option<Netns>,
-    /// The running container's cgroup (`cgroup.procs`), for an exec probe or hook: joined
-    /// first, so whatever it starts (`setsid`, double fork) is killed with the container.
-    pub cgroup: Option<std::ffi::CString>,
+    /// The running container, for an exec probe or hook: its cgroup is joined first, then (when
+    /// confined) its namespaces and root, so whatever the probe starts (`setsid`, double fork)
+    /// is killed with the container.
+    pub running: Option<Running>,
+    /// Volumes, bound into a confined container's file system ([`BindMount`]).
+    pub binds: Vec<BindMount>,
+    /// `readOnlyRootFilesystem`.
+    pub read_only_root: bool,
     /// The confinement, on `probelet node`: `Err` when the container cannot run here, so that
     /// nothing is started unconfined by mistake (the spawn fails with EPERM).
     pub confined: Option<Arc<Result<Identity, String>>>,
+}
+
+/// A running container, as its exec probes and hooks join it.
+#[derive(Debug, Clone, Default)]
+pub struct Running {
+    /// Its cgroup's `cgroup.procs`, where cgroup v2 containment is in force.
+    pub cgroup: Option<std::ffi::CString>,
+    /// Its (outer init's) `/proc/PID` directory, when it runs in a confined sandbox: what the
+    /// joiner enters ([`super::init`]). A descriptor, so a reused PID is never joined.
+    pub proc_dir: Option<Arc<OwnedFd>>,
+}
+
+impl PartialEq for Running {
+    fn eq(&self, other: &Self) -> bool {
+        let same = match (&self.proc_dir, &other.proc_dir) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        same && self.cgroup == other.cgroup
+    }
+}
+
+impl Eq for Running {}
+
+/// What a sandboxed process is: a container (its own namespaces and root), or an exec probe or
+/// hook (inside its running container's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A container's process.
+    Container,
+    /// An exec probe or hook of the running container.
+    Exec,
 }
 
 impl From<Netns> for Sandbox {
     fn from(netns: Netns) -> Sandbox {
         Sandbox {
             netns: Some(netns),
-            cgroup: None,
-            confined: None,
+            ..Sandbox::default()
         }
     }
 }
@@ -482,26 +527,81 @@ impl Sandbox {
                 });
             Arc::new(identity)
         });
+        let read_only_root = c
+            .security_context
+            .as_ref()
+            .and_then(|sc| sc.read_only_root_filesystem)
+            == Some(true);
         Sandbox {
             netns,
-            cgroup: None,
+            running: None,
+            binds: Vec::new(),
+            read_only_root,
             confined,
         }
+    }
+
+    /// Whether processes started in it are confined ([`confine`]): they then start through the
+    /// sandbox's init ([`super::init`]).
+    pub fn is_confined(&self) -> bool {
+        self.confined.is_some()
+    }
+
+    /// The command that runs `argv` in this sandbox, in `working_dir`: `argv` itself when not
+    /// confined; when confined, the sandbox's init ([`super::init`]), which gives a container
+    /// its own namespaces and root, or runs an exec probe or hook inside its running container.
+    /// Set its environment, then call [`Sandbox::enter_on_spawn`].
+    pub fn command(
+        &self,
+        argv: &[String],
+        working_dir: Option<&Path>,
+        purpose: Purpose,
+    ) -> tokio::process::Command {
+        let identity = match self.confined.as_deref() {
+            Some(Ok(identity)) => identity,
+            // Not confined, or refused (the spawn fails in `enter_on_spawn`).
+            _ => {
+                let mut cmd = tokio::process::Command::new(argv.first().map_or("", |s| s.as_str()));
+                cmd.args(argv.iter().skip(1));
+                if let Some(dir) = working_dir.filter(|d| !d.as_os_str().is_empty()) {
+                    cmd.current_dir(dir);
+                }
+                return cmd;
+            }
+        };
+        let mode = match purpose {
+            Purpose::Container => Mode::Container {
+                read_only_root: self.read_only_root,
+                binds: self.binds.clone(),
+            },
+            Purpose::Exec => Mode::Join,
+        };
+        let config = Config {
+            mode,
+            argv: argv.to_vec(),
+            working_dir: working_dir
+                .filter(|d| !d.as_os_str().is_empty())
+                .map(Path::to_path_buf),
+            identity: identity.clone(),
+        };
+        let (program, args) = init_command(&config);
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args);
+        cmd
     }
 
     /// Makes the process `cmd` starts enter this sandbox before it executes the program: a
     /// failure to enter is a failure to start, never a process outside its sandbox. Call it
     /// once the command's own environment is set.
     pub fn enter_on_spawn(&self, cmd: &mut tokio::process::Command) {
-        if let Some(procs) = self.cgroup.clone() {
-            // SAFETY: open and write on a path prepared before the fork. First: moving into a
-            // cgroup takes the privileges the identity drops.
+        if let Some(procs) = self.running.as_ref().and_then(|r| r.cgroup.clone()) {
+            // SAFETY: open and write on a path prepared before the fork. First: a cgroup
+            // namespace made later is rooted where the process then is.
             unsafe {
                 cmd.pre_exec(move || super::containment::ContainerCgroup::enter_path(&procs));
             }
         }
         if let Some(netns) = &self.netns {
-            // First: entering a namespace needs CAP_SYS_ADMIN, which the identity drops.
             netns.enter_on_spawn(cmd);
         }
         let Some(confined) = &self.confined else {
@@ -518,20 +618,30 @@ impl Sandbox {
             }
         };
         clean_env(cmd, identity);
-        let prepared = Prepared {
-            hostname: identity.hostname.clone().into_bytes(),
-            uid: Uid::from_raw(identity.uid),
-            gid: Gid::from_raw(identity.gid),
-            groups: identity.groups.iter().map(|g| Gid::from_raw(*g)).collect(),
-            capabilities: CapabilitySet::from_bits_retain(identity.capabilities),
-            no_new_privs: identity.no_new_privs,
-        };
-        // SAFETY: `Prepared::apply` makes only system calls (prctl, setgroups, setresgid,
-        // setresuid, capset) on data prepared before the fork; it allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || prepared.apply());
+        if let Some(dir) = self.running.as_ref().and_then(|r| r.proc_dir.clone()) {
+            // Last: the descriptor number may be one an earlier step used.
+            // SAFETY: dup2/fcntl on a descriptor kept open by the command.
+            unsafe {
+                cmd.pre_exec(move || pass_fd(dir.as_raw_fd(), CONTAINER_FD));
+            }
         }
     }
+}
+
+/// Makes `fd` the child's descriptor `to`, inherited across `exec`. Async-signal-safe.
+pub(crate) fn pass_fd(fd: i32, to: i32) -> io::Result<()> {
+    // SAFETY: plain system calls on descriptor numbers.
+    let r = unsafe {
+        if fd == to {
+            libc::fcntl(fd, libc::F_SETFD, 0)
+        } else {
+            libc::dup2(fd, to)
+        }
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Replaces the inherited environment by the command's own variables plus a runtime's
@@ -549,8 +659,7 @@ fn clean_env(cmd: &mut tokio::process::Command, identity: &Identity) {
 }
 
 /// An [`Identity`] in the form the system calls take, ready before the fork.
-struct Prepared {
-    hostname: Vec<u8>,
+pub(crate) struct Prepared {
     uid: Uid,
     gid: Gid,
     groups: Vec<Gid>,
@@ -559,19 +668,22 @@ struct Prepared {
 }
 
 impl Prepared {
-    /// Becomes the identity, between fork and exec (runc's order: bounding set, groups, IDs
-    /// with the capabilities kept, then the capability sets and the ambient set).
-    fn apply(&self) -> io::Result<()> {
-        use rustix::thread as t;
-        // Its own UTS namespace, with the pod's name as host name, and its own IPC namespace
-        // (System V IPC and POSIX message queues), while it may still make them.
-        // SAFETY: the child is single-threaded between fork and exec, so a namespace change of
-        // the calling thread is one of the whole process.
-        unsafe { t::unshare_unsafe(t::UnshareFlags::NEWUTS | t::UnshareFlags::NEWIPC)? };
-        // SAFETY: the pointer and length are those of a live byte vector.
-        if unsafe { libc::sethostname(self.hostname.as_ptr().cast(), self.hostname.len()) } != 0 {
-            return Err(io::Error::last_os_error());
+    /// `identity`, ready to apply.
+    pub(crate) fn of(identity: &Identity) -> Prepared {
+        Prepared {
+            uid: Uid::from_raw(identity.uid),
+            gid: Gid::from_raw(identity.gid),
+            groups: identity.groups.iter().map(|g| Gid::from_raw(*g)).collect(),
+            capabilities: CapabilitySet::from_bits_retain(identity.capabilities),
+            no_new_privs: identity.no_new_privs,
         }
+    }
+
+    /// Becomes the identity, between fork and exec (runc's order: bounding set, groups, IDs
+    /// with the capabilities kept, then the capability sets and the ambient set). Only system
+    /// calls: nothing is allocated.
+    pub(crate) fn apply(&self) -> io::Result<()> {
+        use rustix::thread as t;
         for bit in 0..64u32 {
             let cap = CapabilitySet::from_bits_retain(1 << bit);
             if self.capabilities.contains(cap) {
@@ -615,7 +727,6 @@ impl Prepared {
 mod tests {
     use super::*;
     use crate::runtime::process::{Process, ProcessSpec};
-    use std::sync::Mutex;
 
     const ROOT: Policy = Policy {
         allow_privileged: false,
@@ -719,7 +830,7 @@ mod tests {
         );
 
         let (spec, _) = one(
-            "  securityContext: {fsGroup: 2000, seccompProfile: {type: RuntimeDefault}}\n  containers:\n  - {name: c, command: [x], securityContext: {readOnlyRootFilesystem: true, capabilities: {add: [FLY]}, runAsUser: -1}}\n",
+            "  shareProcessNamespace: true\n  securityContext: {fsGroup: 2000, seccompProfile: {type: RuntimeDefault}}\n  containers:\n  - {name: c, command: [x], securityContext: {readOnlyRootFilesystem: true, capabilities: {add: [FLY]}, runAsUser: -1}}\n",
         );
         let paths: Vec<String> = refusals(&spec, "p", ROOT)
             .iter()
@@ -730,8 +841,8 @@ mod tests {
             [
                 "spec.securityContext.fsGroup",
                 "spec.securityContext.seccompProfile",
+                "spec.shareProcessNamespace",
                 "spec.containers[0].securityContext.runAsUser",
-                "spec.containers[0].securityContext.readOnlyRootFilesystem",
                 "spec.containers[0].securityContext.capabilities.add[0]",
             ]
         );
@@ -752,99 +863,8 @@ mod tests {
         assert_eq!(refused, [Refusal::NotRoot]);
     }
 
-    /// Runs `argv` in `sandbox` and returns its output lines.
-    async fn output_of(argv: &[&str], env: &[(&str, &str)], sandbox: Sandbox) -> Vec<String> {
-        let spec = ProcessSpec {
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            working_dir: None,
-            sandbox,
-        };
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        let mut p = Process::spawn(&spec, move |_, l| sink.lock().unwrap().push(l)).unwrap();
-        assert_eq!(p.wait().await.code, 0);
-        // The pumps may finish just after the exit.
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        lines.lock().unwrap().clone()
-    }
-
-    fn confined(identity: Identity) -> Sandbox {
-        Sandbox {
-            confined: Some(Arc::new(Ok(identity))),
-            ..Sandbox::default()
-        }
-    }
-
-    fn tenant() -> Identity {
-        Identity {
-            uid: 1000,
-            gid: 1000,
-            groups: vec![3000],
-            capabilities: default_capabilities(),
-            no_new_privs: true,
-            hostname: "p".into(),
-        }
-    }
-
-    #[tokio::test]
-    async fn i45_4_a_confined_process_gets_its_own_variables_and_a_runtimes_not_probelets() {
-        if !rustix::process::geteuid().is_root() {
-            return;
-        }
-        // Cargo gives this test process CARGO_PKG_NAME: a confined child must not see it.
-        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
-        let mut env = output_of(&["env"], &[("GREETING", "hello")], confined(tenant())).await;
-        env.sort();
-        assert_eq!(
-            env,
-            [
-                "GREETING=hello",
-                "HOSTNAME=p",
-                &format!("PATH={DEFAULT_PATH}")
-            ]
-        );
-        // Unconfined (`probelet run`), the environment is inherited.
-        let env = output_of(&["env"], &[], Sandbox::default()).await;
-        assert!(
-            env.iter().any(|l| l.starts_with("CARGO_PKG_NAME=")),
-            "{env:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn i45_1_a_confined_process_runs_as_its_user_with_the_default_capabilities() {
-        if !rustix::process::geteuid().is_root() {
-            return;
-        }
-        let status = output_of(&["cat", "/proc/self/status"], &[], confined(tenant())).await;
-        let field = |name: &str| {
-            status
-                .iter()
-                .find_map(|l| l.strip_prefix(&format!("{name}:")))
-                .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
-                .unwrap_or_default()
-        };
-        assert_eq!(field("Uid"), "1000 1000 1000 1000");
-        assert_eq!(field("Gid"), "1000 1000 1000 1000");
-        assert_eq!(field("Groups"), "3000");
-        for set in ["CapEff", "CapPrm", "CapBnd", "CapAmb"] {
-            assert_eq!(field(set), "00000000a80425fb", "{set}");
-        }
-        assert_eq!(field("NoNewPrivs"), "1");
-    }
-
-    #[tokio::test]
-    async fn i45_1_a_confined_process_has_the_pods_name_as_host_name() {
-        if !rustix::process::geteuid().is_root() {
-            return;
-        }
-        let out = output_of(&["hostname"], &[], confined(tenant())).await;
-        assert_eq!(out, ["p"]);
-    }
+    // The confined processes' tests run the `probelet` binary as the sandbox's init: they are
+    // in tests/it/sandbox.rs.
 
     #[tokio::test]
     async fn i45_1_a_container_that_cannot_be_confined_does_not_start() {

@@ -45,6 +45,7 @@ mod rule_coverage;
 mod rules;
 mod run_e2e;
 mod run_vs_simulate;
+mod sandbox;
 mod server_edge;
 mod sidecar_e2e;
 mod simulate;

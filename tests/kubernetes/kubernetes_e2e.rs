@@ -866,14 +866,15 @@ spec:
   containers:
   - name: probe-sidecar
     image: probelet
-    command: ["{bin}", sidecar, "{config}", --listen, "127.0.0.1:{port}"]
+    command: [sh, -c, 'printf "%s" "$SIDECAR_CONFIG" > /tmp/sidecar.yaml && exec "$0" sidecar /tmp/sidecar.yaml --listen 127.0.0.1:{port}', "{bin}"]
     env:
     - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
     - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    - {{name: SIDECAR_CONFIG, value: {config}}}
     readinessProbe: {{tcpSocket: {{port: {port}}}, periodSeconds: 1}}
 "#,
             bin = env!("CARGO_BIN_EXE_probelet"),
-            config = config.display(),
+            config = in_pod_config(&config),
         ),
     );
     let ready = |want: &str| -> Option<Value> {
@@ -1192,17 +1193,12 @@ fn i30_3_the_pdb_refuses_an_eviction_while_a_gate_is_false_and_a_failing_rollout
     let node_name = format!("rollout-node-{}", std::process::id());
     let _node = Node::start(&node_name, tmp.path(), &ip);
     // Each replica's sidecar checks its own dependency: a file named after the pod must not
-    // exist (`DIR/down-POD`), and `$DEP` (the version's dependency) must.
-    let down = tmp.path().join("down");
-    std::fs::create_dir_all(&down).unwrap();
-    let dep_ok = tmp.path().join("dep-ok");
-    std::fs::write(&dep_ok, "").unwrap();
+    // exist (`/tmp/down-POD`, in the pod's own /tmp), and `$DEP` (the version's dependency) must.
     let config = tmp.path().join("sidecar.yaml");
     std::fs::write(
         &config,
         format!(
-            "readinessGate: {GATE}\nchecks:\n- name: dependency\n  probe: {{exec: {{command: [sh, -c, 'test ! -e {}/down-$POD_NAME && test -e \"$DEP\"']}}, periodSeconds: 1, failureThreshold: 1}}\n",
-            down.display()
+            "readinessGate: {GATE}\nchecks:\n- name: dependency\n  probe: {{exec: {{command: [sh, -c, 'test ! -e /tmp/down-$POD_NAME && test -e \"$DEP\"']}}, periodSeconds: 1, failureThreshold: 1}}\n"
         ),
     )
     .unwrap();
@@ -1225,12 +1221,13 @@ spec:
       containers:
       - name: probe-sidecar
         image: probelet
-        command: ["{bin}", sidecar, "{config}", --listen, "127.0.0.1:0"]
+        command: [sh, -c, 'touch /tmp/dep-ok && printf "%s" "$SIDECAR_CONFIG" > /tmp/sidecar.yaml && exec "$0" sidecar /tmp/sidecar.yaml --listen 127.0.0.1:0', "{bin}"]
         ports: [{{name: http, containerPort: 8086}}]
         env:
         - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
         - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
         - {{name: DEP, value: "{dep}"}}
+        - {{name: SIDECAR_CONFIG, value: {config}}}
 ---
 apiVersion: v1
 kind: Service
@@ -1247,11 +1244,11 @@ spec:
   selector: {{matchLabels: {{app: orders}}}}
 "#,
             bin = env!("CARGO_BIN_EXE_probelet"),
-            config = config.display(),
+            config = in_pod_config(&config),
             dep = dep.display(),
         )
     };
-    apply(&ns, &deployment(&dep_ok));
+    apply(&ns, &deployment(Path::new("/tmp/dep-ok")));
     let out = rollout_status(&ns, "90s");
     assert!(out.status.success(), "rollout: {}", text(&out));
     let pods: Vec<String> = ready_pods(&ns).into_iter().map(|(n, _)| n).collect();
@@ -1262,7 +1259,7 @@ spec:
 
     // One pod's gate goes False: the PDB has no disruption left, and an eviction of a second
     // pod is refused with 429.
-    std::fs::write(down.join(format!("down-{}", pods[0])), "").unwrap();
+    std::fs::write(pod_tmp(&pods[0]).join(format!("down-{}", pods[0])), "").unwrap();
     wait_for(Duration::from_secs(10), "pod 0 not ready", || {
         ready_pods(&ns)
             .iter()
@@ -1286,7 +1283,7 @@ spec:
         "{t}"
     );
     // The first pod is Ready again: the eviction goes through.
-    std::fs::remove_file(down.join(format!("down-{}", pods[0]))).unwrap();
+    std::fs::remove_file(pod_tmp(&pods[0]).join(format!("down-{}", pods[0]))).unwrap();
     wait_for(
         Duration::from_secs(20),
         "the PDB allows one disruption",
@@ -1306,7 +1303,7 @@ spec:
         let p = ready_pods(&ns);
         (p.len() == 3 && p.iter().all(|(_, r)| *r)).then(|| p.into_iter().map(|(n, _)| n).collect())
     });
-    apply(&ns, &deployment(&tmp.path().join("missing")));
+    apply(&ns, &deployment(Path::new("/tmp/missing")));
     let out = rollout_status(&ns, "15s");
     assert!(
         !out.status.success(),
@@ -1366,11 +1363,12 @@ spec:
   containers:
   - name: probe-sidecar
     image: probelet
-    command: ["{bin}", sidecar, "{config}", --listen, "127.0.0.1:0"]
+    command: [sh, -c, 'printf "%s" "$SIDECAR_CONFIG" > /tmp/sidecar.yaml && exec "$0" sidecar /tmp/sidecar.yaml --listen 127.0.0.1:0', "{bin}"]
     ports: [{{name: http, containerPort: 8086}}]
     env:
     - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
     - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    - {{name: SIDECAR_CONFIG, value: {config}}}
     - {{name: PGPASSWORD, value: app-secret}}
     - {{name: REDIS_PASSWORD, value: cache-secret}}
 ---
@@ -1382,7 +1380,7 @@ spec:
   ports: [{{port: 80, targetPort: http}}]
 "#,
             bin = env!("CARGO_BIN_EXE_probelet"),
-            config = config.display(),
+            config = in_pod_config(&config),
         ),
     );
     let ready = || ready_endpoints(&ns) == ["orders-0"];
@@ -1992,4 +1990,27 @@ spec:
         "--wait=true",
         "--timeout=60s",
     ]);
+}
+
+/// The sidecar's config file as a YAML string, for a node pod's `SIDECAR_CONFIG` variable: a
+/// pod on `probelet node` sees none of the node's files (its own root, issue 45), so it writes
+/// the config into its private /tmp (until configMap volumes).
+fn in_pod_config(config: &Path) -> String {
+    serde_json::to_string(&std::fs::read_to_string(config).unwrap()).unwrap()
+}
+
+/// The private /tmp of node pod `pod`'s sidecar, as the node sees it (`/proc/PID/root/tmp` of
+/// the process whose `POD_NAME` is `pod`).
+fn pod_tmp(pod: &str) -> PathBuf {
+    let want = format!("POD_NAME={pod}");
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        if cmdline.windows(8).any(|w| w == b"sidecar\0")
+            && environ.split(|b| *b == 0).any(|v| v == want.as_bytes())
+        {
+            return e.path().join("root/tmp");
+        }
+    }
+    panic!("no sidecar of pod {pod}")
 }

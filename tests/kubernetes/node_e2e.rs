@@ -332,23 +332,41 @@ fn process_with(marker: &str) -> Option<u32> {
     None
 }
 
-/// A pod on `node` whose readiness (and, with `liveness`, liveness) is an exec probe on a file
-/// the test creates and removes, and whose app is `probelet demo-app` on `port`.
-fn file_probed_pod(name: &str, node: &str, port: u16, dir: &Path, liveness: bool) -> String {
-    let ready = dir.join(format!("{name}.ready"));
-    let live = dir.join(format!("{name}.live"));
+/// A pod on `node` whose readiness (and, with `liveness`, liveness) is an exec probe on a marker
+/// file the test creates and removes in the container's private /tmp ([`set_marker`]): ready
+/// and live while `/tmp/NAME.unready` and `/tmp/NAME.dead` do not exist. Its app is
+/// `probelet demo-app` on `port`.
+fn file_probed_pod(name: &str, node: &str, port: u16, liveness: bool) -> String {
     let liveness = if liveness {
         format!(
-            "    livenessProbe: {{exec: {{command: [test, -f, {}]}}, periodSeconds: 1, failureThreshold: 2}}\n",
-            live.display()
+            "    livenessProbe: {{exec: {{command: [test, '!', -e, /tmp/{name}.dead]}}, periodSeconds: 1, failureThreshold: 2}}\n"
         )
     } else {
         String::new()
     };
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {name}}}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"0.0.0.0:{port}\"]\n    ports: [{{containerPort: {port}}}]\n    readinessProbe: {{exec: {{command: [test, -f, {}]}}, periodSeconds: 1, failureThreshold: 3, successThreshold: 2}}\n{liveness}",
-        ready.display()
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {name}}}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: app\n    image: example/app\n    command: [probelet, demo-app, --listen, \"0.0.0.0:{port}\"]\n    ports: [{{containerPort: {port}}}]\n    readinessProbe: {{exec: {{command: [test, '!', -e, /tmp/{name}.unready]}}, periodSeconds: 1, failureThreshold: 3, successThreshold: 2}}\n{liveness}"
     )
+}
+
+/// The `/tmp` of the running container of [`file_probed_pod`] on `port`, as the node sees it
+/// (the container's private /tmp, through its `/proc/PID/root`).
+fn container_tmp(port: u16) -> Option<PathBuf> {
+    let pid = process_with(&format!("demo-app --listen 0.0.0.0:{port}"))?;
+    Some(PathBuf::from(format!("/proc/{pid}/root/tmp")))
+}
+
+/// Creates (or removes) the marker `file` in the running container's /tmp (waits, bounded, for
+/// the container).
+fn set_marker(port: u16, file: &str, present: bool) {
+    let tmp = wait_until("the container", Duration::from_secs(30), || {
+        container_tmp(port)
+    });
+    if present {
+        std::fs::write(tmp.join(file), "").unwrap();
+    } else {
+        std::fs::remove_file(tmp.join(file)).unwrap();
+    }
 }
 
 /// A pod `web` on `node` running `probelet demo-app --listen MARKER`, with `spec` (indented
@@ -484,13 +502,10 @@ fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("readiness");
     let ns = case.ns.clone();
-    let dir = &case.dir;
     let port = case.port;
-    let ready_file = dir.path().join("flip.ready");
-    std::fs::write(&ready_file, "").unwrap();
     kubectl_apply(
         &ns,
-        &(file_probed_pod("flip", "n-readiness", port, dir.path(), false)
+        &(file_probed_pod("flip", "n-readiness", port, false)
             + "---\napiVersion: v1\nkind: Service\nmetadata: {name: flip}\nspec:\n  selector: {app: flip}\n  ports: [{port: 80}]\n"),
     );
     let ip = wait_until("the pod IP", Duration::from_secs(30), || {
@@ -509,7 +524,7 @@ fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
     // followed 9.7 s after the file went (2026-12-07), a scheduling delay of the
     // controller-manager, not of probelet. The slice must still follow.
     let removed_at = unix_now();
-    std::fs::remove_file(&ready_file).unwrap();
+    set_marker(port, "flip.unready", true);
     wait_until(
         "not ready in the EndpointSlice",
         Duration::from_secs(30),
@@ -524,7 +539,7 @@ fn i29_2_readiness_failure_leaves_the_endpointslice_in_time_and_successes_bring_
         "Ready turned False {node_took} s after the file went (periodSeconds 1 × failureThreshold 3)"
     );
     // successThreshold 2: ready again after two successes (1 s apart), not before one period.
-    std::fs::write(&ready_file, "").unwrap();
+    set_marker(port, "flip.unready", false);
     let restored = Instant::now();
     let restored_at = unix_now();
     wait_until("ready again", Duration::from_secs(20), || {
@@ -572,19 +587,13 @@ fn i29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() 
     let case = Case::new("liveness");
     let ns = case.ns.clone();
     let node = &case.node;
-    let dir = &case.dir;
     let port = case.port;
-    std::fs::write(dir.path().join("live.ready"), "").unwrap();
-    std::fs::write(dir.path().join("live.live"), "").unwrap();
-    kubectl_apply(
-        &ns,
-        &file_probed_pod("live", "n-liveness", port, dir.path(), true),
-    );
+    kubectl_apply(&ns, &file_probed_pod("live", "n-liveness", port, true));
     wait_until("running", Duration::from_secs(30), || {
         let p = pod_json(&ns, "live");
         (p["status"]["containerStatuses"][0]["state"]["running"].is_object()).then_some(())
     });
-    std::fs::remove_file(dir.path().join("live.live")).unwrap();
+    set_marker(port, "live.dead", true);
     let pod = wait_until("restarted", Duration::from_secs(30), || {
         let p = pod_json(&ns, "live");
         (p["status"]["containerStatuses"][0]["restartCount"].as_i64() >= Some(1)).then_some(p)
@@ -596,8 +605,12 @@ fn i29_2_liveness_failure_restarts_with_restart_count_last_state_and_back_off() 
     assert_eq!(last["reason"], "Completed", "{cs}");
     assert_eq!(last["exitCode"], 0, "{cs}");
     assert_ne!(last["containerID"], cs["containerID"], "{cs}");
-    // The probe keeps failing: the restarts back off (CrashLoopBackOff between them).
+    // The probe keeps failing (each new instance, with a /tmp of its own, gets the marker
+    // too): the restarts back off (CrashLoopBackOff between them).
     wait_until("CrashLoopBackOff", Duration::from_secs(40), || {
+        if let Some(tmp) = container_tmp(port) {
+            let _ = std::fs::write(tmp.join("live.dead"), "");
+        }
         let p = pod_json(&ns, "live");
         (p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff")
             .then_some(())
@@ -615,10 +628,8 @@ fn i29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays
     let _slot = crate::common::two_at_a_time();
     let case = Case::new("gates");
     let ns = case.ns.clone();
-    let dir = &case.dir;
     let port = case.port;
-    std::fs::write(dir.path().join("gated.ready"), "").unwrap();
-    let pod = file_probed_pod("gated", "n-gates", port, dir.path(), false).replace(
+    let pod = file_probed_pod("gated", "n-gates", port, false).replace(
         "  terminationGracePeriodSeconds: 3\n",
         "  terminationGracePeriodSeconds: 3\n  readinessGates: [{conditionType: example.com/lb}]\n",
     );
@@ -655,7 +666,7 @@ fn i29_2_readiness_gate_absent_is_not_ready_then_patched_true_is_ready_and_stays
     let wide = kubectl_ok(&["get", "pod", "-n", &ns, "gated", "-o", "wide"]);
     assert!(wide.lines().nth(1).unwrap().ends_with("1/1"), "{wide}");
     // probelet's later writes (readiness fails) keep the condition it does not own.
-    std::fs::remove_file(dir.path().join("gated.ready")).unwrap();
+    set_marker(port, "gated.unready", true);
     let p = wait_until("not ready", Duration::from_secs(20), || {
         let p = pod_json(&ns, "gated");
         (condition(&p, "Ready")?["status"] == "False").then_some(p)
@@ -1518,8 +1529,14 @@ fn i45_4_a_pod_never_sees_the_nodes_environment() {
         names,
         [
             "HOSTNAME",
+            "KUBERNETES_PORT",
+            "KUBERNETES_PORT_443_TCP",
+            "KUBERNETES_PORT_443_TCP_ADDR",
+            "KUBERNETES_PORT_443_TCP_PORT",
+            "KUBERNETES_PORT_443_TCP_PROTO",
             "KUBERNETES_SERVICE_HOST",
             "KUBERNETES_SERVICE_PORT",
+            "KUBERNETES_SERVICE_PORT_HTTPS",
             "MINE",
             "PATH",
             "PROBELET_SERVICE_ACCOUNT_DIR"
@@ -2114,9 +2131,11 @@ fn i45_6_kubectl_logs_of_a_container_that_never_ran_answers_as_the_kubelet() {
         "initwait",
         "container \"app\" in pod \"initwait\" is waiting to start: PodInitializing",
     );
+    // Refused by the node (no command: there is no image to run), its container waits with
+    // the kubelet's reason for it, which the answer names.
     answer(
         "noimg",
-        "container \"app\" in pod \"noimg\" is not available",
+        "container \"app\" in pod \"noimg\" is waiting to start: CreateContainerError",
     );
 }
 
@@ -2570,7 +2589,12 @@ fn i46_3_after_kill_9_a_node_of_another_name_in_another_control_plane_starts_and
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(link_exists(&bridge) && link_exists(&veth));
-    assert_eq!(mounts_under(&dead_run).len(), 1, "the sandbox's namespace");
+    // The pod's sandbox and the node's Service proxy's (issue 46 item 1).
+    assert_eq!(
+        mounts_under(&dead_run).len(),
+        2,
+        "the sandboxes' namespaces"
+    );
     assert!(dead_run.join("tokens").is_dir());
 
     // The other control plane hands the other node the same /24 (set here, as a fresh control
@@ -2961,4 +2985,356 @@ fn i46_7_a_node_whose_lease_another_holder_took_over_stops_its_pods_and_exits() 
         "a pod process survived"
     );
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45 item 6: a pod's environment is the kubelet's on a cluster node: `secretKeyRef`,
+/// `configMapKeyRef` (an optional missing key gives no variable), `fieldRef`,
+/// `resourceFieldRef`, `envFrom` with `prefix` (an invalid key is skipped with the kubelet's
+/// event), `$(VAR)` expansion, and the `kubernetes` Service's variables from its ClusterIP.
+#[test]
+fn i45_6_env_from_a_secret_a_config_map_field_ref_and_env_from_with_prefix() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("envfrom");
+    let _node = Node::start_at("n-envfrom", "127.0.0.1", &["--pod-network", "host"]);
+    kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "db",
+        "-n",
+        &ns,
+        "--from-literal=password=s3cr$$t $(X)",
+    ]);
+    kubectl_ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        &ns,
+        "--from-literal=mode=fast",
+        "--from-literal=1bad=x",
+    ]);
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: printenv, labels: {app: web}}\nspec:\n  nodeName: n-envfrom\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [env]\n    resources: {limits: {memory: 64Mi}}\n    envFrom:\n    - {prefix: CFG_, configMapRef: {name: settings}}\n    - configMapRef: {name: settings}\n    env:\n    - {name: PW, valueFrom: {secretKeyRef: {name: db, key: password}}}\n    - {name: OPT, valueFrom: {configMapKeyRef: {name: settings, key: absent, optional: true}}}\n    - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}\n    - {name: APP, valueFrom: {fieldRef: {fieldPath: \"metadata.labels['app']\"}}}\n    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}\n    - {name: MEM, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}\n    - {name: URL, value: 'x://$(POD).$(CFG_mode):$(KUBERNETES_PORT_443_TCP_PORT)'}\n",
+    );
+    let logs = logs_when_done(&ns, "printenv");
+    let service = json(&[
+        "get",
+        "service",
+        "kubernetes",
+        "-n",
+        "default",
+        "-o",
+        "json",
+    ]);
+    let cluster_ip = service["spec"]["clusterIP"].as_str().unwrap().to_string();
+    for line in [
+        "PW=s3cr$$t $(X)",
+        "POD=printenv",
+        "APP=web",
+        "NODE=n-envfrom",
+        "MEM=64",
+        "CFG_mode=fast",
+        "CFG_1bad=x",
+        "mode=fast",
+        "URL=x://printenv.fast:443",
+        // Host network: the ClusterIP is served inside the pod network only, so in-cluster
+        // clients are sent where the node reaches the API server; the link variables stay
+        // the Service's, as the kubelet makes them.
+        "KUBERNETES_SERVICE_HOST=127.0.0.1",
+        &format!("KUBERNETES_PORT_443_TCP=tcp://{cluster_ip}:443"),
+    ] {
+        assert!(logs.lines().any(|l| l == line), "{line:?} in:\n{logs}");
+    }
+    assert!(!logs.lines().any(|l| l.starts_with("OPT=")), "{logs}");
+    assert!(!logs.lines().any(|l| l.starts_with("1bad=")), "{logs}");
+    let skipped = events_of(&ns, "printenv")
+        .into_iter()
+        .find(|e| e["reason"] == "InvalidEnvironmentVariableNames")
+        .expect("an InvalidEnvironmentVariableNames event");
+    assert_eq!(
+        skipped["message"],
+        format!(
+            "Keys [1bad] from the EnvFrom configMap {ns}/settings were skipped since they are considered invalid environment variable names."
+        )
+    );
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45 item 6: a Secret that does not exist yet is the kubelet's
+/// `CreateContainerConfigError` with its message, in the status and `kubectl get pods`, with no
+/// restart counted and one `Failed` event; once the Secret is created, the next sync runs the
+/// pod.
+#[test]
+fn i45_6_a_missing_secret_is_create_container_config_error_until_it_is_created() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("envmiss");
+    let _node = Node::start_at("n-envmiss", "127.0.0.1", &["--pod-network", "host"]);
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: waits}\nspec:\n  nodeName: n-envmiss\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'echo \"token=$TOKEN\"']\n    env: [{name: TOKEN, valueFrom: {secretKeyRef: {name: late, key: token}}}]\n",
+    );
+    let app = wait_until(
+        "CreateContainerConfigError",
+        Duration::from_secs(30),
+        || {
+            let pod = pod_json(&ns, "waits");
+            let app = pod["status"]["containerStatuses"][0].clone();
+            (app["state"]["waiting"]["reason"] == "CreateContainerConfigError").then_some(app)
+        },
+    );
+    assert_eq!(
+        app["state"]["waiting"]["message"], "secret \"late\" not found",
+        "{app}"
+    );
+    assert_eq!(app["restartCount"], 0, "{app}");
+    let table = kubectl_ok(&["get", "pod", "waits", "-n", &ns, "--no-headers"]);
+    assert!(table.contains("CreateContainerConfigError"), "{table}");
+    let failed: Vec<Value> = events_of(&ns, "waits")
+        .into_iter()
+        .filter(|e| e["reason"] == "Failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["message"], "Error: secret \"late\" not found");
+    assert_eq!(
+        failed[0]["involvedObject"]["fieldPath"],
+        "spec.containers{app}"
+    );
+    // The key is missing next: the message says so.
+    kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "late",
+        "-n",
+        &ns,
+        "--from-literal=other=1",
+    ]);
+    wait_until("the missing key's message", Duration::from_secs(40), || {
+        let pod = pod_json(&ns, "waits");
+        let m = &pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"];
+        (*m == format!("couldn't find key token in Secret {ns}/late")).then_some(())
+    });
+    kubectl_ok(&[
+        "patch",
+        "secret",
+        "late",
+        "-n",
+        &ns,
+        "-p",
+        "{\"stringData\":{\"token\":\"t0k\"}}",
+    ]);
+    wait_until("the pod ran", Duration::from_secs(60), || {
+        let pod = pod_json(&ns, "waits");
+        (pod["status"]["phase"] == "Succeeded").then_some(())
+    });
+    assert_eq!(kubectl_ok(&["logs", "-n", &ns, "waits"]), "token=t0k\n");
+    let pod = pod_json(&ns, "waits");
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["restartCount"], 0,
+        "{pod:#}"
+    );
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45 item 6: a container with `args` and no `command` runs its `args` (there is no
+/// image entrypoint), with a Normal event that says so; one with neither is not a bare
+/// `Pending`: it waits with the kubelet's `CreateContainerError` and says why.
+#[test]
+fn i45_6_args_without_a_command_run_as_the_command() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("argsonly");
+    let _node = Node::start_at("n-argsonly", "127.0.0.1", &["--pod-network", "host"]);
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: args}\nspec:\n  nodeName: n-argsonly\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    args: [sh, -c, 'echo from args']\n",
+    );
+    assert_eq!(logs_when_done(&ns, "args"), "from args\n");
+    let note = events_of(&ns, "args")
+        .into_iter()
+        .find(|e| e["reason"] == "ArgsAsCommand")
+        .expect("an ArgsAsCommand event");
+    assert_eq!(note["type"], "Normal");
+    assert!(
+        note["message"].as_str().unwrap().contains("its args"),
+        "{note}"
+    );
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: image-only}\nspec:\n  nodeName: n-argsonly\n  containers:\n  - {name: app, image: nginx}\n",
+    );
+    let app = wait_until("a waiting reason", Duration::from_secs(30), || {
+        let pod = pod_json(&ns, "image-only");
+        let app = pod["status"]["containerStatuses"][0].clone();
+        app["state"]["waiting"]["reason"].is_string().then_some(app)
+    });
+    assert_eq!(
+        app["state"]["waiting"]["reason"], "CreateContainerError",
+        "{app}"
+    );
+    assert!(
+        app["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("container \"app\" has no command"),
+        "{app}"
+    );
+    let table = kubectl_ok(&["get", "pod", "image-only", "-n", &ns, "--no-headers"]);
+    assert!(table.contains("CreateContainerError"), "{table}");
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// `kubectl logs` of a running pod, polled until it contains `want` (bounded; the node's
+/// output and the pod's events on failure).
+fn logs_containing(node: &Node, ns: &str, pod: &str, want: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let logs = text(&kubectl(&["logs", "-n", ns, pod]));
+        if logs.contains(want) {
+            return logs;
+        }
+        assert!(
+            Instant::now() < end,
+            "{want:?} not in the logs of {pod}: {logs}\nevents: {:?}\nnode:\n{}",
+            events_of(ns, pod),
+            node.output()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Issue 45 items 1–2, the hostile trial's reproductions, as a root pod with the default
+/// capabilities (`DAC_OVERRIDE`, `KILL`): it cannot read the node's kubeconfig, the cluster CA's
+/// key or another pod's token, cannot see the node's process to signal
+/// it, cannot move itself to the hierarchy's root cgroup, and the `setsid` process that tried
+/// dies at `kubectl delete`.
+#[test]
+fn i45_1_a_root_pod_cannot_read_the_nodes_credentials_signal_it_or_leave_its_cgroup() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbfs");
+    let node = Node::start_at("n-sbfs", "127.0.0.1", &["--pod-network", "host"]);
+    let c = cluster();
+    let ca_key = c.dir.join("pki/ca.key");
+    let run_dir = c.dir.join("run-n-sbfs");
+    assert!(ca_key.exists() && c.kubeconfig.exists() && run_dir.exists());
+    let node_pid = node.child.as_ref().unwrap().id();
+    // A neighbour with a token of its own, under the node's run directory.
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: neighbour}\nspec:\n  nodeName: n-sbfs\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {name: app, image: busybox, command: [sleep, '600']}\n",
+    );
+    let uid = pod_json(&ns, "neighbour")["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let token = run_dir.join(format!("tokens/{uid}/token"));
+    wait_until("the neighbour's token", Duration::from_secs(30), || {
+        token.exists().then_some(())
+    });
+    let marker = format!("{}", std::process::id() % 10_000 + 45_100);
+    let script = format!(
+        "for f in {kubeconfig} {ca_key} {token}; do (cat $f || ls $f) > /dev/null 2>&1 && echo \"read $f\" || echo \"cannot read $f\"; done; \
+         kill -0 {node_pid} 2>/dev/null && echo signalled || echo 'cannot signal the node'; \
+         setsid sh -c '(echo $$ > /sys/fs/cgroup/unified/cgroup.procs) 2>/dev/null && echo escaped || echo \"stays in its cgroup\"; exec sleep {marker}' & \
+         exec sleep 600",
+        kubeconfig = c.kubeconfig.display(),
+        ca_key = ca_key.display(),
+        token = token.display(),
+    );
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: hostile}}\nspec:\n  nodeName: n-sbfs\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, {script:?}]\n"
+    );
+    kubectl_apply(&ns, &yaml);
+    let logs = logs_containing(&node, &ns, "hostile", "cgroup");
+    for path in [&c.kubeconfig, &ca_key, &token] {
+        assert!(
+            logs.contains(&format!("cannot read {}\n", path.display())),
+            "{logs}"
+        );
+    }
+    assert!(logs.contains("cannot signal the node\n"), "{logs}");
+    assert!(logs.contains("stays in its cgroup\n"), "{logs}");
+    assert!(process_with(&format!("sleep {marker}")).is_some());
+    kubectl_ok(&["delete", "pod", "-n", &ns, "hostile", "--wait=true"]);
+    wait_until("no setsid survivor", Duration::from_secs(5), || {
+        process_with(&format!("sleep {marker}"))
+            .is_none()
+            .then_some(())
+    });
+    assert!(!node.output().contains("panicked"));
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45 item 3: an exec readiness probe and a postStart hook run inside their container
+/// (its PID namespace: the hook sees the container's init as PID 1), so what they leave behind
+/// (`setsid sleep &`, every second for the probe) is counted while the pod runs and is gone,
+/// every one, after `kubectl delete`.
+#[test]
+fn i45_3_exec_probe_and_hook_descendants_die_with_the_pod() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbhook");
+    let node = Node::start_at("n-sbhook", "127.0.0.1", &["--pod-network", "host"]);
+    let marker = std::process::id() % 10_000 + 45_300;
+    let (from_probe, from_hook) = (format!("sleep {marker}1"), format!("sleep {marker}2"));
+    kubectl_apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: leaky}}\nspec:\n  nodeName: n-sbhook\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '600']\n    lifecycle:\n      postStart: {{exec: {{command: [sh, -c, 'tr \"\\0\" \" \" < /proc/1/cmdline | grep -q __sandbox-init && setsid {from_hook} > /dev/null 2>&1 &']}}}}\n    readinessProbe: {{exec: {{command: [sh, -c, 'setsid {from_probe} > /dev/null 2>&1 &']}}, periodSeconds: 1}}\n"
+        ),
+    );
+    let count = |what: &str| {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == what)
+            })
+            .count()
+    };
+    wait_until(
+        "3 probe leftovers and the hook's",
+        Duration::from_secs(30),
+        || (count(&from_probe) >= 3 && count(&from_hook) == 1).then_some(()),
+    );
+    kubectl_ok(&["delete", "pod", "-n", &ns, "leaky", "--wait=true"]);
+    wait_until("no leftover", Duration::from_secs(5), || {
+        (count(&from_probe) == 0 && count(&from_hook) == 0).then_some(())
+    });
+    assert!(!node.output().contains("panicked"));
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 45: `readOnlyRootFilesystem: true` is honoured, not refused: the root is read-only,
+/// `/tmp` included (runc's behaviour without a volume there), `/dev/shm` stays writable; without
+/// it the root (a tmpfs of its own, like a container's writable layer) and /tmp are writable;
+/// either way its shell is PID 2, under the sandbox's init.
+#[test]
+fn i45_1_read_only_root_filesystem_is_honoured_and_tmp_is_the_pods_own() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("sbro");
+    let _node = Node::start_at("n-sbro", "127.0.0.1", &["--pod-network", "host"]);
+    let script = "(touch /tmp/x) 2>/dev/null && echo tmp-writable || echo tmp-read-only; (touch /x) 2>/dev/null && echo root-writable || echo root-read-only; echo shm > /dev/shm/ok && cat /dev/shm/ok; echo $$$$";
+    kubectl_apply(
+        &ns,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: ro}}\nspec:\n  nodeName: n-sbro\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, {script:?}]\n    securityContext: {{readOnlyRootFilesystem: true}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: rw}}\nspec:\n  nodeName: n-sbro\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, {script:?}]\n"
+        ),
+    );
+    assert_eq!(
+        logs_when_done(&ns, "ro"),
+        "tmp-read-only\nroot-read-only\nshm\n2\n"
+    );
+    assert_eq!(
+        logs_when_done(&ns, "rw"),
+        "tmp-writable\nroot-writable\nshm\n2\n"
+    );
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }

@@ -51,8 +51,9 @@ impl Supervisor {
     pub(super) fn start_container(&mut self, pod: PodId, name: &str) {
         let pod_name = self.pod_name(pod);
         let mut sandbox = self.sandbox(pod, name).unwrap_or_default();
-        // A new instance gets a cgroup of its own (`Process::spawn`), not the last one's.
-        sandbox.cgroup = None;
+        // A new instance gets a cgroup and namespaces of its own (`Process::spawn`), not the
+        // last one's.
+        sandbox.running = None;
         let Some(run) = self.pods.get_mut(&pod) else {
             return;
         };
@@ -66,6 +67,19 @@ impl Supervisor {
         }
         let spawned = ProcessSpec::from_container(&c.spec).and_then(|mut spec| {
             spec.sandbox = sandbox;
+            // Until the service-account volume: the pod's own token directory (and nothing
+            // else of the run directory) at the path its variable names.
+            if let Some((_, dir)) = spec
+                .env
+                .iter()
+                .find(|(k, _)| k == crate::node::service_account::DIR_ENV)
+            {
+                spec.sandbox.binds.push(BindMount {
+                    source: dir.into(),
+                    target: dir.into(),
+                    read_only: true,
+                });
+            }
             // `probelet ...` runs this very binary (the demo app needs nothing installed).
             if spec.argv[0] == "probelet"
                 && let Ok(me) = std::env::current_exe()
@@ -111,7 +125,7 @@ impl Supervisor {
                     .get_mut(&pod)
                     .and_then(|p| p.containers.get_mut(name))
                 {
-                    c.cgroup = process.cgroup_procs();
+                    c.running = Some(process.running());
                 }
                 let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<KillGrace>();
                 let hooks = self.hook_context(pod, name);
@@ -233,7 +247,7 @@ impl Supervisor {
             &full_name,
             &c.spec,
         );
-        sandbox.cgroup = c.cgroup.clone();
+        sandbox.running = c.running.clone();
         Some(sandbox)
     }
 

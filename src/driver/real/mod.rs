@@ -27,7 +27,7 @@ use crate::outcome::ProbeOutcome;
 use crate::probe::{ProbeConfig, ProbeTarget, run_probe_in};
 use crate::runtime::netns::Netns;
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
-use crate::runtime::sandbox::Sandbox;
+use crate::runtime::sandbox::{BindMount, Sandbox};
 use crate::spec::{PodTemplate, ProbeType};
 use crate::wall::{format_rfc3339, new_uid};
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
@@ -103,9 +103,9 @@ struct ContainerRun {
     turn: Arc<tokio::sync::Notify>,
     logs: Arc<Mutex<ContainerLogs>>,
     instances: u32,
-    /// The running instance's cgroup (`cgroup.procs`), where exec probes and hooks join it,
-    /// so that what they leave behind dies with the container.
-    cgroup: Option<std::ffi::CString>,
+    /// The running instance, as exec probes and hooks join it (its cgroup and, confined, its
+    /// namespaces), so that what they leave behind dies with the container.
+    running: Option<crate::runtime::sandbox::Running>,
 }
 
 struct PodRun {
@@ -295,7 +295,7 @@ impl Supervisor {
                     turn: Arc::default(),
                     logs: Arc::new(Mutex::new(logs)),
                     instances: 0,
-                    cgroup: None,
+                    running: None,
                 };
                 (c.name.clone(), run)
             })
