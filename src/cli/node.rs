@@ -78,6 +78,10 @@ pub struct Args {
     /// Seed for the probe start-up and resync jitter (default: random).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// How many pods the node takes (the kubelet's `--max-pods`): `capacity.pods`; a pod
+    /// beyond it is refused, `Failed` with reason `OutOfpods`.
+    #[arg(long, default_value_t = probelet::node::registration::MAX_PODS, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_pods: u32,
     /// Cap on the CrashLoopBackOff delay (the kubelet's `maxContainerRestartPeriod`).
     #[arg(long, value_parser = probelet::display::parse_duration)]
     pub max_container_restart_period: Option<Duration>,
@@ -128,6 +132,7 @@ pub fn run(args: Args) -> ExitCode {
             },
         },
         run_dir,
+        max_pods: args.max_pods,
     };
     let format = args.output;
     let Some(runtime) = supervisor_runtime() else {

@@ -53,6 +53,16 @@ pub enum NodeError {
     /// The kubelet server could not start.
     #[error("kubelet server: {0}")]
     Server(String),
+    /// Another process holds the node's name: it renews the node's Lease.
+    #[error(
+        "node {name} runs elsewhere: its lease kube-node-lease/{name} is renewed by {holder}; stop that node, or start this one under another --name"
+    )]
+    NameHeld {
+        /// The node's name.
+        name: String,
+        /// The lease's holder.
+        holder: String,
+    },
     /// The pod network could not be set up (not root, no pod CIDR, ...).
     #[error("pod network: {0}")]
     PodNetwork(String),
@@ -90,7 +100,10 @@ impl NodeError {
         matches!(self.code(), 0 | 409 | 429 | 500..=599)
             && !matches!(
                 self,
-                NodeError::Kubeconfig { .. } | NodeError::Server(_) | NodeError::PodNetwork(_)
+                NodeError::Kubeconfig { .. }
+                    | NodeError::Server(_)
+                    | NodeError::PodNetwork(_)
+                    | NodeError::NameHeld { .. }
             )
     }
 }

@@ -9,6 +9,7 @@
 //! * [`error`]: the errors a user can act on (no client library in it: the sidecar uses them too);
 //! * [`registration`]: the `Node` object and its Lease;
 //! * [`pods`]: the watch of the node's pods, and the supervisor's sink;
+//! * [`admission`]: the kubelet's admission (room for a pod's requests, `--max-pods`);
 //! * [`status`]: the status manager (strategic merge patches, only on change);
 //! * [`events`]: the event recorder;
 //! * [`kubelet`]: the kubelet's TLS read endpoints (`containerLogs`);
@@ -18,6 +19,7 @@
 //! * [`services`]: ClusterIP Services from the pods' network (kube-proxy's part);
 //! * [`volumes`]: the contents of a pod's volumes, and each container's mounts.
 
+pub mod admission;
 pub mod client;
 pub mod env;
 pub mod error;
@@ -58,6 +60,8 @@ pub struct NodeConfig {
     /// The node's run directory (`/run/probelet/NODE`): the pods' credentials, and the pod
     /// network's sandboxes.
     pub run_dir: PathBuf,
+    /// How many pods the node takes (`--max-pods`, the kubelet's `maxPods`).
+    pub max_pods: u32,
 }
 
 /// How a node's pods are networked.
@@ -213,6 +217,10 @@ pub async fn run(
         root: rustix::process::geteuid().is_root(),
     });
     let client = client::connect(&config.kubeconfig).await?;
+    // One node per name: another process renewing this name's lease keeps this one out,
+    // before anything is written (the serving certificate, the Node).
+    let holder = registration::holder_identity(&config.name);
+    registration::acquire_lease(&client, &config.name, &holder, &note).await?;
     // The kubelet endpoints first: the node object carries their port.
     let listener = tokio::net::TcpListener::bind(config.kubelet_listen)
         .await
@@ -227,7 +235,9 @@ pub async fn run(
         address: config.address.clone(),
         kubelet_port: port,
         version: semver(supervisor.kubelet_version()),
+        max_pods: config.max_pods,
     };
+    let allocatable = admission::Allocatable::of(&registration::node_status(&identity));
     let node = registration::register(&client, &identity).await?;
     // What a container's environment needs of the node: `status.hostIP(s)`, and the
     // allocatable that a `resourceFieldRef` to an unset limit gets.
@@ -281,9 +291,14 @@ pub async fn run(
     let (removed_tx, removed_rx) = mpsc::unbounded_channel();
     let (commands_tx, commands_rx) = mpsc::unbounded_channel();
     let mut tasks = tokio::task::JoinSet::new();
+    // A lease another process took over (this node's renewals lapsed, and a node of this
+    // name started elsewhere) stops this node: its pods now run there.
+    let (lost_tx, lost_rx) = tokio::sync::oneshot::channel();
     tasks.spawn(registration::keep_lease(
         client.clone(),
         node,
+        holder.clone(),
+        lost_tx,
         report.clone(),
     ));
     tasks.spawn(registration::keep_status(
@@ -311,12 +326,13 @@ pub async fn run(
     tasks.spawn(pods::sync_pods(
         client.clone(),
         config.name.clone(),
+        allocatable,
         node_env,
         shared.clone(),
         ips.clone(),
         commands_tx,
         status_tx.clone(),
-        note,
+        note.clone(),
     ));
     if let Some(follow) = follow_services {
         tasks.spawn(follow);
@@ -342,11 +358,32 @@ pub async fn run(
         config.name.clone(),
         config.address.clone(),
     );
+    let lost = Arc::new(std::sync::Mutex::new(None));
+    let stop = {
+        let lost = lost.clone();
+        async move {
+            tokio::select! {
+                () = stop => {}
+                Ok(e) = lost_rx => {
+                    *lost.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                }
+            }
+        }
+    };
     supervisor.run(stop).await;
+    let lost = lost.lock().unwrap_or_else(|e| e.into_inner()).take();
     // The tasks hold the pod network: it goes (sandboxes, then the bridge it made) once they
     // are gone, after every pod process.
     tasks.shutdown().await;
+    // After the tasks (the lease's renewals, and the status writer, whose last writes of the
+    // stopped pods are not wanted: the next start runs them again), so the name is free for
+    // the next start at once.
+    if lost.is_none()
+        && let Err(e) = registration::release_lease(&client, &config.name, &holder).await
+    {
+        note(e.to_string());
+    }
     drop(supervisor);
     service_account::forget_all();
-    Ok(())
+    lost.map_or(Ok(()), Err)
 }

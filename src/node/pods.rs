@@ -3,6 +3,7 @@
 //! [`PodCommand`]s; and the supervisor's [`NodeSink`], which hands statuses, events and
 //! removals to the writer tasks.
 
+use super::admission;
 use super::client::{NodeError, retry};
 use super::events::EventWrite;
 use super::state::{Shared, lock};
@@ -15,10 +16,10 @@ use crate::spec::PodTemplate;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use kube::Api;
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
@@ -280,19 +281,20 @@ async fn warn(
     post_event(client, node_name, pod, ("Warning", reason), None, message).await
 }
 
-/// The pod worker's back-off after a failed sync (pod_workers.go: `backOffPeriod` 10 s,
-/// jittered by up to half of it): when a pod whose configuration could not be made is tried
-/// again.
-fn config_retry_delay() -> std::time::Duration {
-    let mut b = [0u8; 2];
-    let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
-    let r = u16::from_le_bytes(b);
-    std::time::Duration::from_millis(10_000 + u64::from(r) % 5_000)
-}
+/// The pod worker's back-off after a failed sync (pod_workers.go `completeWork`:
+/// `backOffPeriod` 10 s, `wait.Jitter` by up to half of it, the same at every failure): when a
+/// pod whose sandbox or configuration could not be made is tried again. [`crate::backoff`]
+/// shortens a wait by its jitter, so this is 15 s shortened by up to a third: 10 to 15 s.
+pub const POD_SYNC_BACKOFF: crate::backoff::Policy = crate::backoff::Policy {
+    initial: std::time::Duration::from_secs(15),
+    max: std::time::Duration::from_secs(15),
+    factor: 1,
+    jitter: 1.0 / 3.0,
+};
 
 /// A pod that has its sandbox and IP but whose containers cannot be configured yet (a Secret,
 /// ConfigMap or key it refers to is missing): its status says why, and it is tried again
-/// after [`config_retry_delay`], counting no restart, as the kubelet does.
+/// after [`POD_SYNC_BACKOFF`], counting no restart, as the kubelet does.
 struct Held {
     ip: String,
     netns: Option<Netns>,
@@ -312,27 +314,41 @@ struct PodSync<R> {
     status: mpsc::UnboundedSender<String>,
     /// Pods handed to the supervisor.
     running: HashSet<String>,
-    /// Pods refused (reported once).
+    /// Pods refused for good (reported once): not admitted, or a spec this node cannot run.
     refused: HashSet<String>,
+    /// The node's room for pods (the kubelet's admission).
+    allocatable: admission::Allocatable,
+    /// Admitted pods and their requests (they count against the node's room until deleted
+    /// or terminal).
+    admitted: HashMap<String, admission::Resources>,
+    /// Admitted pods whose sandbox could not be made yet (`no free pod IP`), by UID: the last
+    /// error (reported once).
+    waiting: HashMap<String, String>,
     /// Pods waiting for their configuration, by UID.
-    held: std::collections::HashMap<String, Held>,
-    /// Where a held pod's retry comes back (by UID).
+    held: HashMap<String, Held>,
+    /// Where a held or waiting pod's retry comes back (by UID).
     retry: mpsc::UnboundedSender<String>,
-    /// Held pods with a retry on its way (one each, however many watch events come).
+    /// Held or waiting pods with a retry on its way (one each, however many watch events come).
     retrying: HashSet<String>,
+    /// The delays of the retries.
+    backoff: crate::backoff::Backoff,
     report: R,
 }
 
 /// Watches the pods bound to `node_name` for ever and keeps the supervisor's pods in step:
-/// a new pod is added (unless it cannot run: then one event says why), a pod marked for
-/// deletion is stopped by the kill path with the deletion's grace period, a pod gone from the
-/// API is stopped at once. Each change of a pod's API object wakes the status writer (a
-/// readiness gate set by someone else changes Ready). `node_env` is what a container's
-/// environment needs of the node ([`super::env::PodContext`], its pod IPs left empty).
+/// a new pod is admitted (or refused, `Failed`, as the kubelet's admission) and added (unless
+/// it cannot run: then one event says why; a sandbox that cannot be made yet is retried with
+/// the kubelet's pod-sync back-off), a pod marked for deletion is stopped by the kill path with
+/// the deletion's grace period, a pod gone from the API is stopped at once. Each change of a
+/// pod's API object wakes the status writer (a readiness gate set by someone else changes
+/// Ready). The pods of a (re)list are taken oldest first, as the kubelet's
+/// `HandlePodAdditions`. `node_env` is what a container's environment needs of the node
+/// ([`super::env::PodContext`], its pod IPs left empty).
 #[allow(clippy::too_many_arguments)]
 pub async fn sync_pods(
     client: kube::Client,
     node_name: String,
+    allocatable: admission::Allocatable,
     node_env: super::env::PodContext,
     shared: Shared,
     ips: Arc<dyn PodIps>,
@@ -354,12 +370,16 @@ pub async fn sync_pods(
         status,
         running: HashSet::new(),
         refused: HashSet::new(),
-        held: std::collections::HashMap::new(),
+        allocatable,
+        admitted: HashMap::new(),
+        waiting: HashMap::new(),
+        held: HashMap::new(),
         retry,
         retrying: HashSet::new(),
+        backoff: crate::backoff::Backoff::new(POD_SYNC_BACKOFF),
         report,
     };
-    let mut listed: HashSet<String> = HashSet::new();
+    let mut listed: Vec<core::Pod> = Vec::new();
     let mut error_shown = false;
     loop {
         let event = tokio::select! {
@@ -371,7 +391,8 @@ pub async fn sync_pods(
                 sync.retrying.remove(&uid);
                 // The newest object the watch gave (gone: nothing to retry).
                 let pod = lock(&sync.shared).get(&uid).and_then(|s| s.api.clone());
-                if let Some(pod) = pod.filter(|_| sync.held.contains_key(&uid)) {
+                let again = sync.held.contains_key(&uid) || sync.waiting.contains_key(&uid);
+                if let Some(pod) = pod.filter(|_| again) {
                     sync.apply(pod).await;
                 }
                 continue;
@@ -397,28 +418,40 @@ pub async fn sync_pods(
         };
         match event {
             watcher::Event::Init => listed.clear(),
-            watcher::Event::InitApply(pod) | watcher::Event::Apply(pod) => {
-                if let Some(uid) = pod.metadata.uid.clone() {
-                    listed.insert(uid);
-                    sync.apply(pod).await;
-                }
-            }
+            watcher::Event::InitApply(pod) => listed.push(pod),
+            watcher::Event::Apply(pod) => sync.apply(pod).await,
             watcher::Event::InitDone => {
+                let uids: HashSet<String> = listed
+                    .iter()
+                    .filter_map(|p| p.metadata.uid.clone())
+                    .collect();
                 // Pods deleted while the watch was down.
                 let gone: Vec<String> = sync
                     .running
                     .iter()
                     .chain(sync.held.keys())
-                    .filter(|uid| !listed.contains(*uid))
+                    .chain(sync.admitted.keys())
+                    .chain(sync.waiting.keys())
+                    .chain(sync.refused.iter())
+                    .filter(|uid| !uids.contains(*uid))
                     .cloned()
+                    .collect::<HashSet<String>>()
+                    .into_iter()
                     .collect();
                 for uid in gone {
                     sync.stop(&uid);
                 }
+                listed.sort_by(|a, b| {
+                    a.metadata
+                        .creation_timestamp
+                        .cmp(&b.metadata.creation_timestamp)
+                });
+                for pod in std::mem::take(&mut listed) {
+                    sync.apply(pod).await;
+                }
             }
             watcher::Event::Delete(pod) => {
                 if let Some(uid) = pod.metadata.uid.as_deref() {
-                    sync.refused.remove(uid);
                     sync.stop(uid);
                 }
             }
@@ -428,8 +461,12 @@ pub async fn sync_pods(
 
 impl<R: Fn(String) + Send> PodSync<R> {
     /// Stops a pod gone from the API at once (its sandbox is released when its processes are
-    /// gone: [`Sink::pod_removed`]; a held pod's at once, nothing of it runs).
+    /// gone: [`Sink::pod_removed`]; a held pod's at once, nothing of it runs), and forgets it:
+    /// its place on the node is free.
     fn stop(&mut self, uid: &str) {
+        self.refused.remove(uid);
+        self.admitted.remove(uid);
+        self.waiting.remove(uid);
         if self.running.remove(uid) {
             let _ = self.commands.send(PodCommand::Delete {
                 uid: uid.to_string(),
@@ -471,6 +508,9 @@ impl<R: Fn(String) + Send> PodSync<R> {
             if self.held.remove(&uid).is_some() {
                 self.ips.release(&uid);
             }
+            self.refused.remove(&uid);
+            self.admitted.remove(&uid);
+            self.waiting.remove(&uid);
             delete_now(&self.client, &pod, &self.report).await;
             return;
         }
@@ -483,6 +523,21 @@ impl<R: Fn(String) + Send> PodSync<R> {
             return;
         }
         lock(&self.shared).entry(&uid).api = Some(pod.clone());
+        if self.waiting.contains_key(&uid) && self.retrying.contains(&uid) {
+            // Retried at its time, with the newest object.
+            return;
+        }
+        if !self.admitted.contains_key(&uid) {
+            let requests =
+                admission::pod_requests(pod.spec.as_ref().unwrap_or(&Default::default()));
+            let active = self.active();
+            if let Err(rejection) = admission::admit(self.allocatable, &active, requests) {
+                self.refused.insert(uid);
+                self.reject(&pod, &rejection).await;
+                return;
+            }
+            self.admitted.insert(uid.clone(), requests);
+        }
         // Tried again: the same sandbox.
         let again = self.held.get(&uid).map(|h| (h.ip.clone(), h.netns.clone()));
         let (ip, netns) = match again {
@@ -529,8 +584,11 @@ impl<R: Fn(String) + Send> PodSync<R> {
         send_conditions(&self.commands, &uid, &pod);
     }
 
-    /// A new pod: refused with one event if it cannot run here, else its sandbox and IP (and
-    /// one event per field it asks for that probelet does not do).
+    /// An admitted pod without a sandbox: refused for good with one event if it cannot run
+    /// here, else its sandbox and IP (and one event per field it asks for that probelet does
+    /// not do). A sandbox that cannot be made now (`no free pod IP`) is not a refusal: the pod
+    /// waits, with one `FailedCreatePodSandBox` event per new error, and is tried again after
+    /// [`POD_SYNC_BACKOFF`].
     async fn admit(&mut self, uid: &str, pod: &core::Pod) -> Option<(String, Option<Netns>)> {
         let spec = pod.spec.clone().unwrap_or_default();
         // The waiting reason of a pod refused: the kubelet's for the same failure.
@@ -539,10 +597,17 @@ impl<R: Fn(String) + Send> PodSync<R> {
             .or_else(|| unconfinable(pod, &spec).map(|m| ("CreateContainerConfigError", m)));
         let assigned = match why_not {
             Some(refusal) => Err(refusal),
-            None => self.ips.assign(uid).map_err(|m| ("ContainerCreating", m)),
+            None => match self.ips.assign(uid) {
+                Err(message) => {
+                    self.wait_for_sandbox(uid, pod, message).await;
+                    return None;
+                }
+                Ok(assigned) => Ok(assigned),
+            },
         };
         match assigned {
             Ok(assigned) => {
+                self.waiting.remove(uid);
                 note_ip_change(pod, &assigned.0, &self.report);
                 for line in unsupported(&spec) {
                     if let Err(e) =
@@ -570,6 +635,91 @@ impl<R: Fn(String) + Send> PodSync<R> {
                 let _ = self.status.send(uid.to_string());
                 None
             }
+        }
+    }
+
+    /// A pod whose sandbox cannot be made now: `Pending`, its containers `ContainerCreating`
+    /// with the error, one `FailedCreatePodSandBox` event per new error, tried again later.
+    async fn wait_for_sandbox(&mut self, uid: &str, pod: &core::Pod, message: String) {
+        if self.waiting.get(uid) != Some(&message) {
+            let reason = "FailedCreatePodSandBox";
+            if let Err(e) = warn(&self.client, &self.node_name, pod, reason, &message).await {
+                (self.report)(e.to_string());
+            }
+        }
+        let waiting = Waiting {
+            container: None,
+            reason: "ContainerCreating",
+            message: &message,
+        };
+        let host = self.node_env.host_ips.first().map_or("", String::as_str);
+        let status = held_status(pod, None, host, &waiting);
+        lock(&self.shared).entry(uid).rendered = Some(status);
+        let _ = self.status.send(uid.to_string());
+        self.waiting.insert(uid.to_string(), message);
+        self.retry_later(uid);
+    }
+
+    /// Sends `uid` back to the pod sync after [`POD_SYNC_BACKOFF`] (once, however many
+    /// failures come meanwhile).
+    fn retry_later(&mut self, uid: &str) {
+        if !self.retrying.insert(uid.to_string()) {
+            return;
+        }
+        let delay = self.backoff.next_delay();
+        let retry = self.retry.clone();
+        let uid = uid.to_string();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = retry.send(uid);
+        });
+    }
+
+    /// The requests of the admitted pods that are not terminal (the kubelet's active pods).
+    fn active(&self) -> Vec<admission::Resources> {
+        active(&self.admitted, &self.shared)
+    }
+
+    /// Refuses a pod the node has no room for, as the kubelet's `rejectPod`: one `Warning`
+    /// event with the reason and message, and the pod `Failed` with them (`Pod was rejected:
+    /// ...`).
+    async fn reject(&self, pod: &core::Pod, rejection: &admission::Rejection) {
+        let message = &rejection.message;
+        if let Err(e) = warn(
+            &self.client,
+            &self.node_name,
+            pod,
+            &rejection.reason,
+            message,
+        )
+        .await
+        {
+            (self.report)(e.to_string());
+        }
+        let (Some(ns), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) else {
+            return;
+        };
+        let patch = serde_json::json!({
+            "metadata": { "uid": pod.metadata.uid },
+            "status": {
+                "phase": "Failed",
+                "reason": rejection.reason,
+                "message": rejection.status_message(),
+            },
+        });
+        let pods: Api<core::Pod> = Api::namespaced(self.client.clone(), ns);
+        let what = format!("writing the status of pod {ns}/{name}");
+        let written = retry(3, || async {
+            pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+                .map_err(|e| NodeError::from_kube(&what, e))
+        })
+        .await;
+        match written {
+            Ok(_) => {}
+            // Deleted meanwhile.
+            Err(e) if e.code() == 404 || e.code() == 409 => {}
+            Err(e) => (self.report)(e.to_string()),
         }
     }
 
@@ -676,16 +826,31 @@ impl<R: Fn(String) + Send> PodSync<R> {
         let _ = self.status.send(uid.to_string());
         self.held
             .insert(uid.to_string(), Held { ip, netns, message });
-        if !self.retrying.insert(uid.to_string()) {
-            return;
-        }
-        let retry = self.retry.clone();
-        let uid = uid.to_string();
-        tokio::spawn(async move {
-            tokio::time::sleep(config_retry_delay()).await;
-            let _ = retry.send(uid);
-        });
+        self.retry_later(uid);
     }
+}
+
+/// The requests of the `admitted` pods that are not terminal in the engine's or the API
+/// server's view (the kubelet's active pods).
+fn active(
+    admitted: &HashMap<String, admission::Resources>,
+    shared: &Shared,
+) -> Vec<admission::Resources> {
+    let pods = lock(shared);
+    admitted
+        .iter()
+        .filter(|(uid, _)| !pods.get(uid).is_some_and(state_terminal))
+        .map(|(_, r)| *r)
+        .collect()
+}
+
+/// Whether the engine (or the API server) has the pod in a terminal phase.
+fn state_terminal(state: &super::state::PodState) -> bool {
+    let phase = |s: Option<&core::PodStatus>| {
+        s.and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Succeeded" || p == "Failed")
+    };
+    phase(state.rendered.as_ref()) || phase(state.api.as_ref().and_then(|p| p.status.as_ref()))
 }
 
 /// Why a pod's container (or every one, `container: None`) does not start.
@@ -889,6 +1054,55 @@ mod tests {
             .templates
             .remove(0)
             .spec
+    }
+
+    #[test]
+    fn i46_5_a_terminal_admitted_pod_takes_no_place() {
+        let shared: Shared = Arc::default();
+        let mut admitted = HashMap::new();
+        let one = admission::Resources {
+            milli_cpu: 100,
+            ..Default::default()
+        };
+        admitted.insert("a".to_string(), one);
+        admitted.insert("b".to_string(), one);
+        assert_eq!(active(&admitted, &shared).len(), 2);
+        lock(&shared).entry("b").rendered = Some(core::PodStatus {
+            phase: Some("Succeeded".into()),
+            ..Default::default()
+        });
+        assert_eq!(active(&admitted, &shared), vec![one]);
+        admitted.remove("a");
+        assert!(active(&admitted, &shared).is_empty());
+    }
+
+    #[test]
+    fn i46_6_a_failed_sync_waits_the_kubelets_10_s_plus_up_to_half_of_it() {
+        let mut backoff = crate::backoff::Backoff::new(POD_SYNC_BACKOFF);
+        let delays: Vec<std::time::Duration> = (0..50).map(|_| backoff.next_delay()).collect();
+        for d in &delays {
+            assert!(
+                *d >= std::time::Duration::from_secs(10)
+                    && *d <= std::time::Duration::from_secs(15),
+                "{d:?}"
+            );
+        }
+        // The same at every failure (no growth), at both ends of the jitter.
+        assert_eq!(
+            POD_SYNC_BACKOFF.delay(0, 0.0),
+            std::time::Duration::from_secs(15)
+        );
+        assert_eq!(
+            POD_SYNC_BACKOFF.delay(9, 0.0),
+            std::time::Duration::from_secs(15)
+        );
+        let shortest = POD_SYNC_BACKOFF.delay(9, 0.999_999);
+        assert!(
+            shortest >= std::time::Duration::from_millis(9_999),
+            "{shortest:?}"
+        );
+        // Jittered: a fleet of pods failing together does not retry in lock-step.
+        assert!(delays.iter().any(|d| *d != delays[0]), "{delays:?}");
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub const STATUS_CHECK: Duration = Duration::from_secs(10);
 /// How often the node's status is written even when nothing changed (the kubelet's
 /// `nodeStatusReportFrequency`).
 pub const STATUS_REPORT: Duration = Duration::from_secs(5 * 60);
-/// Pods a node takes at most (the kubelet's default `maxPods`).
+/// Pods a node takes at most by default (the kubelet's default `maxPods`).
 pub const MAX_PODS: u32 = 110;
 
 /// What the node reports about itself.
@@ -35,6 +35,8 @@ pub struct NodeIdentity {
     pub kubelet_port: u16,
     /// `nodeInfo.kubeletVersion`.
     pub version: String,
+    /// `capacity.pods` (`--max-pods`).
+    pub max_pods: u32,
 }
 
 fn now() -> Time {
@@ -52,7 +54,7 @@ fn condition(type_: &str, status: &str, reason: &str, message: &str) -> core::No
     }
 }
 
-/// The node's status: capacity and allocatable (this machine's CPUs and memory, 110 pods),
+/// The node's status: capacity and allocatable (this machine's CPUs and memory, `--max-pods`),
 /// addresses, the kubelet endpoint and the kubelet's four conditions, with its reasons.
 ///
 /// Only `InternalIP` is reported, no `Hostname`: the API server tries `Hostname` first and a
@@ -70,7 +72,7 @@ pub fn node_status(id: &NodeIdentity) -> core::NodeStatus {
     let resources: BTreeMap<String, Quantity> = [
         ("cpu", cpus.to_string()),
         ("memory", format!("{memory_kib}Ki")),
-        ("pods", MAX_PODS.to_string()),
+        ("pods", id.max_pods.to_string()),
         ("ephemeral-storage", "10Gi".to_string()),
     ]
     .into_iter()
@@ -290,63 +292,263 @@ fn status_changed(current: &core::NodeStatus, desired: &core::NodeStatus) -> boo
         || current.allocatable != desired.allocatable
 }
 
-/// Renews the node's lease every [`LEASE_RENEW`] for ever (creating it the first time). A
-/// failed renewal is reported through `report` and tried again at the next tick: the node
-/// lifecycle controller, not this loop, decides what a missed heartbeat means.
+/// The lease holder this process writes: the node's name, then this machine's boot (the
+/// first 16 hex digits of its boot id) and this process (PID and start time), so that two
+/// processes claiming one name (two machines, or a copy started by mistake) are told apart, and
+/// a holder of this boot whose process is gone is known dead without waiting for its lease.
+pub fn holder_identity(name: &str) -> String {
+    let owner = crate::runtime::registry::Owner::current().ok();
+    let (pid, start) = owner.map_or((0, 0), |o| (o.pid, o.start));
+    format!("{name}/{}-{pid}-{start}", boot())
+}
+
+/// This boot's id (16 hex digits), or a random one when it cannot be read (then no other
+/// holder is ever taken for one of this boot).
+fn boot() -> String {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap_or_else(|_| crate::wall::new_uid())
+        .replace('-', "");
+    id.trim().chars().take(16).collect()
+}
+
+/// Whether `holder` names a process of this boot that no longer runs.
+fn holder_gone(holder: &str) -> bool {
+    let Some((_, process)) = holder.rsplit_once('/') else {
+        return false;
+    };
+    let mut parts = process.split('-');
+    let (Some(b), Some(pid), Some(start), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let (Ok(pid), Ok(start)) = (pid.parse(), start.parse()) else {
+        return false;
+    };
+    b == boot() && !crate::runtime::registry::Owner { pid, start }.alive()
+}
+
+/// What a starting node does with the lease of its name (docs/node.md, "One node per name").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseVerdict {
+    /// No lease, no holder, or this process's own: join.
+    Take,
+    /// Another holder's lease that has not been renewed for longer than its duration, or whose
+    /// holder is a process of this machine's boot that is gone (a node that crashed): join,
+    /// taking it over.
+    TakeOver {
+        /// The former holder.
+        holder: String,
+        /// Seconds since its last renewal.
+        idle: i64,
+        /// Whether its process is known gone (a process of this boot).
+        gone: bool,
+    },
+    /// Another holder's lease, still valid: join only if it is not renewed before it expires.
+    Held {
+        /// The holder.
+        holder: String,
+        /// Its last renewal (the one to compare later reads with).
+        renewed: MicroTime,
+        /// Seconds until it expires, unless renewed.
+        left: i64,
+    },
+}
+
+/// Decides [`LeaseVerdict`] for `me` at `now` from the lease of its name as read.
+pub fn lease_verdict(
+    lease: Option<&Lease>,
+    me: &str,
+    now: k8s_openapi::jiff::Timestamp,
+) -> LeaseVerdict {
+    let Some(spec) = lease.and_then(|l| l.spec.as_ref()) else {
+        return LeaseVerdict::Take;
+    };
+    let holder = spec.holder_identity.clone().unwrap_or_default();
+    let Some(renewed) = spec.renew_time.clone() else {
+        return LeaseVerdict::Take;
+    };
+    if holder.is_empty() || holder == me {
+        return LeaseVerdict::Take;
+    }
+    // A duration from the API server is bounded before use: at most an hour of waiting.
+    let duration = i64::from(
+        spec.lease_duration_seconds
+            .unwrap_or(LEASE_SECONDS)
+            .clamp(1, 3600),
+    );
+    let idle = now.as_second().saturating_sub(renewed.0.as_second());
+    let gone = holder_gone(&holder);
+    if idle > duration || gone {
+        LeaseVerdict::TakeOver { holder, idle, gone }
+    } else {
+        LeaseVerdict::Held {
+            holder,
+            renewed,
+            left: duration - idle.max(0),
+        }
+    }
+}
+
+/// Waits until this process (`me`) may hold the lease of node `name`: at once when nobody
+/// else holds it; after a takeover note when its holder stopped renewing it (a crashed node);
+/// and refuses with [`NodeError::NameHeld`] as soon as another holder renews it (another node
+/// runs under this name). Bounded by the lease's duration.
+pub async fn acquire_lease(
+    client: &kube::Client,
+    name: &str,
+    me: &str,
+    note: &(impl Fn(String) + Send),
+) -> Result<(), NodeError> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let what = format!("reading the lease of node {name}");
+    let mut first: Option<MicroTime> = None;
+    loop {
+        let lease = retry(5, || async {
+            leases
+                .get_opt(name)
+                .await
+                .map_err(|e| NodeError::from_kube(&what, e))
+        })
+        .await?;
+        let now = k8s_openapi::jiff::Timestamp::now();
+        match lease_verdict(lease.as_ref(), me, now) {
+            LeaseVerdict::Take => return Ok(()),
+            LeaseVerdict::TakeOver { holder, idle, gone } => {
+                let why = if gone {
+                    "its process is gone".to_string()
+                } else {
+                    format!("not renewed for {idle}s")
+                };
+                note(format!(
+                    "taking over the lease of node {name} from {holder}: {why}"
+                ));
+                return Ok(());
+            }
+            LeaseVerdict::Held {
+                holder,
+                renewed,
+                left,
+            } => match &first {
+                None => {
+                    note(format!(
+                        "the lease of node {name} is held by {holder}: waiting up to {left}s to see whether it is still renewed"
+                    ));
+                    first = Some(renewed);
+                }
+                Some(seen) if *seen != renewed => {
+                    return Err(NodeError::NameHeld {
+                        name: name.to_string(),
+                        holder,
+                    });
+                }
+                Some(_) => {}
+            },
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Renews the node's lease as `me` every [`LEASE_RENEW`] until it is lost (the first renewal
+/// claims it, creating it or taking it over). A failed renewal is reported through `report` and
+/// tried again at the next tick: the node lifecycle controller, not this loop, decides what a
+/// missed heartbeat means. A lease another holder took over meanwhile (this node's renewals
+/// lapsed and another process of this name started) is not taken back: `lost` says so, and
+/// the node stops.
 pub async fn keep_lease(
     client: kube::Client,
     node: core::Node,
+    me: String,
+    lost: tokio::sync::oneshot::Sender<NodeError>,
     report: impl Fn(NodeError) + Send + 'static,
 ) {
     let name = node.metadata.name.clone().unwrap_or_default();
     let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
     let mut tick = tokio::time::interval(LEASE_RENEW);
+    let mut claimed = false;
     loop {
         tick.tick().await;
-        if let Err(e) = renew(&leases, &node, &name).await {
-            report(e);
+        match renew(&leases, &node, &name, &me, !claimed).await {
+            Ok(()) => claimed = true,
+            Err(e @ NodeError::NameHeld { .. }) => {
+                let _ = lost.send(e);
+                return;
+            }
+            Err(e) => report(e),
         }
     }
 }
 
-async fn renew(leases: &Api<Lease>, node: &core::Node, name: &str) -> Result<(), NodeError> {
+/// One renewal: a read, then a replace carrying its resourceVersion, so that a concurrent
+/// writer makes it fail (409) rather than be overwritten. `claim`: whoever holds it.
+async fn renew(
+    leases: &Api<Lease>,
+    node: &core::Node,
+    name: &str,
+    me: &str,
+    claim: bool,
+) -> Result<(), NodeError> {
     let renew_time = MicroTime(k8s_openapi::jiff::Timestamp::now());
     let what = format!("renewing the lease of node {name}");
-    let body = serde_json::json!({ "spec": {
-        "holderIdentity": name,
-        "leaseDurationSeconds": LEASE_SECONDS,
-        "renewTime": renew_time,
-    }});
-    match leases
-        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+    let current = leases
+        .get_opt(name)
         .await
-    {
-        Ok(_) => return Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => {}
-        Err(e) => return Err(NodeError::from_kube(&what, e)),
+        .map_err(|e| NodeError::from_kube(&what, e))?;
+    let mut lease = current.clone().unwrap_or_default();
+    let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
+    if let Some(holder) = holder.filter(|h| !claim && !h.is_empty() && h != me) {
+        return Err(NodeError::NameHeld {
+            name: name.to_string(),
+            holder,
+        });
     }
-    let lease = Lease {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            namespace: Some("kube-node-lease".into()),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "v1".into(),
-                kind: "Node".into(),
-                name: name.to_string(),
-                uid: node.metadata.uid.clone().unwrap_or_default(),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        },
-        spec: Some(LeaseSpec {
-            holder_identity: Some(name.to_string()),
-            lease_duration_seconds: Some(LEASE_SECONDS),
-            renew_time: Some(renew_time),
-            ..Default::default()
-        }),
+    lease.metadata.name = Some(name.to_string());
+    lease.metadata.namespace = Some("kube-node-lease".into());
+    lease.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: name.to_string(),
+        uid: node.metadata.uid.clone().unwrap_or_default(),
+        ..Default::default()
+    }]);
+    lease.spec = Some(LeaseSpec {
+        holder_identity: Some(me.to_string()),
+        lease_duration_seconds: Some(LEASE_SECONDS),
+        renew_time: Some(renew_time),
+        ..lease.spec.unwrap_or_default()
+    });
+    let written = if current.is_some() {
+        leases.replace(name, &PostParams::default(), &lease).await
+    } else {
+        leases.create(&PostParams::default(), &lease).await
     };
+    written
+        .map(|_| ())
+        .map_err(|e| NodeError::from_kube(&what, e))
+}
+
+/// Gives the lease up on a clean stop (clears its holder if it is still `me`), so that the
+/// node restarted under this name joins at once.
+pub async fn release_lease(client: &kube::Client, name: &str, me: &str) -> Result<(), NodeError> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let what = format!("releasing the lease of node {name}");
+    let Some(mut lease) = leases
+        .get_opt(name)
+        .await
+        .map_err(|e| NodeError::from_kube(&what, e))?
+    else {
+        return Ok(());
+    };
+    let Some(spec) = lease
+        .spec
+        .as_mut()
+        .filter(|s| s.holder_identity.as_deref() == Some(me))
+    else {
+        return Ok(());
+    };
+    spec.holder_identity = None;
     leases
-        .create(&PostParams::default(), &lease)
+        .replace(name, &PostParams::default(), &lease)
         .await
         .map(|_| ())
         .map_err(|e| NodeError::from_kube(&what, e))
@@ -362,6 +564,7 @@ mod tests {
             address: "127.0.0.1".into(),
             kubelet_port: 10250,
             version: "v1.33.0".into(),
+            max_pods: MAX_PODS,
         }
     }
 
@@ -383,6 +586,78 @@ mod tests {
             .flatten()
             .find(|c| c.type_ == "Ready")
             .unwrap()
+    }
+
+    fn lease(holder: Option<&str>, renewed_at: i64, duration: i32) -> Lease {
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(Into::into),
+                renew_time: Some(MicroTime(
+                    k8s_openapi::jiff::Timestamp::from_second(renewed_at).unwrap(),
+                )),
+                lease_duration_seconds: Some(duration),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn i46_7_a_lease_renewed_by_another_holder_is_held_and_one_left_to_expire_is_taken_over() {
+        let at = |s| k8s_openapi::jiff::Timestamp::from_second(s).unwrap();
+        let me = "n1/aaaa";
+        assert_eq!(lease_verdict(None, me, at(100)), LeaseVerdict::Take);
+        assert_eq!(
+            lease_verdict(Some(&lease(None, 90, 40)), me, at(100)),
+            LeaseVerdict::Take,
+            "released on a clean stop"
+        );
+        assert_eq!(
+            lease_verdict(Some(&lease(Some(me), 90, 40)), me, at(100)),
+            LeaseVerdict::Take
+        );
+        let held = lease_verdict(Some(&lease(Some("n1/bbbb"), 90, 40)), me, at(100));
+        assert!(
+            matches!(&held, LeaseVerdict::Held { holder, left: 30, .. } if holder == "n1/bbbb"),
+            "{held:?}"
+        );
+        // Exactly at expiry it is still valid; a second later it is not.
+        assert!(matches!(
+            lease_verdict(Some(&lease(Some("n1"), 60, 40)), me, at(100)),
+            LeaseVerdict::Held { left: 0, .. }
+        ));
+        assert_eq!(
+            lease_verdict(Some(&lease(Some("n1"), 59, 40)), me, at(100)),
+            LeaseVerdict::TakeOver {
+                holder: "n1".into(),
+                idle: 41,
+                gone: false
+            }
+        );
+        // A duration from outside is bounded: an absurd one waits an hour at most.
+        assert!(matches!(
+            lease_verdict(Some(&lease(Some("x"), 0, i32::MAX)), me, at(3601)),
+            LeaseVerdict::TakeOver { .. }
+        ));
+        // This process holds it: alive. A process of this boot that is gone: dead at once.
+        let id = holder_identity("n1");
+        assert!(
+            id.starts_with(&format!("n1/{}-{}-", boot(), std::process::id())),
+            "{id}"
+        );
+        assert!(!holder_gone(&id));
+        let dead = format!("n1/{}-{}-1", boot(), std::process::id());
+        assert!(holder_gone(&dead));
+        assert!(matches!(
+            lease_verdict(Some(&lease(Some(&dead), 99, 40)), me, at(100)),
+            LeaseVerdict::TakeOver { .. }
+        ));
+        // Another boot's, or a kubelet's bare name: only its lease's expiry tells.
+        assert!(!holder_gone(&format!(
+            "n1/0000000000000000-{}-1",
+            std::process::id()
+        )));
+        assert!(!holder_gone("n1"));
     }
 
     #[test]

@@ -896,7 +896,11 @@ fn i29_3_unreachable_api_server_wrong_token_and_rbac_403_are_one_clear_error_eac
     for (file, expect) in [
         (&unreachable, "the API server is unreachable"),
         (&wrong, "401 Unauthorized"),
-        (&forbidden, "forbids creating node n-bad (403 Forbidden)"),
+        // The first request is the read of the node's lease (issue 46 item 7).
+        (
+            &forbidden,
+            "forbids reading the lease of node n-bad (403 Forbidden)",
+        ),
     ] {
         let started = Instant::now();
         let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
@@ -1366,7 +1370,9 @@ fn r14_1_the_node_lease_is_held_by_the_node_for_40_s_owned_by_it_and_renewed() {
         );
         std::thread::sleep(Duration::from_millis(200));
     };
-    assert_eq!(lease["spec"]["holderIdentity"], "n-lease", "{lease}");
+    // The holder is this process: the node's name and a random part (issue 46 item 7).
+    let holder = lease["spec"]["holderIdentity"].as_str().unwrap_or_default();
+    assert!(holder.starts_with("n-lease/"), "{lease}");
     assert_eq!(lease["spec"]["leaseDurationSeconds"], 40, "{lease}");
     let owner = &lease["metadata"]["ownerReferences"][0];
     assert_eq!(owner["kind"], "Node", "{lease}");
@@ -2630,6 +2636,358 @@ fn i46_3_after_kill_9_a_node_of_another_name_in_another_control_plane_starts_and
     assert!(!link_exists(&other_bridge));
     drop(dead);
 }
+
+/// A pod bound to `node` that sleeps (`sleep SECONDS`, the marker of its process), with
+/// `requests` (`cpu: 10m`, ...) and `spec` (indented lines) added.
+fn sleeping_pod(name: &str, node: &str, seconds: u32, requests: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 1\n{spec}  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '{seconds}']\n    resources: {{requests: {{{requests}}}}}\n"
+    )
+}
+
+/// The pod's phase, reason and message.
+fn phase_reason_message(ns: &str, name: &str) -> (String, String, String) {
+    let p = pod_json(ns, name);
+    let field = |k: &str| p["status"][k].as_str().unwrap_or_default().to_string();
+    (field("phase"), field("reason"), field("message"))
+}
+
+/// Issue 46 item 5: the kubelet's admission. With `--max-pods 3` (capacity.pods 3), a pod whose
+/// cpu or memory request exceeds allocatable and the fourth active pod are refused: `Failed`,
+/// the kubelet's reason and `Pod was rejected: ...` message, one Warning event, no process. A
+/// completed pod does not count, and a deleted one frees its place.
+#[test]
+fn i46_5_pods_beyond_max_pods_or_allocatable_are_refused_failed_with_the_kubelets_reason() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("admit");
+    let node_name = "n-admit";
+    let node = Node::start_at(
+        node_name,
+        "127.0.0.1",
+        &["--pod-network", "host", "--max-pods", "3"],
+    );
+    let capacity = node_json(node_name)["status"]["capacity"].clone();
+    assert_eq!(capacity["pods"], "3", "{capacity}");
+    let cpus: i64 = capacity["cpu"].as_str().unwrap().parse().unwrap();
+    let memory_kib: i64 = capacity["memory"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches("Ki")
+        .parse()
+        .unwrap();
+    let refused = |name: &str, reason: &str, message: &str| {
+        let got = wait_until(&format!("{name} refused"), Duration::from_secs(30), || {
+            let got = phase_reason_message(&ns, name);
+            (got.0 == "Failed").then_some(got)
+        });
+        assert_eq!(
+            got,
+            (
+                "Failed".into(),
+                reason.into(),
+                format!("Pod was rejected: {message}")
+            ),
+            "{}",
+            node.output()
+        );
+        let events = events_of(&ns, name);
+        assert!(
+            events.iter().any(|e| e["reason"] == reason
+                && e["type"] == "Warning"
+                && e["message"] == message),
+            "{events:?}"
+        );
+        // kubectl shows the reason as the pod's status, as for a kubelet's refusal.
+        let line = kubectl_ok(&["get", "pod", name, "-n", &ns, "--no-headers"]);
+        assert!(line.contains(reason), "{line}");
+    };
+    // Beyond allocatable: 100,000 cores; 1 PiB (the scheduler is not involved: nodeName).
+    kubectl_apply(
+        &ns,
+        &sleeping_pod("cpu", node_name, 4651, "cpu: '100000'", ""),
+    );
+    refused(
+        "cpu",
+        "OutOfcpu",
+        &format!(
+            "Node didn't have enough resource: cpu, requested: 100000000, used: 0, capacity: {}",
+            cpus * 1000
+        ),
+    );
+    kubectl_apply(
+        &ns,
+        &sleeping_pod("mem", node_name, 4651, "memory: 1Pi", ""),
+    );
+    refused(
+        "mem",
+        "OutOfmemory",
+        &format!(
+            "Node didn't have enough resource: memory, requested: {}, used: 0, capacity: {}",
+            1i64 << 50,
+            memory_kib * 1024
+        ),
+    );
+    // A completed pod is not active: it takes no place.
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: done}\nspec:\n  nodeName: n-admit\n  restartPolicy: Never\n  containers:\n  - {name: app, image: busybox, command: ['true']}\n",
+    );
+    wait_until("done Succeeded", Duration::from_secs(30), || {
+        (phase_reason_message(&ns, "done").0 == "Succeeded").then_some(())
+    });
+    for name in ["a1", "a2", "a3"] {
+        kubectl_apply(&ns, &sleeping_pod(name, node_name, 4652, "cpu: 10m", ""));
+        wait_until(&format!("{name} Running"), Duration::from_secs(30), || {
+            (phase_reason_message(&ns, name).0 == "Running").then_some(())
+        });
+    }
+    kubectl_apply(&ns, &sleeping_pod("a4", node_name, 4653, "cpu: 10m", ""));
+    refused(
+        "a4",
+        "OutOfpods",
+        "Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3",
+    );
+    assert!(process_with("sleep 4653").is_none(), "a4 was started");
+    assert!(
+        process_with("sleep 4651").is_none(),
+        "a refused pod was started"
+    );
+    // A deleted pod frees its place.
+    kubectl_ok(&["delete", "pod", "a1", "-n", &ns]);
+    kubectl_apply(&ns, &sleeping_pod("a5", node_name, 4652, "cpu: 10m", ""));
+    wait_until("a5 Running", Duration::from_secs(30), || {
+        (phase_reason_message(&ns, "a5").0 == "Running").then_some(())
+    });
+    assert!(!node.output().contains("panicked"));
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 46 item 6: a pod whose sandbox cannot be made (`no free pod IP`) is retried with the
+/// kubelet's pod-sync back-off (10 s, up to 50 % jitter), and runs once an IP is free. The
+/// node's pod CIDR is a /29 (five addresses: one for the Service proxy's sandbox, four pods),
+/// set on its Node object before it joins.
+#[test]
+fn i46_6_a_pod_without_a_free_ip_is_retried_and_runs_once_one_is_freed() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("retry");
+    let node_name = "n-retry";
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n-retry}\nspec: {podCIDR: 10.244.251.0/29, podCIDRs: [10.244.251.0/29]}\n",
+    );
+    let node = Node::start(node_name);
+    let mut ips = Vec::new();
+    for name in ["f1", "f2", "f3", "f4"] {
+        kubectl_apply(&ns, &sleeping_pod(name, node_name, 4661, "", ""));
+        ips.push(wait_until(
+            &format!("{name} Running"),
+            Duration::from_secs(30),
+            || {
+                let p = pod_json(&ns, name);
+                (p["status"]["phase"] == "Running").then(|| p["status"]["podIP"].clone())
+            },
+        ));
+    }
+    kubectl_apply(&ns, &sleeping_pod("second", node_name, 4662, "", ""));
+    let event = wait_until(
+        "the sandbox failure's event",
+        Duration::from_secs(30),
+        || {
+            events_of(&ns, "second")
+                .into_iter()
+                .find(|e| e["reason"] == "FailedCreatePodSandBox")
+        },
+    );
+    let message = event["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no free pod IP"), "{event}");
+    assert_eq!(phase_reason_message(&ns, "second").0, "Pending");
+    kubectl_ok(&["delete", "pod", "f1", "-n", &ns]);
+    let freed = Instant::now();
+    let ip = wait_until("second Running", Duration::from_secs(60), || {
+        let p = pod_json(&ns, "second");
+        (p["status"]["phase"] == "Running").then(|| p["status"]["podIP"].clone())
+    });
+    assert_eq!(ip, ips[0], "f1's address, freed");
+    assert!(process_with("sleep 4662").is_some(), "second's process");
+    // One event for the repeated error, however many retries.
+    let failures = events_of(&ns, "second")
+        .into_iter()
+        .filter(|e| e["reason"] == "FailedCreatePodSandBox")
+        .count();
+    assert_eq!(failures, 1, "retried after {:?}", freed.elapsed());
+    assert!(!node.output().contains("panicked"));
+    drop(node);
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 46 item 7: one node per name. A second `probelet node` of a name whose lease another
+/// process renews refuses to join, with one error and exit 1, and touches neither the Node
+/// nor its pods; after `kill -9` of the first, a node started under that name on this machine
+/// takes the lease over (its holder's process is gone), and runs the pods again.
+#[test]
+fn i46_7_a_second_node_of_a_held_name_refuses_to_join_and_a_crashed_ones_lease_is_taken_over() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("twin");
+    let name = "n-twin";
+    let mut first = Node::start_at(name, "127.0.0.1", &["--pod-network", "host"]);
+    kubectl_apply(&ns, &sleeping_pod("web", name, 4671, "", ""));
+    wait_until("the pod's process", Duration::from_secs(30), || {
+        process_with("sleep 4671")
+    });
+    let lease_path =
+        format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}");
+    let holder = wait_until("the lease", Duration::from_secs(30), || {
+        api_get(&lease_path)?["spec"]["holderIdentity"]
+            .as_str()
+            .map(str::to_string)
+    });
+    let port = node_json(name)["status"]["daemonEndpoints"]["kubeletEndpoint"]["port"].clone();
+    // Another machine's node of the same name: its own run directory.
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let (out_file, err_file) = (dir.path().join("out"), dir.path().join("err"));
+    /// Killed when dropped (a failed assertion leaves no node running); once reaped, `kill`
+    /// signals nothing.
+    struct Twin(Child);
+    impl Drop for Twin {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut twin = Twin(
+        Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .args(["node", "--name", name, "--pod-network", "host"])
+            .args(["--kubelet-listen", "127.0.0.1:0"])
+            .arg("--kubeconfig")
+            .arg(&cluster().kubeconfig)
+            .arg("--run-dir")
+            .arg(dir.path().join("run"))
+            .stdout(std::fs::File::create(&out_file).unwrap())
+            .stderr(std::fs::File::create(&err_file).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // A second node that joins runs until stopped: killed after 60 s, it fails the test.
+    let status = common::poll_until(
+        "the second node's exit",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || twin.0.try_wait().unwrap(),
+    );
+    drop(twin);
+    let stdout = std::fs::read_to_string(&out_file).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_file).unwrap_or_default();
+    assert_eq!(status.code(), Some(1), "{stdout}\n{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains(&format!("node {name} runs elsewhere")) && errors[0].contains(&holder),
+        "{stderr}"
+    );
+    // Told within a renewal period or two, not at the lease's expiry.
+    assert!(
+        started.elapsed() < Duration::from_secs(35),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        !stdout.contains("/web[app]"),
+        "the second node ran a pod: {stdout}"
+    );
+    assert_eq!(
+        node_json(name)["status"]["daemonEndpoints"]["kubeletEndpoint"]["port"],
+        port,
+        "the second node rewrote the Node"
+    );
+    assert_eq!(
+        api_get(&lease_path).unwrap()["spec"]["holderIdentity"],
+        holder.as_str()
+    );
+    assert!(process_with("sleep 4671").is_some());
+    // A crash: the lease is no longer renewed, and the next node of the name takes it over.
+    let mut child = first.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until("no pod process left", Duration::from_secs(5), || {
+        process_with("sleep 4671").is_none().then_some(())
+    });
+    let second = Node::start_at(name, "127.0.0.1", &["--pod-network", "host"]);
+    wait_until("the lease taken over", Duration::from_secs(60), || {
+        let now = api_get(&lease_path)?["spec"]["holderIdentity"]
+            .as_str()?
+            .to_string();
+        (now != holder && now.starts_with(&format!("{name}/"))).then_some(())
+    });
+    assert!(
+        second.output().contains(&format!(
+            "taking over the lease of node {name} from {holder}"
+        )),
+        "{}",
+        second.output()
+    );
+    wait_until("the pod runs again", Duration::from_secs(30), || {
+        process_with("sleep 4671")
+    });
+    drop(second);
+    drop(first);
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Issue 46 item 7: a node whose lease another holder took over (its renewals lapsed, and a
+/// node of its name started elsewhere) does not take it back: it stops its pods and exits 1
+/// with one error at its next renewal.
+#[test]
+fn i46_7_a_node_whose_lease_another_holder_took_over_stops_its_pods_and_exits() {
+    let _slot = crate::common::two_at_a_time();
+    let _shared = shared_server();
+    let ns = namespace("fence");
+    let name = "n-fence";
+    let mut node = Node::start_at(name, "127.0.0.1", &["--pod-network", "host"]);
+    kubectl_apply(&ns, &sleeping_pod("web", name, 4681, "", ""));
+    wait_until("the pod's process", Duration::from_secs(30), || {
+        process_with("sleep 4681")
+    });
+    wait_until("the lease", Duration::from_secs(30), || {
+        api_get(&format!(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
+        ))
+    });
+    kubectl_ok(&[
+        "patch",
+        "lease",
+        name,
+        "-n",
+        "kube-node-lease",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"holderIdentity":"n-fence/elsewhere"}}"#,
+    ]);
+    // The next renewal (every 10 s) finds the other holder.
+    let status = wait_until("the node's exit", Duration::from_secs(40), || {
+        node.child.as_mut().unwrap().try_wait().unwrap()
+    });
+    node.child = None;
+    let output = node.output();
+    assert_eq!(status.code(), Some(1), "{output}");
+    let errors: Vec<&str> = output.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{output}");
+    assert!(
+        errors[0].contains("node n-fence runs elsewhere")
+            && errors[0].contains("n-fence/elsewhere"),
+        "{output}"
+    );
+    assert!(
+        process_with("sleep 4681").is_none(),
+        "a pod process survived"
+    );
+    kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
 /// Issue 45 item 6: a pod's environment is the kubelet's on a cluster node: `secretKeyRef`,
 /// `configMapKeyRef` (an optional missing key gives no variable), `fieldRef`,
 /// `resourceFieldRef`, `envFrom` with `prefix` (an invalid key is skipped with the kubelet's
