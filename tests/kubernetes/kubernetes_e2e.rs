@@ -995,8 +995,8 @@ spec:
     assert_eq!(gate_status(&ns, "gated").as_deref(), Some("True"));
     // The sidecar found the API server at the ClusterIP (not at the kubeconfig's 127.0.0.1,
     // which in the pod's namespace is the pod itself).
-    let env = pod_environment("/tmp/sidecar.yaml", "gated");
-    let dep = pod_tmp("gated").join("dep-ok");
+    let env = pod_environment("/tmp/sidecar.yaml", &ns, "gated");
+    let dep = pod_tmp(&ns, "gated").join("dep-ok");
     assert!(
         env.contains(&"KUBERNETES_SERVICE_HOST=10.0.0.1".to_string())
             && env.contains(&"KUBERNETES_SERVICE_PORT=443".to_string()),
@@ -1022,7 +1022,7 @@ spec:
 }
 
 /// The environment of the process whose command line contains `marker` and `name`.
-fn pod_environment(marker: &str, name: &str) -> Vec<String> {
+fn pod_environment(marker: &str, namespace: &str, name: &str) -> Vec<String> {
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
@@ -1041,7 +1041,12 @@ fn pod_environment(marker: &str, name: &str) -> Vec<String> {
             .split('\0')
             .map(str::to_string)
             .collect();
-        if env.iter().any(|e| e == &format!("POD_NAME={name}")) {
+        // Another test's pod may have the same name (in its own namespace).
+        if env.iter().any(|e| e == &format!("POD_NAME={name}"))
+            && env
+                .iter()
+                .any(|e| e == &format!("POD_NAMESPACE={namespace}"))
+        {
             return env;
         }
     }
@@ -1261,7 +1266,7 @@ spec:
 
     // One pod's gate goes False: the PDB has no disruption left, and an eviction of a second
     // pod is refused with 429.
-    std::fs::write(pod_tmp(&pods[0]).join(format!("down-{}", pods[0])), "").unwrap();
+    std::fs::write(pod_tmp(&ns, &pods[0]).join(format!("down-{}", pods[0])), "").unwrap();
     wait_for(Duration::from_secs(10), "pod 0 not ready", || {
         ready_pods(&ns)
             .iter()
@@ -1285,7 +1290,7 @@ spec:
         "{t}"
     );
     // The first pod is Ready again: the eviction goes through.
-    std::fs::remove_file(pod_tmp(&pods[0]).join(format!("down-{}", pods[0]))).unwrap();
+    std::fs::remove_file(pod_tmp(&ns, &pods[0]).join(format!("down-{}", pods[0]))).unwrap();
     wait_for(
         Duration::from_secs(20),
         "the PDB allows one disruption",
@@ -2010,13 +2015,16 @@ fn in_pod_config(config: &Path) -> String {
 
 /// The private /tmp of node pod `pod`'s sidecar, as the node sees it (`/proc/PID/root/tmp` of
 /// the process whose `POD_NAME` is `pod`).
-fn pod_tmp(pod: &str) -> PathBuf {
+fn pod_tmp(namespace: &str, pod: &str) -> PathBuf {
     let want = format!("POD_NAME={pod}");
+    // Another test's pod may have the same name (in its own namespace).
+    let want_ns = format!("POD_NAMESPACE={namespace}");
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
         let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
         if cmdline.windows(8).any(|w| w == b"sidecar\0")
             && environ.split(|b| *b == 0).any(|v| v == want.as_bytes())
+            && environ.split(|b| *b == 0).any(|v| v == want_ns.as_bytes())
         {
             return e.path().join("root/tmp");
         }
