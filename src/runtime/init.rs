@@ -325,9 +325,6 @@ pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// PID 1 of the container's namespace.
-/// The open-files limit the init builds a root under (see [`inner`]).
-const BUILD_NOFILE: u64 = 4096;
-
 fn inner(config: &Config, read_only_root: bool, binds: &[BindMount], status: OwnedFd) -> ! {
     // Dies with the outer init. (Its parent is outside its PID namespace, so `getppid` says 0
     // and cannot tell whether the outer init died before the prctl; a SIGKILL of the
@@ -337,28 +334,9 @@ fn inner(config: &Config, read_only_root: bool, binds: &[BindMount], status: Own
     block_signals(false);
     // SAFETY: one umask call (device nodes and directories get exactly their modes).
     unsafe { libc::umask(0) };
-    // Building the root holds a clone of every entry of `/etc` at once (over a hundred
-    // descriptors): a node started with a small open-files limit (`prlimit --nofile=64`) would
-    // fail every container with EMFILE. The init, still privileged, lifts the limit while it
-    // builds, and the command gets the node's own limit back.
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let node_limit = getrlimit(Resource::Nofile);
-    if node_limit.current.is_some_and(|soft| soft < BUILD_NOFILE) {
-        let building = node_limit
-            .maximum
-            .map_or(BUILD_NOFILE, |m| m.max(BUILD_NOFILE));
-        let _ = setrlimit(
-            Resource::Nofile,
-            Rlimit {
-                current: Some(building),
-                maximum: Some(building),
-            },
-        );
-    }
     if let Err((e, what)) = build_root(read_only_root, binds) {
         fail_io(&e, what);
     }
-    let _ = setrlimit(Resource::Nofile, node_limit);
     // SAFETY: restores the usual umask for the command.
     unsafe { libc::umask(0o022) };
     // The report descriptor must not reach the command: the exec closes it.
@@ -418,6 +396,10 @@ fn at(what: impl FnOnce() -> String) -> impl FnOnce(rustix::io::Errno) -> (io::E
 /// to bind (taken now, so a source anywhere, `/tmp` included, stays reachable), or a symbolic link.
 enum Entry {
     Tree(OwnedFd, PathBuf, bool),
+    /// A host path outside the staging point, cloned (read-only) only when it is attached: one
+    /// descriptor at a time, however many entries `/etc` has (a node under `prlimit
+    /// --nofile=64` failed every container with EMFILE when all were held at once).
+    Host(PathBuf),
     Link(PathBuf, PathBuf),
 }
 
@@ -442,6 +424,7 @@ fn host_entry(path: &Path, target: &Path) -> Step<Option<Entry>> {
                 .map_err(|e| (e, format!("readlink {}", path.display())))?;
             Ok(Some(Entry::Link(to, target.to_path_buf())))
         }
+        Ok(_) if path == target && !path.starts_with("/tmp") => Ok(Some(Entry::Host(path.into()))),
         Ok(_) => clone_tree(path, target, true).map(Some),
     }
 }
@@ -598,6 +581,10 @@ pub fn build_root(read_only_root: bool, binds: &[BindMount]) -> Step<()> {
         mount_fs("tmpfs", &root.join("tmp"), flags, TMP_TMPFS)?;
     }
     for entry in entries {
+        let entry = match entry {
+            Entry::Host(path) => clone_tree(&path, &path, true)?,
+            other => other,
+        };
         match entry {
             Entry::Link(to, at_path) => {
                 let dest = inside(root, &at_path);
@@ -608,6 +595,7 @@ pub fn build_root(read_only_root: bool, binds: &[BindMount]) -> Step<()> {
                 std::os::unix::fs::symlink(&to, &dest)
                     .map_err(|e| (e, format!("link {}", dest.display())))?;
             }
+            Entry::Host(_) => unreachable!("cloned above"),
             Entry::Tree(fd, at_path, ro) => {
                 let dir = rustix::fs::fstat(&fd)
                     .map(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_dir())
