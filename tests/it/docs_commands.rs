@@ -926,8 +926,11 @@ fn i26_3_the_demo_terminal_shows_killing_and_backoff_after_60s() {
         .filter(|l| l.ends_with("default/demo (further events of this pod filtered like the kubelet's; see kubectl get events)"))
         .count();
     assert_eq!(notes, 1, "{text}");
+    // The probes' Warning events ran out of their bucket (the note above), but client-go's spam
+    // key includes the event's type (R9.3): the Normal `Killing` events have a bucket of their
+    // own, so the API has them too (read before the last kills, hence at most the terminal's).
     assert!(
-        api_kills < kills as u64,
+        (1..=kills as u64).contains(&api_kills),
         "the API's events are client-go's, spam filter included: {api_kills} Killing there, {kills} on the terminal"
     );
 }
