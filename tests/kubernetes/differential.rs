@@ -41,8 +41,9 @@ const RESTARTING_AT_DELETION: &str =
 /// more than the probe's 1 s timeout; only `exec-timeout` is about timeouts.
 const SLOW_CRI_EXEC: &str = "the kubelet's CRI exec of a trivial command can exceed 1 s under load";
 
-/// Differences that are the environment's or timing's, not probelet's: (scenario or `*`, what,
-/// why).
+/// Differences that are the environment's or timing's, not probelet's, and the open divergences
+/// of probelet's own, marked OPEN and listed in docs/reference-kubelet.md until fixed: (scenario
+/// or `*`, what, why).
 const ENVIRONMENT: &[(&str, &str, &str)] = &[
     (
         "*",
