@@ -403,16 +403,24 @@ enum Entry {
     Link(PathBuf, PathBuf),
 }
 
-/// A clone of the mount at `source` (not its submounts), to attach at `target` in the new root.
-fn clone_tree(source: &Path, target: &Path, read_only: bool) -> Step<Entry> {
+/// A clone of the mount at `source` (not its submounts).
+fn open_clone(source: &Path) -> Step<OwnedFd> {
     use rustix::mount::OpenTreeFlags as F;
-    let fd = rustix::mount::open_tree(
+    rustix::mount::open_tree(
         rustix::fs::CWD,
         source,
         F::OPEN_TREE_CLONE | F::OPEN_TREE_CLOEXEC,
     )
-    .map_err(at(|| format!("bind {}", source.display())))?;
-    Ok(Entry::Tree(fd, target.to_path_buf(), read_only))
+    .map_err(at(|| format!("bind {}", source.display())))
+}
+
+/// A clone of the mount at `source`, to attach at `target` in the new root.
+fn clone_tree(source: &Path, target: &Path, read_only: bool) -> Step<Entry> {
+    Ok(Entry::Tree(
+        open_clone(source)?,
+        target.to_path_buf(),
+        read_only,
+    ))
 }
 
 /// A host path as an entry: its link, or a clone of it; `None` when it does not exist.
@@ -466,6 +474,28 @@ fn entries(binds: &[BindMount]) -> Step<Vec<Entry>> {
         out.push(clone_tree(&b.source, &b.target, b.read_only)?);
     }
     Ok(out)
+}
+
+/// Attaches the cloned mount `fd` at `at_path` inside the new root, read-only at once if `ro`:
+/// a later mount point (a volume's) must never be created in the host's directories through it.
+fn attach(root: &Path, fd: OwnedFd, at_path: &Path, ro: bool) -> Step<()> {
+    let dir = rustix::fs::fstat(&fd)
+        .map(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_dir())
+        .unwrap_or(true);
+    let dest = inside(root, at_path);
+    mount_point(&dest, dir)?;
+    rustix::mount::move_mount(
+        fd.as_fd(),
+        "",
+        rustix::fs::CWD,
+        &dest,
+        rustix::mount::MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )
+    .map_err(at(|| format!("attach {}", dest.display())))?;
+    if ro {
+        remount_read_only(&dest)?;
+    }
+    Ok(())
 }
 
 /// `path` inside the new root (`root` + `path` without its leading `/`).
@@ -581,10 +611,6 @@ pub fn build_root(read_only_root: bool, binds: &[BindMount]) -> Step<()> {
         mount_fs("tmpfs", &root.join("tmp"), flags, TMP_TMPFS)?;
     }
     for entry in entries {
-        let entry = match entry {
-            Entry::Host(path) => clone_tree(&path, &path, true)?,
-            other => other,
-        };
         match entry {
             Entry::Link(to, at_path) => {
                 let dest = inside(root, &at_path);
@@ -595,27 +621,8 @@ pub fn build_root(read_only_root: bool, binds: &[BindMount]) -> Step<()> {
                 std::os::unix::fs::symlink(&to, &dest)
                     .map_err(|e| (e, format!("link {}", dest.display())))?;
             }
-            Entry::Host(_) => unreachable!("cloned above"),
-            Entry::Tree(fd, at_path, ro) => {
-                let dir = rustix::fs::fstat(&fd)
-                    .map(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_dir())
-                    .unwrap_or(true);
-                let dest = inside(root, &at_path);
-                mount_point(&dest, dir)?;
-                rustix::mount::move_mount(
-                    fd.as_fd(),
-                    "",
-                    rustix::fs::CWD,
-                    &dest,
-                    rustix::mount::MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
-                )
-                .map_err(at(|| format!("attach {}", dest.display())))?;
-                // At once: a later mount point (a volume's) must never be created in the
-                // host's directories through this bind.
-                if ro {
-                    remount_read_only(&dest)?;
-                }
-            }
+            Entry::Host(path) => attach(root, open_clone(&path)?, &path, true)?,
+            Entry::Tree(fd, at_path, ro) => attach(root, fd, &at_path, ro)?,
         }
     }
     // /etc's own subdirectories that hold secrets (the entries themselves are skipped above).
