@@ -1101,6 +1101,214 @@ fn i46_1_a_pod_curls_a_service_cluster_ip_and_gets_the_backends_answer() {
     kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }
 
+/// docs/kubernetes.md's label flow (section 2) on a node with the default pod network (issue 46
+/// item 1): a real Alertmanager routes the example's two alerts to `probelet alerts webhook`,
+/// run as the doc says (the example config, the doc's least-privilege kubeconfig), which labels
+/// the pod while they fire; the pod's sidecar, in its own network namespace, watches its pod
+/// through the `kubernetes` Service's ClusterIP and follows the labels: it shows the mode, and
+/// `strategy/degrade=cache-only` keeps its gate True while the database check fails. Resolving
+/// the alerts removes the labels, and the gate goes False.
+#[test]
+fn i46_1_the_alert_labels_reach_the_sidecar_of_a_pod_on_a_pod_network() {
+    let _slot = crate::common::two_at_a_time();
+    let ns = namespace("podnetlabel");
+    let tmp = tempfile::tempdir().unwrap();
+    apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
+    let node_name = format!("podnet-label-{}", std::process::id());
+    let node = Node::start_pod_network(&node_name, tmp.path(), 233);
+    // The example's sidecar (examples/rollout-safety/sidecar.yaml), its database check an exec
+    // of a file in the pod's own /tmp that the test flips through /proc/PID/root.
+    let config = tmp.path().join("sidecar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "readinessGate: {GATE}\nchecks:\n- name: orders-db\n  probe: {{exec: {{command: [test, -f, /tmp/db-ok]}}, periodSeconds: 1, failureThreshold: 1}}\ndegrade:\n  cache-only: [orders-db]\n"
+        ),
+    )
+    .unwrap();
+    apply(
+        &ns,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: app, labels: {{app: orders}}}}
+spec:
+  nodeName: {node_name}
+  serviceAccountName: probelet-sidecar
+  terminationGracePeriodSeconds: 2
+  readinessGates: [{{conditionType: {GATE}}}]
+  containers:
+  - name: probe-sidecar
+    image: probelet
+    command: [sh, -c, 'touch /tmp/db-ok && printf "%s" "$SIDECAR_CONFIG" > /tmp/sidecar.yaml && exec "$0" sidecar /tmp/sidecar.yaml --listen 0.0.0.0:8086', "{bin}"]
+    env:
+    - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+    - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    - {{name: SIDECAR_CONFIG, value: {config}}}
+    readinessProbe: {{tcpSocket: {{port: 8086}}, periodSeconds: 1}}
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            config = in_pod_config(&config),
+        ),
+    );
+    let log = || std::fs::read_to_string(&node.out).unwrap_or_default();
+    let pod_ip = wait_for(Duration::from_secs(40), "the pod runs", || {
+        pod_json(&ns, "app")["status"]["podIP"]
+            .as_str()
+            .map(str::to_string)
+    });
+    assert!(pod_ip.starts_with("10.244.233."), "{pod_ip}\n{}", log());
+    let sidecar = format!("{pod_ip}:8086");
+    let verbose = || common::http(&sidecar, "GET", "/readyz?verbose", "").1;
+    let ready = |want: &str| -> Option<Value> {
+        let c = condition(&pod_json(&ns, "app"), "Ready")?;
+        (c["status"] == want).then_some(c)
+    };
+    let started = Instant::now();
+    while ready("True").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "not Ready through the gate within 40 s; the sidecar says:\n{}\nthe node says:\n{}",
+            verbose(),
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // The webhook as docs/kubernetes.md runs it (on a port of the test's).
+    let own = docs_webhook_kubeconfig(tmp.path());
+    let webhook_addr = format!("127.0.0.1:{}", free_port());
+    let webhook_log = tmp.path().join("webhook.log");
+    let _webhook = Killed(
+        Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["alerts", "webhook", "examples/rollout-safety/webhook.yaml"])
+            .arg("--kubeconfig")
+            .arg(&own)
+            .args(["--listen", &webhook_addr])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&webhook_log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(Duration::from_secs(20), "the webhook listening", || {
+        std::net::TcpStream::connect(&webhook_addr).ok()
+    });
+    // The example's Alertmanager config, with the test's addresses and shorter waits.
+    let am_config = tmp.path().join("alertmanager.yml");
+    let token = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rollout-safety/webhook-token");
+    let example = repo_file("examples/rollout-safety/alertmanager.yml");
+    let adapted = example
+        .replace(
+            "http://127.0.0.1:9095/alerts",
+            &format!("http://{webhook_addr}/alerts"),
+        )
+        .replace(
+            "/etc/alertmanager/probelet-webhook-token",
+            token.to_str().unwrap(),
+        )
+        .replace("group_wait: 10s", "group_wait: 1s")
+        .replace("group_interval: 1m", "group_interval: 1s");
+    assert!(
+        adapted.contains("group_wait: 1s") && adapted.contains("group_interval: 1s"),
+        "{adapted}"
+    );
+    std::fs::write(&am_config, adapted).unwrap();
+    let am = Alertmanager::start(&am_config);
+    let post = |labels: &str, ends: &str| {
+        let body = format!(r#"[{{"labels":{{{labels}}}{ends}}}]"#);
+        let (code, answer) = common::http_body(
+            &am.addr,
+            "POST",
+            "/api/v2/alerts",
+            "Content-Type: application/json\r\n",
+            &body,
+        );
+        assert_eq!(code, 200, "{answer}");
+    };
+    let latency = format!(r#""alertname":"HighLatencyAlert","namespace":"{ns}","pod":"app""#);
+    let dependency =
+        format!(r#""alertname":"DependencyDown","namespace":"{ns}","service":"orders""#);
+    post(&latency, "");
+    post(&dependency, "");
+    let webhook_says = || std::fs::read_to_string(&webhook_log).unwrap_or_default();
+    let started = Instant::now();
+    loop {
+        let l = labels(&ns, "app");
+        if l["probe/debug"] == "latency" && l["strategy/degrade"] == "cache-only" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "labels {l}; the webhook says:\n{}",
+            webhook_says()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The sidecar follows them through the ClusterIP: its mode, and the database is weak.
+    wait_for(
+        Duration::from_secs(10),
+        "the sidecar shows the mode",
+        || {
+            verbose()
+                .contains("mode: probe/debug=latency strategy/degrade=cache-only\n")
+                .then_some(())
+        },
+    );
+    let db_ok = pod_tmp(&ns, "app").join("db-ok");
+    std::fs::remove_file(&db_ok).unwrap();
+    let body = wait_for(
+        Duration::from_secs(10),
+        "the database check failing",
+        || {
+            let b = verbose();
+            b.contains("[-]orders-db failed:").then_some(b)
+        },
+    );
+    assert!(body.contains("(not required)"), "{body}");
+    assert!(body.contains(&format!("gate: {GATE} True")), "{body}");
+    assert_eq!(gate_status(&ns, "app").as_deref(), Some("True"));
+    assert!(ready("True").is_some(), "degraded, the pod stays Ready");
+
+    // DependencyDown resolves: its label goes, the database is required again, the gate False.
+    let past = format!(
+        r#","endsAt":"{}""#,
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(1)
+    );
+    post(&dependency, &past);
+    let c = wait_for(
+        Duration::from_secs(30),
+        "Ready=False through the gate",
+        || ready("False"),
+    );
+    assert_eq!(c["reason"], "ReadinessGatesNotReady", "{c}");
+    let l = labels(&ns, "app");
+    assert!(l.get("strategy/degrade").is_none(), "{l}");
+    assert_eq!(
+        (&l["probe/debug"], &l["app"]),
+        (&Value::from("latency"), &Value::from("orders"))
+    );
+    post(&latency, &past);
+    wait_for(
+        Duration::from_secs(15),
+        "the sidecar back to normal",
+        || verbose().contains("mode: normal\n").then_some(()),
+    );
+    std::fs::write(&db_ok, "").unwrap();
+    wait_for(Duration::from_secs(10), "Ready=True again", || {
+        ready("True")
+    });
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "-n",
+        &ns,
+        "app",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+}
+
 /// The machine's address on its default route (the API server refuses loopback addresses in
 /// EndpointSlices).
 fn host_ip() -> String {
@@ -1668,20 +1876,16 @@ fn i44_10_one_list_and_one_patch_per_pod_per_request() {
     assert_eq!((lists, patches), (1, 0), "LISTs and PATCHes of pods");
 }
 
-#[test]
-fn i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning() {
-    let _slot = crate::common::two_at_a_time();
-    let ns = namespace("leastpriv");
-    let tmp = tempfile::tempdir().unwrap();
-    gated_pod(&ns, "app");
-    // The documented commands (docs/kubernetes.md, section 2), with the test's own paths.
+/// The webhook's least-privilege kubeconfig, made in `dir` by docs/kubernetes.md's commands
+/// (section 2) with the test's own paths.
+fn docs_webhook_kubeconfig(dir: &Path) -> PathBuf {
     let doc = repo_file("docs/kubernetes.md");
     let commands: Vec<&str> = doc
         .lines()
         .filter(|l| l.starts_with("kubectl --kubeconfig /tmp/cp/"))
         .collect();
     assert_eq!(commands.len(), 5, "{commands:?}");
-    let own = tmp.path().join("webhook.kubeconfig");
+    let own = dir.join("webhook.kubeconfig");
     for c in commands {
         let c = c
             .replace("/tmp/cp/webhook.kubeconfig", own.to_str().unwrap())
@@ -1694,6 +1898,16 @@ fn i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning() {
             .unwrap();
         assert!(out.status.success(), "{c}: {}", text(&out));
     }
+    own
+}
+
+#[test]
+fn i44_7_the_docs_least_privilege_account_runs_the_webhook_without_a_warning() {
+    let _slot = crate::common::two_at_a_time();
+    let ns = namespace("leastpriv");
+    let tmp = tempfile::tempdir().unwrap();
+    gated_pod(&ns, "app");
+    let own = docs_webhook_kubeconfig(tmp.path());
     // The documented command itself (on any free port): it starts with no warning.
     let example_log = tmp.path().join("example.log");
     let _example = Killed(
