@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::node_e2e::{transition_second, unix_now};
+use crate::node_support::{transition_second, unix_now};
 use common::cluster::Cluster;
 
-/// The control plane of these tests (not node_e2e's: tests/common/cluster.rs says why),
+/// The control plane of these tests (not the node_* modules': tests/common/cluster.rs says why),
 /// started on first use.
 fn cluster() -> &'static Cluster {
     common::cluster::cluster("probelet-k8s-e2e")
@@ -186,7 +186,7 @@ fn wait_gate(ns: &str, pod: &str, want: &str, budget: Duration) {
 /// causes it) to the `lastTransitionTime` its writer (the sidecar, the node) stamped on
 /// `condition` when it decided: probelet's decision time, not when the API server, a
 /// controller or this test got round to it on a loaded machine. Asserted within `objective`
-/// plus 5 s (a generous bound on a decision, as node_e2e's i29_2); the objective itself (+1 s:
+/// plus 5 s (a generous bound on a decision, as node_lifecycle's i29_2); the objective itself (+1 s:
 /// lastTransitionTime has whole seconds) is the SLO run's.
 #[track_caller]
 fn assert_decided(what: &str, condition: &Value, since: i64, objective: i64) {
@@ -839,6 +839,8 @@ fn i30_1_a_node_pod_whose_sidecar_writes_the_gate_flips_ready_with_its_dependenc
     let tmp = tempfile::tempdir().unwrap();
     apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
     let node_name = format!("gate-node-{}", std::process::id());
+    // Host network: the dependency is a listener on the host's loopback, which a pod network
+    // cannot reach; the same flow on the default pod network is the `i46_1_the_gate_is_…` test.
     let node = Node::start(&node_name, tmp.path(), "127.0.0.1");
     let mut db = TcpTarget::listening();
     let port = free_port();
@@ -1404,9 +1406,8 @@ fn i30_3_the_pdb_refuses_an_eviction_while_a_gate_is_false_and_a_failing_rollout
     let ns = namespace("rollout");
     let tmp = tempfile::tempdir().unwrap();
     apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
-    let ip = host_ip();
     let node_name = format!("rollout-node-{}", std::process::id());
-    let _node = Node::start(&node_name, tmp.path(), &ip);
+    let _node = Node::start_pod_network(&node_name, tmp.path(), 234);
     // Each replica's sidecar checks its own dependency: a file named after the pod must not
     // exist (`/tmp/down-POD`, in the pod's own /tmp), and `$DEP` (the version's dependency) must.
     let config = tmp.path().join("sidecar.yaml");
@@ -1552,6 +1553,8 @@ fn i30_1_postgres_down_takes_the_pod_out_of_the_endpointslice_through_the_gate_a
     apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
     let ip = host_ip();
     let node_name = format!("pg-node-{}", std::process::id());
+    // Host network: deps_support's PostgreSQL and Redis listen on (and admit) the host's
+    // loopback only, which a pod network cannot reach.
     let _node = Node::start(&node_name, tmp.path(), &ip);
     let mut pg = deps_support::Postgres::start();
     let redis = deps_support::Redis::start("cache-secret");
@@ -2050,6 +2053,8 @@ fn i46_1_a_gate_that_cannot_be_written_takes_the_pod_out_through_its_container_r
     apply(&ns, &repo_file("deploy/kubernetes/sidecar-rbac.yaml"));
     let ip = host_ip();
     let node_name = format!("stuck-gate-node-{}", std::process::id());
+    // Host network: the sidecar must reach the API server through the test's cuttable proxy
+    // on the host's loopback, not through the node's ClusterIP proxy.
     let _node = Node::start(&node_name, tmp.path(), &ip);
     let mut db = TcpTarget::listening();
     let (api_host, api_port) = api_host_port();
