@@ -2,9 +2,9 @@
 //! killed (`scripts/control-plane kill`) when the test binary exits: the fixture of the
 //! Kubernetes-mode tests.
 //!
-//! Each module that needs one asks for its own by name (node_e2e and kubernetes_e2e share the
-//! `kubernetes` test binary, never a control plane): node_e2e restarts its API server and
-//! counts its status writes, and a node it registers would run the Pending pods kubernetes_e2e
+//! Each module that needs one asks for its own by name (the node_* modules and kubernetes_e2e
+//! share the `kubernetes` test binary, never a control plane): the node tests restart their API
+//! server and count its status writes, and a node it registers would run the Pending pods kubernetes_e2e
 //! keeps on its control plane.
 
 use std::collections::BTreeMap;
@@ -79,7 +79,7 @@ extern "C" fn kill_at_exit() {
     let clusters = CLUSTERS.lock().unwrap_or_else(|e| e.into_inner());
     // SIGKILL, all at once: the data goes with the directory, and an API server with a watch
     // still open ignores SIGTERM until `down` kills it after 15 s (`down` with a `kubectl get
-    // -w` open: 14.6 s, without: 1.6 s). node_e2e's control planes ended that way although no
+    // -w` open: 14.6 s, without: 1.6 s). The node tests' control planes ended that way although no
     // node or kubectl was left by then, and one after the other made the binary's exit take
     // 24-30 s (BENCHMARKS.md, "The loop").
     let downs: Vec<_> = clusters

@@ -149,7 +149,7 @@ pub fn reset_peak(pid: u32) {
 }
 
 /// The crash sweep's query values (issue 44: tests/fuzz/sweep.rs, and the kubelet port's in
-/// tests/kubernetes/node_e2e.rs), as they appear in the request line (invalid UTF-8
+/// tests/kubernetes/node_logs.rs), as they appear in the request line (invalid UTF-8
 /// percent-encoded): i64/u64 max and min, negatives, NaN, `1e999`, a 64 KiB string, nothing.
 pub fn query_values() -> Vec<String> {
     let mut values: Vec<String> = [

@@ -10,7 +10,7 @@
 //! (HTTP, gRPC frames over HTTP/1, and gRPC over HTTP/2 with tonic's client), `probelet
 //! alerts webhook` (its kubeconfig names a port that refuses connections: a plan that reaches
 //! the API answers 502, a refused body a 4xx) and `run`'s `PATCH pods/NAME/status`. The
-//! node's kubelet port is swept with the same values in tests/kubernetes/node_e2e.rs
+//! node's kubelet port is swept with the same values in tests/kubernetes/node_logs.rs
 //! (`i44_sweep_…`): it needs a control plane.
 //!
 //! Bounded: about 1,500 requests on loopback, each on a fresh connection.

@@ -5,7 +5,7 @@
 //!
 //! Separate test binaries: tests/server_edge_emfile.rs, because it lowers the process's
 //! descriptor limit; tests/kubernetes/, the modules that start control planes (control_plane,
-//! kubernetes_e2e, node_e2e): four servers starting and nodes running pods load both cores; and
+//! kubernetes_e2e, the node_* modules): four servers starting and nodes running pods load both cores; and
 //! the suites that bound latencies (tests/monitor_hostile.rs, run_hostile.rs, event_storm.rs,
 //! sidecar.rs), which fail on 2 cores when the other modules run beside them.
 
