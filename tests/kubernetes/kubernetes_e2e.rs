@@ -1176,6 +1176,13 @@ spec:
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The sidecar reaches the API server at the ClusterIP (the kubeconfig's 127.0.0.1 is, in
+    // the pod's namespace, the pod itself).
+    let env = pod_environment("/tmp/sidecar.yaml", &ns, "app");
+    assert!(
+        env.contains(&"KUBERNETES_SERVICE_HOST=10.0.0.1".to_string()),
+        "{env:?}"
+    );
 
     // The webhook as docs/kubernetes.md runs it (on a port of the test's).
     let own = docs_webhook_kubeconfig(tmp.path());
