@@ -1318,6 +1318,142 @@ spec:
     ]);
 }
 
+/// docs/kubernetes.md's other way to run the webhook, "in a cluster, run the webhook as a pod
+/// of that ServiceAccount" (issue 46 item 1): the webhook runs as a pod of
+/// `probelet-alerts-webhook` on a node with the default pod network, its kubeconfig made in
+/// the pod from what the node gives every pod (the ClusterIP and the account's token and CA).
+/// A real Alertmanager on the host posts to the pod's IP; the label lands and goes.
+#[test]
+fn i46_1_the_alerts_webhook_runs_as_a_pod_of_its_service_account_on_a_pod_network() {
+    let _slot = crate::common::two_at_a_time();
+    let ns = namespace("podnetwebhook");
+    let tmp = tempfile::tempdir().unwrap();
+    apply("default", &repo_file("deploy/kubernetes/webhook-rbac.yaml"));
+    gated_pod(&ns, "app");
+    let node_name = format!("podnet-webhook-{}", std::process::id());
+    let node = Node::start_pod_network(&node_name, tmp.path(), 235);
+    // An in-cluster kubeconfig: the pod fills in its service variables and credentials.
+    let kubeconfig = "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'https://HOST:PORT', certificate-authority: SADIR/ca.crt}}]\nusers: [{name: u, user: {tokenFile: SADIR/token}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n";
+    let pod = format!("webhook-{}", std::process::id());
+    apply(
+        "default",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {pod}}}
+spec:
+  nodeName: {node_name}
+  serviceAccountName: probelet-alerts-webhook
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: webhook
+    image: probelet
+    command: [sh, -c, 'umask 077 && printf "%s" "$WEBHOOK_TOKEN" > /tmp/webhook-token && printf "%s" "$WEBHOOK_CONFIG" > /tmp/webhook.yaml && printf "%s" "$WEBHOOK_KUBECONFIG" | sed "s|HOST|$KUBERNETES_SERVICE_HOST|; s|PORT|$KUBERNETES_SERVICE_PORT|; s|SADIR|$PROBELET_SERVICE_ACCOUNT_DIR|g" > /tmp/kubeconfig && exec "$0" alerts webhook /tmp/webhook.yaml --kubeconfig /tmp/kubeconfig --listen 0.0.0.0:9095', "{bin}"]
+    env:
+    - {{name: WEBHOOK_TOKEN, value: {token}}}
+    - {{name: WEBHOOK_CONFIG, value: {config}}}
+    - {{name: WEBHOOK_KUBECONFIG, value: {kubeconfig}}}
+    readinessProbe: {{httpGet: {{path: /healthz, port: 9095}}, periodSeconds: 1}}
+"#,
+            bin = env!("CARGO_BIN_EXE_probelet"),
+            token =
+                serde_json::to_string(repo_file("examples/rollout-safety/webhook-token").trim())
+                    .unwrap(),
+            config =
+                serde_json::to_string(&repo_file("examples/rollout-safety/webhook.yaml")).unwrap(),
+            kubeconfig = serde_json::to_string(kubeconfig).unwrap(),
+        ),
+    );
+    let log = || std::fs::read_to_string(&node.out).unwrap_or_default();
+    let started = Instant::now();
+    let webhook_ip = loop {
+        let p = pod_json("default", &pod);
+        if condition(&p, "Ready").is_some_and(|c| c["status"] == "True") {
+            break p["status"]["podIP"].as_str().unwrap().to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "the webhook pod not ready within 40 s: {}\nthe node says:\n{}",
+            p["status"],
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(webhook_ip.starts_with("10.244.235."), "{webhook_ip}");
+    let am_config = tmp.path().join("alertmanager.yml");
+    let token = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rollout-safety/webhook-token");
+    std::fs::write(
+        &am_config,
+        repo_file("examples/rollout-safety/alertmanager.yml")
+            .replace(
+                "http://127.0.0.1:9095/alerts",
+                &format!("http://{webhook_ip}:9095/alerts"),
+            )
+            .replace(
+                "/etc/alertmanager/probelet-webhook-token",
+                token.to_str().unwrap(),
+            )
+            .replace("group_wait: 10s", "group_wait: 1s")
+            .replace("group_interval: 1m", "group_interval: 1s"),
+    )
+    .unwrap();
+    let am = Alertmanager::start(&am_config);
+    let post = |ends: &str| {
+        let body = format!(
+            r#"[{{"labels":{{"alertname":"HighLatencyAlert","namespace":"{ns}","pod":"app"}}{ends}}}]"#
+        );
+        let (code, answer) = common::http_body(
+            &am.addr,
+            "POST",
+            "/api/v2/alerts",
+            "Content-Type: application/json\r\n",
+            &body,
+        );
+        assert_eq!(code, 200, "{answer}");
+    };
+    let webhook_says = || text(&kubectl_in(&["logs", "-n", "default", &pod], None));
+    post("");
+    let started = Instant::now();
+    while labels(&ns, "app")["probe/debug"] != "latency" {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no label; the webhook says:\n{}",
+            webhook_says()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let past = format!(
+        r#","endsAt":"{}""#,
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(1)
+    );
+    post(&past);
+    wait_for(
+        Duration::from_secs(15),
+        "the label removed on resolve",
+        || {
+            labels(&ns, "app")
+                .get("probe/debug")
+                .is_none()
+                .then_some(())
+        },
+    );
+    // Least privilege: the account may do no more than list and patch pods.
+    assert!(
+        !webhook_says().contains("can do more"),
+        "{}",
+        webhook_says()
+    );
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "-n",
+        "default",
+        &pod,
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+}
+
 /// The machine's address on its default route (the API server refuses loopback addresses in
 /// EndpointSlices).
 fn host_ip() -> String {
