@@ -19,4 +19,5 @@ mod control_plane;
 mod differential;
 mod kubernetes_e2e;
 mod node_e2e;
+mod node_volumes;
 mod reference_kubelet;

@@ -1,0 +1,349 @@
+//! `probelet node`'s pod volumes under a real control plane (issue 45, "Volumes"): emptyDir,
+//! configMap, secret, downwardAPI and the service-account token volume the API server adds,
+//! mounted at their `mountPath` in the pod's sandbox, read with the real `kubectl`; a missing
+//! ConfigMap holds the pod in `ContainerCreating` with the kubelet's `FailedMount` event until
+//! it exists; `hostPath` needs a node flag.
+//!
+//! The helpers are this file's own while node_e2e.rs is being split (they follow its).
+
+use crate::common;
+
+use serde_json::Value;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+
+/// The control plane the node tests share.
+fn cluster() -> &'static Cluster {
+    common::cluster::cluster("probelet-node-e2e")
+}
+
+fn text(out: &Output) -> String {
+    common::output_text(out)
+}
+
+fn kubectl(args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(args)
+        .output()
+        .expect("run kubectl")
+}
+
+fn kubectl_ok(args: &[&str]) -> String {
+    let out = kubectl(args);
+    assert!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn kubectl_apply(ns: &str, yaml: &str) {
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&cluster().kubeconfig)
+        .args(["apply", "-n", ns, "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "kubectl apply: {}", text(&out));
+}
+
+fn api_get(path: &str) -> Option<Value> {
+    cluster().get(path)
+}
+
+fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    common::poll_until(what, timeout, Duration::from_millis(200), f)
+}
+
+/// A namespace of this test's own, once its `default` service account exists.
+fn namespace(name: &str) -> String {
+    let ns = format!("{name}-{}", std::process::id());
+    kubectl_ok(&["create", "namespace", &ns]);
+    wait_until(
+        "the default service account",
+        Duration::from_secs(30),
+        || api_get(&format!("/api/v1/namespaces/{ns}/serviceaccounts/default")).map(|_| ()),
+    );
+    ns
+}
+
+/// A running `probelet node` on the host network (these tests are about the sandbox's file
+/// system, not the pod network); SIGTERM when dropped, and its namespace deleted.
+struct Node {
+    name: String,
+    ns: String,
+    child: Option<Child>,
+    out: std::path::PathBuf,
+}
+
+impl Node {
+    fn start(name: &str, ns: &str, extra: &[&str]) -> Node {
+        let c = cluster();
+        let out = c.dir.join(format!("node-{name}.out"));
+        let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
+            .arg("node")
+            .arg("--kubeconfig")
+            .arg(&c.kubeconfig)
+            .args(["--name", name, "--node-ip", "127.0.0.1"])
+            .args(["--kubelet-listen", "127.0.0.1:0", "--pod-network", "host"])
+            .arg("--run-dir")
+            .arg(c.dir.join(format!("run-{name}")))
+            .args(extra)
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::options().append(true).open(&out).unwrap())
+            .spawn()
+            .unwrap();
+        let node = Node {
+            name: name.to_string(),
+            ns: ns.to_string(),
+            child: Some(child),
+            out,
+        };
+        wait_until(
+            &format!("node {name} Ready"),
+            Duration::from_secs(30),
+            || {
+                let v = api_get(&format!("/api/v1/nodes/{name}"))?;
+                v["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    .then_some(())
+            },
+        );
+        node
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.ns, "--wait=false"]);
+        if let Some(mut child) = self.child.take() {
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let end = Instant::now() + Duration::from_secs(30);
+            while child.try_wait().unwrap().is_none() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = kubectl(&["delete", "node", &self.name, "--wait=false"]);
+    }
+}
+
+fn pod_json(ns: &str, name: &str) -> Value {
+    api_get(&format!("/api/v1/namespaces/{ns}/pods/{name}"))
+        .unwrap_or_else(|| panic!("pod {ns}/{name} not found"))
+}
+
+/// The pod's log once it has printed `line`.
+fn logs_with(node: &Node, ns: &str, pod: &str, line: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let last = text(&kubectl(&["logs", "-n", ns, pod]));
+        if last.contains(line) {
+            return last;
+        }
+        if Instant::now() > end {
+            panic!(
+                "pod {ns}/{pod} did not print {line:?}:\n{last}\n{:#}\nnode:\n{}",
+                pod_json(ns, pod)["status"],
+                node.output()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The Warning events of a pod: (reason, message).
+fn warnings(ns: &str, pod: &str) -> Vec<(String, String)> {
+    let list = api_get(&format!(
+        "/api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.name={pod}"
+    ))
+    .unwrap_or_default();
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["type"] == "Warning")
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or_default().to_string(),
+                e["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 45, "Volumes": a pod's emptyDir (memory-backed, `sizeLimit`), configMap (`items`,
+/// `subPath`), secret (tmpfs, `defaultMode`), downwardAPI and the API server's
+/// service-account volume are mounted where its spec says, read-only where the kubelet makes
+/// them so, group-owned by `fsGroup`; the token authenticates an in-cluster `kubectl` as the
+/// pod's service account; an updated ConfigMap reaches the running pod in place.
+#[test]
+fn i45_6_a_pods_volumes_are_mounted_at_their_mount_paths() {
+    let _slot = common::two_at_a_time();
+    let ns = namespace("vols");
+    let node = Node::start("n-vols", &ns, &[]);
+    kubectl_ok(&[
+        "create",
+        "configmap",
+        "conf",
+        "-n",
+        &ns,
+        "--from-literal=app.yaml=x: 1",
+        "--from-literal=other=o",
+    ]);
+    kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "sec",
+        "-n",
+        &ns,
+        "--from-literal=password=s3cret",
+    ]);
+    kubectl_apply(
+        &ns,
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: vols}
+spec:
+  nodeName: n-vols
+  securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 2000}
+  volumes:
+  - {name: scratch, emptyDir: {medium: Memory, sizeLimit: 1Mi}}
+  - {name: conf, configMap: {name: conf, items: [{key: app.yaml, path: app.yaml}]}}
+  - {name: sec, secret: {secretName: sec, defaultMode: 0400}}
+  - {name: info, downwardAPI: {items: [{path: name, fieldRef: {fieldPath: metadata.name}}]}}
+  containers:
+  - name: app
+    image: busybox
+    volumeMounts:
+    - {name: scratch, mountPath: /scratch}
+    - {name: conf, mountPath: /etc/app}
+    - {name: conf, mountPath: /single.yaml, subPath: app.yaml}
+    - {name: sec, mountPath: /secret}
+    - {name: info, mountPath: /info}
+    command:
+    - sh
+    - -c
+    - |
+      echo "conf=$(cat /etc/app/app.yaml) single=$(cat /single.yaml) other=$(ls /etc/app/other 2>&1 | grep -c 'No such')"
+      echo "secret=$(cat /secret/password) mode=$(stat -L -c %a:%g /secret/password) fs=$(stat -f -c %T /secret)"
+      echo "name=$(cat /info/name) groups=$(id -G)"
+      echo hello > /scratch/f && echo "scratch=$(cat /scratch/f) fs=$(stat -f -c %T /scratch) blocks=$(stat -f -c %b /scratch) group=$(stat -c %g /scratch)"
+      touch /etc/app/x 2>/dev/null && echo conf-writable || echo conf-read-only
+      SA=/var/run/secrets/kubernetes.io/serviceaccount
+      echo "sa=$(ls $SA | tr '\n' ,) ns=$(cat $SA/namespace)"
+      kubectl get pod vols 2>&1 | tail -n1
+      while true; do echo "now=$(cat /etc/app/app.yaml)"; sleep 1; done
+"#,
+    );
+    let logs = logs_with(&node, &ns, "vols", "now=x: 1");
+    assert!(logs.contains("conf=x: 1 single=x: 1 other=1\n"), "{logs}");
+    assert!(
+        logs.contains("secret=s3cret mode=440:2000 fs=tmpfs\n"),
+        "{logs}"
+    );
+    assert!(logs.contains("name=vols groups=1000 2000\n"), "{logs}");
+    // 1 MiB of 4 KiB blocks.
+    assert!(
+        logs.contains("scratch=hello fs=tmpfs blocks=256 group=2000\n"),
+        "{logs}"
+    );
+    assert!(logs.contains("conf-read-only\n"), "{logs}");
+    assert!(
+        logs.contains(&format!("sa=ca.crt,namespace,token, ns={ns}\n")),
+        "{logs}"
+    );
+    // The token authenticated kubectl as the pod's service account (which may not read pods).
+    assert!(
+        logs.contains(&format!(
+            "User \"system:serviceaccount:{ns}:default\" cannot get resource \"pods\""
+        )),
+        "{logs}"
+    );
+    // The update reaches the running pod at its next sync (a change of the pod wakes it).
+    let patch = r#"{"data":{"app.yaml":"x: 2"}}"#;
+    kubectl_ok(&["patch", "configmap", "conf", "-n", &ns, "-p", patch]);
+    kubectl_ok(&["annotate", "pod", "vols", "-n", &ns, "resync=1"]);
+    logs_with(&node, &ns, "vols", "now=x: 2");
+    // Deleted: its volumes go with it (no tmpfs left under the run directory).
+    kubectl_ok(&["delete", "pod", "vols", "-n", &ns, "--grace-period=1"]);
+    let run_dir = cluster().dir.join("run-n-vols");
+    wait_until(
+        "the pod's volumes unmounted",
+        Duration::from_secs(30),
+        || {
+            let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+            (!mounts.contains(&run_dir.display().to_string())).then_some(())
+        },
+    );
+}
+
+/// Issue 45, "Volumes": a volume's missing ConfigMap holds the pod in `ContainerCreating` with
+/// the kubelet's `FailedMount` event, retried until the ConfigMap exists; a `hostPath` volume
+/// on a node without `--allow-host-path` is refused with a Warning that names the field.
+#[test]
+fn i45_6_a_missing_config_map_is_failed_mount_until_it_exists_and_host_path_needs_the_flag() {
+    let _slot = common::two_at_a_time();
+    let ns = namespace("volwait");
+    let node = Node::start("n-volwait", &ns, &[]);
+    kubectl_apply(
+        &ns,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: waits}\nspec:\n  nodeName: n-volwait\n  volumes: [{name: c, configMap: {name: later}}]\n  containers:\n  - {name: app, image: busybox, command: [sh, -c, 'echo \"got $(cat /c/k)\"; sleep 600'], volumeMounts: [{name: c, mountPath: /c}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: host}\nspec:\n  nodeName: n-volwait\n  volumes: [{name: h, hostPath: {path: /etc}}]\n  containers:\n  - {name: app, image: busybox, command: [cat, /h/hostname], volumeMounts: [{name: h, mountPath: /h}]}\n",
+    );
+    let message = "MountVolume.SetUp failed for volume \"c\" : configmap \"later\" not found";
+    wait_until("the FailedMount event", Duration::from_secs(30), || {
+        warnings(&ns, "waits")
+            .iter()
+            .any(|(r, m)| r == "FailedMount" && m == message)
+            .then_some(())
+    });
+    let pod = pod_json(&ns, "waits");
+    assert_eq!(pod["status"]["phase"], "Pending", "{pod:#}");
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "ContainerCreating",
+        "{pod:#}"
+    );
+    let host = "spec.volumes[0].hostPath: hostPath (the node's own files; start the node with --allow-host-path to allow them) volumes are not supported on this node";
+    wait_until("the hostPath refusal", Duration::from_secs(30), || {
+        warnings(&ns, "host")
+            .iter()
+            .any(|(r, m)| r == "Failed" && m == &format!("Error: {host}"))
+            .then_some(())
+    });
+    kubectl_ok(&[
+        "create",
+        "configmap",
+        "later",
+        "-n",
+        &ns,
+        "--from-literal=k=arrived",
+    ]);
+    // Retried at the pod worker's back-off (10 to 15 s).
+    logs_with(&node, &ns, "waits", "got arrived");
+    let pod = pod_json(&ns, "waits");
+    assert_eq!(pod["status"]["phase"], "Running", "{pod:#}");
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["restartCount"], 0,
+        "{pod:#}"
+    );
+}
