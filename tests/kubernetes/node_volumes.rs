@@ -14,9 +14,16 @@ use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
 
-/// The control plane the node tests share.
+/// The control plane the node tests share, or the one of the test running on this thread.
 fn cluster() -> &'static Cluster {
-    common::cluster::cluster("probelet-node-e2e")
+    OWN_CLUSTER
+        .with(std::cell::Cell::get)
+        .unwrap_or_else(|| common::cluster::cluster("probelet-node-e2e"))
+}
+
+thread_local! {
+    /// The control plane of a test whose Deployment's pods must land on its node alone.
+    static OWN_CLUSTER: std::cell::Cell<Option<&'static Cluster>> = const { std::cell::Cell::new(None) };
 }
 
 fn text(out: &Output) -> String {
@@ -90,6 +97,13 @@ struct Node {
 
 impl Node {
     fn start(name: &str, ns: &str, extra: &[&str]) -> Node {
+        let mut all = vec!["--pod-network", "host"];
+        all.extend_from_slice(extra);
+        Self::start_with_network(name, ns, &all)
+    }
+
+    /// A node with the options `extra` alone (the default pod network unless they say).
+    fn start_with_network(name: &str, ns: &str, extra: &[&str]) -> Node {
         let c = cluster();
         let out = c.dir.join(format!("node-{name}.out"));
         let child = Command::new(env!("CARGO_BIN_EXE_probelet"))
@@ -97,7 +111,7 @@ impl Node {
             .arg("--kubeconfig")
             .arg(&c.kubeconfig)
             .args(["--name", name, "--node-ip", "127.0.0.1"])
-            .args(["--kubelet-listen", "127.0.0.1:0", "--pod-network", "host"])
+            .args(["--kubelet-listen", "127.0.0.1:0"])
             .arg("--run-dir")
             .arg(c.dir.join(format!("run-{name}")))
             .args(extra)
@@ -346,4 +360,170 @@ fn i45_6_a_missing_config_map_is_failed_mount_until_it_exists_and_host_path_need
         pod["status"]["containerStatuses"][0]["restartCount"], 0,
         "{pod:#}"
     );
+}
+
+/// Listens on 127.0.0.1:`port` inside the network namespace mounted at `netns` (a pod's) and
+/// forwards each connection to 127.0.0.1:`to` of the test's own network: the pod's
+/// "Postgres/Redis inside the pod" are the test's.
+fn forward_into(netns: &std::path::Path, port: u16, to: u16) {
+    use std::os::fd::AsFd;
+    let own = std::fs::File::open("/proc/thread-self/ns/net").unwrap();
+    let pod = std::fs::File::open(netns).unwrap();
+    let listener = std::thread::scope(|s| {
+        s.spawn(|| {
+            rustix::thread::move_into_link_name_space(
+                pod.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .unwrap();
+            let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+            rustix::thread::move_into_link_name_space(
+                own.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .unwrap();
+            l
+        })
+        .join()
+        .unwrap()
+    });
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let Ok(up) = std::net::TcpStream::connect(("127.0.0.1", to)) else {
+                continue;
+            };
+            let (mut a, mut b) = (conn.try_clone().unwrap(), up.try_clone().unwrap());
+            let (mut c, mut d) = (conn, up);
+            std::thread::spawn(move || std::io::copy(&mut a, &mut b));
+            std::thread::spawn(move || std::io::copy(&mut d, &mut c));
+        }
+    });
+}
+
+/// Issue 45 item 6: `examples/rollout-safety/` runs unchanged on `probelet node` with the
+/// default pod network, after the commands docs/kubernetes.md gives (namespace, RBAC, Secret,
+/// ConfigMap): the sidecar reads its ConfigMap volume at /etc/probelet, `PGPASSWORD` from the
+/// Secret, and writes the readiness gate with the service-account token at the kubelet's path;
+/// with Postgres and Redis answering at 127.0.0.1 inside each pod, the 3 pods are Ready with the
+/// gate True.
+#[test]
+fn i45_6_rollout_safety_runs_unchanged_and_its_pods_are_ready_with_the_gate_true() {
+    let _slot = common::two_at_a_time();
+    // Its own control plane: the Deployment's pods are scheduled, so only this node may be
+    // there to take them.
+    OWN_CLUSTER.with(|c| c.set(Some(common::cluster::cluster("probelet-node-volumes"))));
+    let ns = format!("shop-{}", std::process::id());
+    let root = env!("CARGO_MANIFEST_DIR");
+    let kc = cluster().kubeconfig.display().to_string();
+    // docs/kubernetes.md's commands, with the namespace of this test.
+    let commands = [
+        format!("kubectl create namespace {ns}"),
+        format!("kubectl apply -n {ns} -f deploy/kubernetes/sidecar-rbac.yaml"),
+        format!(
+            "kubectl create secret generic orders-db -n {ns} --from-literal=password=change-me"
+        ),
+        format!(
+            "kubectl create configmap orders-sidecar -n {ns} --from-file=sidecar.yaml=examples/rollout-safety/sidecar.yaml"
+        ),
+    ];
+    for command in &commands {
+        let out = Command::new("sh")
+            .args(["-c", &format!("KUBECONFIG={kc} {command}")])
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command}: {}", text(&out));
+    }
+    wait_until(
+        "the default service account",
+        Duration::from_secs(30),
+        || api_get(&format!("/api/v1/namespaces/{ns}/serviceaccounts/default")).map(|_| ()),
+    );
+    let pg = crate::deps_support::Postgres::start();
+    let sql = "CREATE ROLE orders LOGIN PASSWORD 'change-me'; CREATE DATABASE orders OWNER orders;";
+    for statement in sql.split_inclusive(';') {
+        let out = crate::deps_support::as_pg(&crate::deps_support::pg_bin("psql"))
+            .arg("-h")
+            .arg(pg.dir.path())
+            .args([
+                "-p",
+                &pg.port.to_string(),
+                "-U",
+                "app",
+                "-d",
+                "postgres",
+                "-c",
+                statement,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "psql: {}", text(&out));
+    }
+    let redis_port = common::free_port();
+    let redis_dir = tempfile::tempdir().unwrap();
+    let mut redis = Command::new("redis-server")
+        .args([
+            "--port",
+            &redis_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .arg("--dir")
+        .arg(redis_dir.path())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let node = Node::start_with_network("n-shop", &ns, &[]);
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "KUBECONFIG={kc} kubectl apply -n {ns} -f examples/rollout-safety/deployment.yaml"
+            ),
+        ])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "apply: {}", text(&out));
+    let run_dir = cluster().dir.join("run-n-shop");
+    let mut forwarded = std::collections::BTreeSet::new();
+    let ready = common::poll_until(
+        "3 pods Ready with the gate True",
+        Duration::from_secs(180),
+        Duration::from_millis(500),
+        || {
+            let pods = api_get(&format!("/api/v1/namespaces/{ns}/pods"))?;
+            let items = pods["items"].as_array()?.clone();
+            for p in &items {
+                let uid = p["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let netns = run_dir.join("sandboxes").join(&uid).join("net");
+                if !forwarded.contains(&uid) && netns.exists() {
+                    forward_into(&netns, 5432, pg.port);
+                    forward_into(&netns, 6379, redis_port);
+                    forwarded.insert(uid);
+                }
+            }
+            let ready = |p: &Value, type_: &str| {
+                p["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == type_ && c["status"] == "True")
+            };
+            let all = items.len() == 3
+                && items
+                    .iter()
+                    .all(|p| ready(p, "Ready") && ready(p, "cloud.example.com/dependency-check"));
+            all.then_some(items)
+        },
+    );
+    assert_eq!(ready.len(), 3);
+    drop(node);
+    let _ = redis.kill();
+    let _ = redis.wait();
 }
