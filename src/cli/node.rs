@@ -66,6 +66,10 @@ pub struct Args {
     /// otherwise: a privileged container owns the node).
     #[arg(long)]
     pub allow_privileged: bool,
+    /// Mount `hostPath` volumes: the node's own files, in a pod (refused otherwise, with a
+    /// Warning event naming the field: a hostPath volume reaches anything of the node).
+    #[arg(long)]
+    pub allow_host_path: bool,
     /// How to print events and container output: `text` or `json` lines.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: EventFormat,
@@ -118,6 +122,7 @@ pub fn run(args: Args) -> ExitCode {
         kubelet_listen: args.kubelet_listen,
         tls,
         allow_privileged: args.allow_privileged,
+        allow_host_path: args.allow_host_path,
         pod_network: match args
             .pod_network
             .unwrap_or(if rustix::process::geteuid().is_root() {

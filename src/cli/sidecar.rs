@@ -50,9 +50,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Where the pod's service-account token and ca.crt are mounted (default: the directory
-    /// `probelet node` names in PROBELET_SERVICE_ACCOUNT_DIR, else the kubelet's
-    /// /var/run/secrets/kubernetes.io/serviceaccount).
+    /// Where the pod's service-account token and ca.crt are mounted (default: the kubelet's
+    /// /var/run/secrets/kubernetes.io/serviceaccount, where `probelet node` mounts them too).
     #[arg(long, value_name = "DIR")]
     pub service_account_dir: Option<PathBuf>,
 }
@@ -110,10 +109,10 @@ pub fn run(args: Args) -> ExitCode {
 /// down costs retries later, not the start).
 fn kube_edge(args: &Args) -> Result<(ApiServer, gate::PodIdentity), NodeError> {
     let pod = gate::PodIdentity::from_env()?;
-    let sa_dir = args.service_account_dir.clone().unwrap_or_else(|| {
-        std::env::var_os(probelet::node::service_account::DIR_ENV)
-            .map_or_else(|| gate::SERVICE_ACCOUNT_DIR.into(), PathBuf::from)
-    });
+    let sa_dir = args
+        .service_account_dir
+        .clone()
+        .unwrap_or_else(|| gate::SERVICE_ACCOUNT_DIR.into());
     let client = gate::connect(args.kubeconfig.as_deref(), &sa_dir)?;
     Ok((client, pod))
 }

@@ -57,6 +57,8 @@ pub struct NodeConfig {
     pub pod_network: PodNetworkMode,
     /// `--allow-privileged`: `privileged: true` containers run with every capability.
     pub allow_privileged: bool,
+    /// `--allow-host-path`: `hostPath` volumes show the node's own files.
+    pub allow_host_path: bool,
     /// The node's run directory (`/run/probelet/NODE`): the pods' credentials, and the pod
     /// network's sandboxes.
     pub run_dir: PathBuf,
@@ -215,6 +217,7 @@ pub async fn run(
     crate::runtime::sandbox::confine(crate::runtime::sandbox::Policy {
         allow_privileged: config.allow_privileged,
         root: rustix::process::geteuid().is_root(),
+        allow_host_path: config.allow_host_path,
     });
     let client = client::connect(&config.kubeconfig).await?;
     // One node per name: another process renewing this name's lease keeps this one out,

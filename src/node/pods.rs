@@ -84,6 +84,8 @@ impl NodeSink for Sink {
 
     fn pod_removed(&mut self, pod: &PodRef) {
         self.ips.release(&pod.uid);
+        // Nothing of the pod runs: its volumes go (its resync ends with them).
+        super::service_account::forget(&pod.uid);
         let _ = self.removed.send(pod.clone());
     }
 
@@ -139,25 +141,143 @@ pub fn unconfinable(pod: &core::Pod, spec: &core::PodSpec) -> Option<String> {
     })
 }
 
+/// Why a pod's volumes can never be mounted on this node, if they cannot: a type it does not
+/// provide (`hostPath` without `--allow-host-path`, ...), a `volumeMounts` entry naming no
+/// volume, a `subPath` out of its volume; each named by its field.
+pub fn unmountable(spec: &core::PodSpec) -> Option<String> {
+    let allow_host_path = crate::runtime::sandbox::policy().is_some_and(|p| p.allow_host_path);
+    let refusals = super::volumes::refusals(spec, allow_host_path);
+    (!refusals.is_empty()).then(|| {
+        let lines: Vec<String> = refusals.iter().map(ToString::to_string).collect();
+        format!("Error: {}", lines.join("; "))
+    })
+}
+
+/// The tokens of a pod's `serviceAccountToken` projections, each with when it was issued and
+/// for how long, renewed when due ([`super::service_account::token_due`]).
+#[derive(Default)]
+struct TokenCache(
+    std::collections::BTreeMap<(String, String), (String, tokio::time::Instant, i64)>,
+);
+
+impl TokenCache {
+    /// The pod's tokens, each requested anew when missing or due.
+    async fn tokens(
+        &mut self,
+        client: &kube::Client,
+        pod: &core::Pod,
+    ) -> Result<super::volumes::Tokens, NodeError> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let mut out = super::volumes::Tokens::new();
+        for (volume, path, audience, seconds) in super::volumes::token_requests(&spec) {
+            let key = (volume, path);
+            let fresh = self.0.get(&key).filter(|(_, issued, s)| {
+                *s == seconds && !super::service_account::token_due(issued.elapsed(), seconds)
+            });
+            let token = match fresh {
+                Some((token, _, _)) => token.clone(),
+                None => {
+                    let audiences = audience.into_iter().collect();
+                    let token =
+                        super::service_account::request_token(client, pod, audiences, seconds)
+                            .await?;
+                    let now = tokio::time::Instant::now();
+                    self.0.insert(key.clone(), (token.clone(), now, seconds));
+                    token
+                }
+            };
+            out.insert(key, token);
+        }
+        Ok(out)
+    }
+}
+
+/// Makes (or updates in place) `pod`'s volumes in its directory under the node's run
+/// directory (made when `first`, before the pod starts); the error is the kubelet's
+/// `FailedMount` message.
+async fn mount_volumes(
+    client: &kube::Client,
+    pod: &core::Pod,
+    ctx: &super::env::PodContext,
+    sources: &super::env::Sources,
+    tokens: &mut TokenCache,
+    first: bool,
+) -> Result<super::volumes::PodVolumes, String> {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let dir = super::service_account::pod_dir(&uid)
+        .ok_or_else(|| "the node's run directory is not ready".to_string())?;
+    if !dir.is_dir() {
+        if !first {
+            // Removed with the pod: a late resync never makes it again.
+            return Err(format!("{}: removed with the pod", dir.display()));
+        }
+        // Under the node's own root, made afresh at its start: nothing there is another's.
+        super::service_account::create_private_dir(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let tokens = tokens.tokens(client, pod).await.map_err(|e| {
+        let volume =
+            super::volumes::token_requests(pod.spec.as_ref().unwrap_or(&Default::default()))
+                .first()
+                .map(|t| t.0.clone())
+                .unwrap_or_default();
+        format!("MountVolume.SetUp failed for volume {volume:?} : {e}")
+    })?;
+    let options = super::volumes::Options {
+        mount_tmpfs: true,
+        allow_host_path: crate::runtime::sandbox::policy().is_some_and(|p| p.allow_host_path),
+    };
+    super::volumes::make(&dir, pod, ctx, sources, &tokens, options).map_err(|e| e.to_string())
+}
+
+/// How often a running pod's volumes are brought up to date with their sources at the
+/// latest (the kubelet's sync period, 1 min); every change of the pod wakes it sooner.
+const VOLUME_RESYNC: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Keeps a running pod's ConfigMap, Secret, downward API and token volumes up to date, in
+/// place (the `..data` swap), until its directory is gone ([`super::service_account::forget`]).
+async fn resync_volumes(
+    client: kube::Client,
+    shared: Shared,
+    uid: String,
+    ctx: super::env::PodContext,
+    mut tokens: TokenCache,
+    wake: Arc<tokio::sync::Notify>,
+) {
+    let Some(dir) = super::service_account::pod_dir(&uid) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(VOLUME_RESYNC) => {}
+            () = wake.notified() => {}
+        }
+        if !dir.is_dir() {
+            return;
+        }
+        let Some(pod) = lock(&shared).get(&uid).and_then(|s| s.api.clone()) else {
+            continue;
+        };
+        let Ok(sources) = super::env::fetch(&client, &pod).await else {
+            // The API server is away: the volumes keep their payload until it is back.
+            continue;
+        };
+        if pod.metadata.deletion_timestamp.is_some() {
+            // Stopping: its volumes stay as they are until they go.
+            continue;
+        }
+        if let Err(e) = mount_volumes(&client, &pod, &ctx, &sources, &mut tokens, false).await
+            && dir.is_dir()
+        {
+            eprintln!("node: pod {uid}: {e} (the volumes keep their last payload)");
+        }
+    }
+}
+
 /// What of a pod's spec probelet does not do, one line each (reported once per pod as a
 /// `Warning` event, never ignored silently).
 pub fn unsupported(spec: &core::PodSpec) -> Vec<String> {
     let mut out = Vec::new();
-    // The service account token volume the API server adds to every pod is not the user's:
-    // only the volumes a user asked for are reported.
-    let volumes: Vec<&str> = spec
-        .volumes
-        .iter()
-        .flatten()
-        .map(|v| v.name.as_str())
-        .filter(|n| !n.starts_with("kube-api-access-"))
-        .collect();
-    if !volumes.is_empty() {
-        out.push(format!(
-            "spec.volumes ({}): not supported (containers see the node's file system)",
-            volumes.join(", ")
-        ));
-    }
     if spec
         .ephemeral_containers
         .as_ref()
@@ -332,6 +452,8 @@ struct PodSync<R> {
     retrying: HashSet<String>,
     /// The delays of the retries.
     backoff: crate::backoff::Backoff,
+    /// Wakes the volume resync of each running pod ([`resync_volumes`]).
+    resyncs: HashMap<String, Arc<tokio::sync::Notify>>,
     report: R,
 }
 
@@ -377,6 +499,7 @@ pub async fn sync_pods(
         retry,
         retrying: HashSet::new(),
         backoff: crate::backoff::Backoff::new(POD_SYNC_BACKOFF),
+        resyncs: HashMap::new(),
         report,
     };
     let mut listed: Vec<core::Pod> = Vec::new();
@@ -464,6 +587,7 @@ impl<R: Fn(String) + Send> PodSync<R> {
     /// gone: [`Sink::pod_removed`]; a held pod's at once, nothing of it runs), and forgets it:
     /// its place on the node is free.
     fn stop(&mut self, uid: &str) {
+        self.resyncs.remove(uid);
         self.refused.remove(uid);
         self.admitted.remove(uid);
         self.waiting.remove(uid);
@@ -493,6 +617,10 @@ impl<R: Fn(String) + Send> PodSync<R> {
         if self.running.contains(&uid) {
             send_conditions(&self.commands, &uid, &pod);
             lock(&self.shared).entry(&uid).api = Some(pod.clone());
+            // The kubelet syncs a pod at each change of it: its volumes follow their sources.
+            if let Some(resync) = self.resyncs.get(&uid) {
+                resync.notify_one();
+            }
             if deleting {
                 let _ = self.commands.send(PodCommand::Delete {
                     uid: uid.clone(),
@@ -552,7 +680,40 @@ impl<R: Fn(String) + Send> PodSync<R> {
             self.held.remove(&uid);
             return;
         };
-        if let Err((container, error)) = self.configure(&pod, &ip, &mut template.spec).await {
+        let first = template
+            .spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&template.spec.containers)
+            .next()
+            .map(|c| c.name.clone())
+            .unwrap_or_default();
+        let sources = match super::env::fetch(&self.client, &pod).await {
+            Ok(sources) => sources,
+            Err(error) => {
+                self.hold(&pod, &uid, ip, netns, &first, &error).await;
+                return;
+            }
+        };
+        let ctx = super::env::PodContext {
+            pod_ips: vec![ip.clone()],
+            ..self.node_env.clone()
+        };
+        let mut tokens = TokenCache::default();
+        let made = mount_volumes(&self.client, &pod, &ctx, &sources, &mut tokens, true).await;
+        let volumes = match made {
+            Ok(volumes) => volumes,
+            Err(message) => {
+                self.hold_for_mount(&pod, &uid, ip, netns, message).await;
+                return;
+            }
+        };
+        super::volumes::resolve(&mut template.spec, &volumes);
+        if let Err((container, error)) = self
+            .configure(&pod, &ctx, &sources, &mut template.spec)
+            .await
+        {
             self.hold(&pod, &uid, ip, netns, &container, &error).await;
             return;
         }
@@ -573,7 +734,16 @@ impl<R: Fn(String) + Send> PodSync<R> {
                 (self.report)(e.to_string());
             }
         }
-        super::service_account::provide(&self.client, &pod, &mut template.spec, &self.report).await;
+        let resync = Arc::new(tokio::sync::Notify::new());
+        tokio::spawn(resync_volumes(
+            self.client.clone(),
+            self.shared.clone(),
+            uid.clone(),
+            ctx,
+            tokens,
+            resync.clone(),
+        ));
+        self.resyncs.insert(uid.clone(), resync);
         self.running.insert(uid.clone());
         let _ = self.commands.send(PodCommand::Add {
             template: Box::new(template),
@@ -594,7 +764,8 @@ impl<R: Fn(String) + Send> PodSync<R> {
         // The waiting reason of a pod refused: the kubelet's for the same failure.
         let why_not = unrunnable(&spec)
             .map(|m| ("CreateContainerError", m))
-            .or_else(|| unconfinable(pod, &spec).map(|m| ("CreateContainerConfigError", m)));
+            .or_else(|| unconfinable(pod, &spec).map(|m| ("CreateContainerConfigError", m)))
+            .or_else(|| unmountable(&spec).map(|m| ("CreateContainerConfigError", m)));
         let assigned = match why_not {
             Some(refusal) => Err(refusal),
             None => match self.ips.assign(uid) {
@@ -728,24 +899,10 @@ impl<R: Fn(String) + Send> PodSync<R> {
     async fn configure(
         &self,
         pod: &core::Pod,
-        ip: &str,
+        ctx: &super::env::PodContext,
+        sources: &super::env::Sources,
         spec: &mut core::PodSpec,
     ) -> Result<(), (String, super::env::ConfigError)> {
-        let first = spec
-            .init_containers
-            .iter()
-            .flatten()
-            .chain(&spec.containers)
-            .next()
-            .map(|c| c.name.clone())
-            .unwrap_or_default();
-        let sources = super::env::fetch(&self.client, pod)
-            .await
-            .map_err(|e| (first, e))?;
-        let ctx = super::env::PodContext {
-            pod_ips: vec![ip.to_string()],
-            ..self.node_env.clone()
-        };
         let mut skipped = Vec::new();
         let containers = spec
             .init_containers
@@ -753,8 +910,8 @@ impl<R: Fn(String) + Send> PodSync<R> {
             .flatten()
             .chain(spec.containers.iter_mut());
         for c in containers {
-            let resolved = super::env::container_env(pod, c, &ctx, &sources)
-                .map_err(|e| (c.name.clone(), e))?;
+            let resolved =
+                super::env::container_env(pod, c, ctx, sources).map_err(|e| (c.name.clone(), e))?;
             c.env = Some(super::env::as_plain_env(&resolved.vars));
             c.env_from = None;
             skipped.extend(resolved.skipped);
@@ -773,6 +930,48 @@ impl<R: Fn(String) + Send> PodSync<R> {
             }
         }
         Ok(())
+    }
+
+    /// Holds a pod whose volumes cannot be made (a ConfigMap or Secret missing): `Pending`,
+    /// its containers `ContainerCreating`, the kubelet's `FailedMount` Warning event (once per
+    /// distinct message), tried again later, as the kubelet's volume manager does.
+    async fn hold_for_mount(
+        &mut self,
+        pod: &core::Pod,
+        uid: &str,
+        ip: String,
+        netns: Option<Netns>,
+        message: String,
+    ) {
+        let posted = self.held.get(uid).map(|h| h.message.clone());
+        if posted.as_deref() != Some(message.as_str())
+            && let Err(e) = warn(&self.client, &self.node_name, pod, "FailedMount", &message).await
+        {
+            (self.report)(e.to_string());
+        }
+        let waiting = Waiting {
+            container: None,
+            reason: "ContainerCreating",
+            message: "",
+        };
+        let host = self.node_env.host_ips.first().map_or("", String::as_str);
+        let mut status = held_status(pod, Some(&ip), host, &waiting);
+        // The kubelet's ContainerCreating carries no message.
+        for c in status.container_statuses.iter_mut().flatten() {
+            if let Some(w) = c.state.as_mut().and_then(|s| s.waiting.as_mut()) {
+                w.message = None;
+            }
+        }
+        for c in status.init_container_statuses.iter_mut().flatten() {
+            if let Some(w) = c.state.as_mut().and_then(|s| s.waiting.as_mut()) {
+                w.message = None;
+            }
+        }
+        lock(&self.shared).entry(uid).rendered = Some(status);
+        let _ = self.status.send(uid.to_string());
+        self.held
+            .insert(uid.to_string(), Held { ip, netns, message });
+        self.retry_later(uid);
     }
 
     /// Holds a pod whose container `container` cannot be configured: its status shows the
@@ -1116,17 +1315,13 @@ mod tests {
     }
 
     #[test]
-    fn i29_4_unsupported_fields_are_named_and_the_service_account_volume_is_not() {
-        let s = spec(
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes:\n  - {name: kube-api-access-abcde, projected: {sources: []}}\n  containers:\n  - {name: web, command: [x]}\n",
-        );
-        assert!(unsupported(&s).is_empty());
+    fn i29_4_unsupported_fields_are_named_and_volumes_are_not() {
         let s = spec(
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  hostNetwork: true\n  volumes:\n  - {name: data, emptyDir: {}}\n  containers:\n  - {name: web, command: [x]}\n",
         );
         let lines = unsupported(&s);
-        assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(lines[0].starts_with("spec.volumes (data)"), "{lines:?}");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("spec.hostNetwork"), "{lines:?}");
     }
 
     #[test]

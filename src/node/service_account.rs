@@ -1,19 +1,16 @@
-//! What a kubelet gives a pod's containers so that in-cluster clients work (issue 30 item 1):
-//! a service-account token bound to the pod (TokenRequest API), with the cluster's CA and the
-//! pod's namespace (the variables, `KUBERNETES_SERVICE_HOST` among them, are
-//! [`super::env`]'s).
+//! What a kubelet gives a pod's containers so that in-cluster clients work (issue 30 item 1,
+//! issue 45): a service-account token bound to the pod (TokenRequest API) in the projected
+//! volume the API server adds to every pod (`kube-api-access-*`: `token`, `ca.crt`,
+//! `namespace`), mounted at `/var/run/secrets/kubernetes.io/serviceaccount` like any other
+//! volume ([`super::volumes`]); the variables, `KUBERNETES_SERVICE_HOST` among them, are
+//! [`super::env`]'s.
 //!
-//! probelet runs containers as local processes without volumes, so the token and the CA are
-//! written to a per-pod directory whose path the containers get in
-//! `PROBELET_SERVICE_ACCOUNT_DIR` (where a kubelet would mount
-//! `/var/run/secrets/kubernetes.io/serviceaccount`); `probelet sidecar` reads it from there.
-//!
-//! The credentials live under the node's run directory, never in a shared `/tmp` (issue 45
+//! The pods' volumes live under the node's run directory, never in a shared `/tmp` (issue 45
 //! item 5): the run directory must be the node user's own and is made mode 700; its `tokens`
 //! directory is created afresh and exclusively at every start (mode 700); each pod's directory
-//! is created exclusively (mode 700), and every file is written to a new temporary file
-//! (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 600) renamed over the old one, so nothing another user
-//! placed there beforehand is ever accepted or written through.
+//! is created exclusively (mode 700), and every file is written new (`O_CREAT|O_EXCL|O_NOFOLLOW`)
+//! in a new directory swapped in by a rename ([`super::volumes::write_atomic`]), so nothing
+//! another user placed there beforehand is ever accepted or written through.
 //! Every clean stop removes them ([`forget_all`]); after a `kill -9`, the next start of the node
 //! makes the `tokens` directory afresh, and a node with a pod network started before that
 //! removes a dead node's `tokens` ([`crate::runtime::registry`]).
@@ -30,12 +27,6 @@ use kube::Api;
 use kube::api::PostParams;
 
 use super::client::NodeError;
-
-/// The variable naming the directory with `token`, `ca.crt` and `namespace`.
-pub const DIR_ENV: &str = "PROBELET_SERVICE_ACCOUNT_DIR";
-
-/// Token lifetime asked for (the kubelet's default projected token: 1 h).
-const TOKEN_SECONDS: i64 = 3600;
 
 /// What every pod's credentials directory gets.
 #[derive(Debug, Clone)]
@@ -114,43 +105,6 @@ pub fn kubeconfig_server() -> Option<(String, String)> {
     Some((s.host.clone(), s.port.clone()))
 }
 
-/// Gives `spec`'s containers (unless `automountServiceAccountToken: false`) a token bound to
-/// the pod, in the directory named by [`DIR_ENV`]. A token that cannot be had is reported and
-/// the pod runs without one (its clients then fail with their own clear error).
-pub async fn provide(
-    client: &kube::Client,
-    pod: &core::Pod,
-    spec: &mut core::PodSpec,
-    report: &(impl Fn(String) + Send),
-) {
-    let Some(s) = SERVICE.get() else { return };
-    if spec.automount_service_account_token == Some(false) {
-        return;
-    }
-    let dir = match token_dir(client, pod, s, false).await {
-        Ok(dir) => dir,
-        Err(e) => return report(e.to_string()),
-    };
-    tokio::spawn(refresh(client.clone(), pod.clone(), s.clone(), dir.clone()));
-    let containers = spec
-        .init_containers
-        .iter_mut()
-        .flatten()
-        .chain(spec.containers.iter_mut());
-    for c in containers {
-        let env = c.env.get_or_insert_with(Vec::new);
-        // The container's own variable of that name wins.
-        if !env.iter().any(|e| e.name == DIR_ENV) {
-            env.push(core::EnvVar {
-                name: DIR_ENV.into(),
-                // Doubled `$` as every resolved value ([`super::env::as_plain_env`]).
-                value: Some(dir.display().to_string().replace('$', "$$")),
-                value_from: None,
-            });
-        }
-    }
-}
-
 /// Requests a token of `pod`'s service account bound to the pod (TokenRequest API), for
 /// `audiences` (none: the API server's), valid `seconds`: the token of the pods' credentials
 /// directory and of a projected `serviceAccountToken` volume source alike.
@@ -198,51 +152,16 @@ pub fn ca_pem() -> Option<String> {
     SERVICE.get().map(|s| s.ca_pem.clone())
 }
 
-/// Requests a token for the pod's service account, bound to the pod, and writes it with the
-/// CA and the namespace into the pod's directory.
-async fn token_dir(
-    client: &kube::Client,
-    pod: &core::Pod,
-    s: &ServiceEnv,
-    renewal: bool,
-) -> Result<PathBuf, NodeError> {
-    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let token = request_token(client, pod, Vec::new(), TOKEN_SECONDS).await?;
-    let dir = s.root.join(&uid);
-    let io = |e: std::io::Error| NodeError::Server(format!("{}: {e}", dir.display()));
-    if renewal {
-        // Still ours: a pod's directory is only ever created once, exclusively.
-        if !dir.is_dir() {
-            return Ok(dir);
-        }
-    } else {
-        create_private_dir(&dir).map_err(io)?;
-    }
-    write_private(&dir, "token", &token).map_err(io)?;
-    write_private(&dir, "ca.crt", &s.ca_pem).map_err(io)?;
-    write_private(&dir, "namespace", ns).map_err(io)?;
-    Ok(dir)
+/// Whether a token issued `age` ago, valid `seconds`, is due for renewal: at 80 % of its
+/// lifetime, or after 24 h, as the kubelet's token manager (`requiresRefresh`).
+pub fn token_due(age: std::time::Duration, seconds: i64) -> bool {
+    let life = std::time::Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+    age >= life.mul_f64(0.8) || age >= std::time::Duration::from_secs(24 * 3600)
 }
 
-/// Renews the pod's token at 80 % of its lifetime, as the kubelet does, until the pod's
-/// directory is removed ([`forget`]). A failed renewal is tried again a minute later (the
-/// old token is still valid for a while).
-async fn refresh(client: kube::Client, pod: core::Pod, s: ServiceEnv, dir: PathBuf) {
-    let mut wait = std::time::Duration::from_secs(TOKEN_SECONDS as u64 * 8 / 10);
-    loop {
-        tokio::time::sleep(wait).await;
-        if !dir.exists() {
-            return;
-        }
-        wait = match token_dir(&client, &pod, &s, true).await {
-            Ok(_) => std::time::Duration::from_secs(TOKEN_SECONDS as u64 * 8 / 10),
-            Err(e) => {
-                eprintln!("node: {e} (retrying in 1m)");
-                std::time::Duration::from_secs(60)
-            }
-        };
-    }
+/// The directory of pod `uid`'s volumes, once the node has started ([`init`]).
+pub fn pod_dir(uid: &str) -> Option<PathBuf> {
+    SERVICE.get().map(|s| s.root.join(uid))
 }
 
 /// Makes `run_dir` (mode 700 where created) and, afresh, its `tokens` directory: the root of
@@ -272,7 +191,8 @@ pub fn private_root(run_dir: &Path) -> std::io::Result<PathBuf> {
     }
     let root = run_dir.join("tokens");
     match std::fs::symlink_metadata(&root) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(&root)?,
+        // The tmpfs of a dead node's pods' volumes detached first.
+        Ok(m) if m.is_dir() => crate::runtime::registry::remove_with_mounts(&root)?,
         Ok(_) => std::fs::remove_file(&root)?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
@@ -287,28 +207,10 @@ pub(super) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new().mode(0o700).create(dir)
 }
 
-/// Writes `dir/name` readable by this user only: to a new file (never one that exists, nor
-/// through a symbolic link) renamed over the old one.
-fn write_private(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = dir.join(format!(".{name}.tmp"));
-    {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-    }
-    std::fs::rename(tmp, dir.join(name))
-}
-
-/// Removes a pod's directory (its token) once the pod is gone.
+/// Removes a pod's directory (its volumes) once nothing of the pod runs.
 pub fn forget(uid: &str) {
-    if let Some(s) = SERVICE.get() {
-        let _ = std::fs::remove_dir_all(s.root.join(uid));
+    if let Some(dir) = pod_dir(uid) {
+        let _ = super::volumes::remove(&dir);
     }
 }
 
@@ -316,7 +218,7 @@ pub fn forget(uid: &str) {
 /// not outlive the pods' processes (the next start makes the root afresh anyway).
 pub fn forget_all() {
     if let Some(s) = SERVICE.get() {
-        let _ = std::fs::remove_dir_all(&s.root);
+        let _ = super::volumes::remove(&s.root);
     }
 }
 
@@ -366,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn i45_5_a_pre_created_pod_directory_or_file_is_not_accepted() {
+    fn i45_5_a_pre_created_pod_directory_is_not_accepted() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("pod");
         std::fs::create_dir(&dir).unwrap();
@@ -374,26 +276,19 @@ mod tests {
             create_private_dir(&dir).unwrap_err().kind(),
             std::io::ErrorKind::AlreadyExists
         );
-        // A file (or a link to one) planted where the temporary file goes receives nothing.
-        let target = tmp.path().join("attacker");
-        std::fs::write(&target, "").unwrap();
-        std::os::unix::fs::symlink(&target, dir.join(".token.tmp")).unwrap();
-        assert!(write_private(&dir, "token", "secret").is_err());
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
-        std::fs::remove_file(dir.join(".token.tmp")).unwrap();
-        std::fs::write(dir.join(".token.tmp"), "planted").unwrap();
-        assert!(write_private(&dir, "token", "secret").is_err());
-        assert_eq!(
-            std::fs::read_to_string(dir.join(".token.tmp")).unwrap(),
-            "planted"
-        );
-        std::fs::remove_file(dir.join(".token.tmp")).unwrap();
-        write_private(&dir, "token", "secret").unwrap();
-        let meta = std::fs::metadata(dir.join("token")).unwrap();
-        assert_eq!(meta.mode() & 0o777, 0o600);
-        assert_eq!(
-            std::fs::read_to_string(dir.join("token")).unwrap(),
-            "secret"
-        );
+    }
+
+    #[test]
+    fn i45_2_a_token_is_renewed_at_80_percent_of_its_life_or_after_a_day() {
+        let s = std::time::Duration::from_secs;
+        assert!(!token_due(s(2879), 3600));
+        assert!(token_due(s(2880), 3600));
+        assert!(!token_due(s(479), 600));
+        assert!(token_due(s(480), 600));
+        // A token of a year: renewed after a day all the same.
+        assert!(!token_due(s(86_399), 365 * 86_400));
+        assert!(token_due(s(86_400), 365 * 86_400));
+        // A nonsensical lifetime is due at once, not never.
+        assert!(token_due(s(0), -5));
     }
 }

@@ -27,14 +27,15 @@ use std::path::{Component, Path, PathBuf};
 /// One volume as a container sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeMount {
-    /// The directory (or, with `sub_path`, its entry) made for the volume.
+    /// The directory made for the volume (a `hostPath`'s own path).
     pub source: PathBuf,
     /// `mountPath`.
     pub mount_path: PathBuf,
     /// `readOnly`, and always for the API data volumes (configMap, secret, downwardAPI,
     /// projected), as the kubelet mounts them.
     pub read_only: bool,
-    /// `subPath`, already joined to `source` (kept to name it in errors).
+    /// `subPath`, resolved beneath `source` when the container starts
+    /// ([`crate::runtime::init`]).
     pub sub_path: Option<String>,
 }
 
@@ -52,9 +53,26 @@ pub struct Tmpfs {
 pub struct PodVolumes {
     /// The mounts of each container, by container name.
     pub mounts: BTreeMap<String, Vec<VolumeMount>>,
-    /// The memory-backed `emptyDir`s.
+    /// The memory-backed volumes: `emptyDir` with `medium: Memory`, and the API data volumes
+    /// that carry credentials (`secret`, `downwardAPI`, `projected`), as the kubelet backs them.
     pub tmpfs: Vec<Tmpfs>,
+    /// The directory of each volume, by name.
+    pub dirs: BTreeMap<String, PathBuf>,
 }
+
+/// What [`make`] may do beyond writing files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Mount the memory-backed volumes' tmpfs (the node, as root; unit tests do not).
+    pub mount_tmpfs: bool,
+    /// `--allow-host-path`: `hostPath` volumes show the node's path (refused otherwise).
+    pub allow_host_path: bool,
+}
+
+/// The size of an API data volume's tmpfs: room for the largest payload the API allows
+/// several times over (a Secret or ConfigMap is at most 1 MiB), and for the old payload
+/// beside the new one during an update.
+const API_DATA_TMPFS_BYTES: u64 = 64 << 20;
 
 /// Why a pod's volumes cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +137,90 @@ pub fn token_requests(spec: &core::PodSpec) -> Vec<(String, String, Option<Strin
     out
 }
 
+/// Every reason `spec`'s volumes can never be mounted here, in spec order, each naming its
+/// field: a type this node does not provide (`hostPath` unless `allow_host_path`), a
+/// `volumeMounts` entry that names no volume, a `subPath` that leaves its volume, a relative
+/// `mountPath`.
+pub fn refusals(spec: &core::PodSpec, allow_host_path: bool) -> Vec<VolumeError> {
+    let mut out = Vec::new();
+    for (i, v) in spec.volumes.iter().flatten().enumerate() {
+        let field = format!("spec.volumes[{i}]");
+        let kind = if v.host_path.is_some() {
+            (!allow_host_path).then(|| {
+                "hostPath (the node's own files; start the node with --allow-host-path to allow them)".to_string()
+            })
+        } else if v.empty_dir.is_some()
+            || v.config_map.is_some()
+            || v.secret.is_some()
+            || v.downward_api.is_some()
+            || v.projected.is_some()
+        {
+            None
+        } else {
+            Some(
+                serde_json::to_value(v)
+                    .ok()
+                    .and_then(|j| j.as_object()?.keys().find(|k| *k != "name").cloned())
+                    .unwrap_or_else(|| "emptyDir".into()),
+            )
+        };
+        if let Some(kind) = kind {
+            let name = kind.split(' ').next().unwrap_or_default().to_string();
+            out.push(VolumeError::Unsupported {
+                field: format!("{field}.{name}"),
+                kind,
+            });
+        }
+    }
+    for (list, i, c) in containers(spec) {
+        for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
+            let field = format!("spec.{list}[{i}].volumeMounts[{j}]");
+            if !spec.volumes.iter().flatten().any(|v| v.name == m.name) {
+                out.push(VolumeError::Mount {
+                    field: field.clone(),
+                    why: format!("no volume named {:?} in spec.volumes", m.name),
+                });
+            }
+            if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                let inside = Path::new(sub)
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_)));
+                if !inside {
+                    out.push(VolumeError::Mount {
+                        field: format!("{field}.subPath"),
+                        why: format!("{sub:?} must be a relative path inside the volume"),
+                    });
+                }
+            }
+            if !m.mount_path.starts_with('/') {
+                out.push(VolumeError::Mount {
+                    field: format!("{field}.mountPath"),
+                    why: format!("{:?} must be an absolute path", m.mount_path),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Every container of `spec` with its list and index: init containers first.
+fn containers(
+    spec: &core::PodSpec,
+) -> impl Iterator<Item = (&'static str, usize, &core::Container)> {
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| ("initContainers", i, c));
+    let regular = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ("containers", i, c));
+    init.chain(regular)
+}
+
 /// Makes `pod`'s volumes under `dir` (the pod's own, created by the caller, mode 700): one
 /// directory per volume, its contents written (or updated in place), and each container's
 /// mounts.
@@ -128,10 +230,18 @@ pub fn make(
     ctx: &PodContext,
     sources: &Sources,
     tokens: &Tokens,
+    options: Options,
 ) -> Result<PodVolumes, VolumeError> {
     let spec = pod.spec.clone().unwrap_or_default();
+    let fs_group = spec
+        .security_context
+        .as_ref()
+        .and_then(|s| s.fs_group)
+        .and_then(|g| u32::try_from(g).ok());
+    if let Some(refused) = refusals(&spec, options.allow_host_path).into_iter().next() {
+        return Err(refused);
+    }
     let mut out = PodVolumes::default();
-    let mut made = BTreeSet::new();
     for (i, v) in spec.volumes.iter().flatten().enumerate() {
         let field = format!("spec.volumes[{i}]");
         let path = dir.join(&v.name);
@@ -139,7 +249,10 @@ pub fn make(
             path: path.display().to_string(),
             source,
         };
-        if let Some(e) = &v.empty_dir {
+        if let Some(h) = &v.host_path {
+            out.dirs.insert(v.name.clone(), PathBuf::from(&h.path));
+        } else if let Some(e) = &v.empty_dir {
+            let new = !path.exists();
             // World-writable as the kubelet makes it: the pod's directory above keeps others
             // out, and the pod's user, whoever it is, writes here.
             create_dir(&path)
@@ -149,7 +262,7 @@ pub fn make(
                 let size = match &e.size_limit {
                     Some(q) => Some(
                         super::env::parse_quantity(&q.0)
-                            .filter(|b| *b >= 0.0)
+                            .filter(|b| *b >= 0.0 && *b < u64::MAX as f64)
                             .ok_or_else(|| VolumeError::Mount {
                                 field: format!("{field}.emptyDir.sizeLimit"),
                                 why: format!("invalid quantity {:?}", q.0),
@@ -157,29 +270,49 @@ pub fn make(
                     ),
                     None => None,
                 };
-                out.tmpfs.push(Tmpfs { path, size });
+                let tmpfs = Tmpfs {
+                    path: path.clone(),
+                    size,
+                };
+                if options.mount_tmpfs {
+                    mount_tmpfs(&tmpfs, "1777").map_err(io)?;
+                }
+                out.tmpfs.push(tmpfs.clone());
             }
+            if let Some(g) = fs_group.filter(|_| new) {
+                // Only when made: what the pod wrote there later is the pod's.
+                own(&dir.join(&v.name), g, true).map_err(io)?;
+            }
+            out.dirs.insert(v.name.clone(), dir.join(&v.name));
         } else {
-            let payload = payload(pod, v, &field, ctx, sources, tokens)?;
+            let mut payload = payload(pod, v, &field, ctx, sources, tokens)?;
+            if fs_group.is_some() {
+                // The group reads them (the kubelet's `SetVolumeOwnership`, read-only mask).
+                for (_, mode) in payload.values_mut() {
+                    *mode |= 0o440;
+                }
+            }
             create_dir(&path)
                 .and_then(|()| set_mode(&path, 0o755))
-                .and_then(|()| write_atomic(&path, &payload))
                 .map_err(io)?;
+            if v.config_map.is_none() {
+                // Credentials never reach a disk.
+                let tmpfs = Tmpfs {
+                    path: path.clone(),
+                    size: Some(API_DATA_TMPFS_BYTES),
+                };
+                if options.mount_tmpfs {
+                    mount_tmpfs(&tmpfs, "755").map_err(io)?;
+                }
+                out.tmpfs.push(tmpfs);
+            }
+            write_atomic(&path, &payload).map_err(io)?;
+            if let Some(g) = fs_group {
+                own(&path, g, false).map_err(io)?;
+            }
+            out.dirs.insert(v.name.clone(), path);
         }
-        made.insert(v.name.clone());
     }
-    let containers = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| ("initContainers", c))
-        .enumerate()
-        .chain(
-            spec.containers
-                .iter()
-                .map(|c| ("containers", c))
-                .enumerate(),
-        );
     let api_data = |name: &str| {
         spec.volumes.iter().flatten().any(|v| {
             v.name == name
@@ -189,32 +322,12 @@ pub fn make(
                     || v.projected.is_some())
         })
     };
-    for (i, (list, c)) in containers {
+    for (_, _, c) in containers(&spec) {
         let mut mounts = Vec::new();
-        for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
-            let field = format!("spec.{list}[{i}].volumeMounts[{j}]");
-            if !made.contains(&m.name) {
-                return Err(VolumeError::Mount {
-                    field,
-                    why: format!("no volume named {:?} in spec.volumes", m.name),
-                });
-            }
+        for m in c.volume_mounts.iter().flatten() {
             let sub_path = m.sub_path.clone().filter(|s| !s.is_empty());
-            let mut source = dir.join(&m.name);
-            if let Some(sub) = &sub_path {
-                let inside = Path::new(sub)
-                    .components()
-                    .all(|c| matches!(c, Component::Normal(_)));
-                if !inside {
-                    return Err(VolumeError::Mount {
-                        field: format!("{field}.subPath"),
-                        why: format!("{sub:?} must be a relative path inside the volume"),
-                    });
-                }
-                source = source.join(sub);
-            }
             mounts.push(VolumeMount {
-                source,
+                source: out.dirs.get(&m.name).cloned().unwrap_or_default(),
                 mount_path: PathBuf::from(&m.mount_path),
                 read_only: m.read_only == Some(true) || api_data(&m.name),
                 sub_path,
@@ -223,6 +336,96 @@ pub fn make(
         out.mounts.insert(c.name.clone(), mounts);
     }
     Ok(out)
+}
+
+/// `spec` as the supervisor runs it once its volumes are made: every volume a `hostPath` to
+/// its directory ([`PodVolumes::dirs`]), which the sandbox binds at each `mountPath`
+/// ([`crate::runtime::sandbox`]), and each mount `readOnly` as [`VolumeMount::read_only`]
+/// says (the API data volumes always).
+pub fn resolve(spec: &mut core::PodSpec, volumes: &PodVolumes) {
+    for v in spec.volumes.iter_mut().flatten() {
+        if let Some(dir) = volumes.dirs.get(&v.name) {
+            *v = core::Volume {
+                name: v.name.clone(),
+                host_path: Some(core::HostPathVolumeSource {
+                    path: dir.display().to_string(),
+                    type_: None,
+                }),
+                ..Default::default()
+            };
+        }
+    }
+    let containers = spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut());
+    for c in containers {
+        let Some(made) = volumes.mounts.get(&c.name) else {
+            continue;
+        };
+        for (m, made) in c.volume_mounts.iter_mut().flatten().zip(made) {
+            m.read_only = Some(made.read_only);
+        }
+    }
+}
+
+/// Mounts a tmpfs of `tmpfs.size` bytes (mode `mode`) on its directory, unless one is there
+/// already (a volume updated in place).
+fn mount_tmpfs(tmpfs: &Tmpfs, mode: &str) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let here = std::fs::symlink_metadata(&tmpfs.path)?.dev();
+    let parent = tmpfs.path.parent().unwrap_or(Path::new("/"));
+    if here != std::fs::metadata(parent)?.dev() {
+        return Ok(());
+    }
+    let mut data = format!("mode={mode}");
+    if let Some(size) = tmpfs.size {
+        // A tmpfs of 0 bytes is one without a limit: the smallest is one page.
+        data.push_str(&format!(",size={}", size.max(4096)));
+    }
+    let data = std::ffi::CString::new(data).map_err(io::Error::other)?;
+    use rustix::mount::MountFlags as F;
+    rustix::mount::mount(
+        "tmpfs",
+        &tmpfs.path,
+        "tmpfs",
+        F::NOSUID | F::NODEV,
+        Some(data.as_c_str()),
+    )
+    .map_err(io::Error::from)
+}
+
+/// Gives a volume's files to group `gid` (`fsGroup`), as the kubelet's `SetVolumeOwnership`;
+/// with `writable`, group-writable and directories set-group-ID, so that what is made in them
+/// later is the group's too (an `emptyDir`; an API data volume's modes are its payload's).
+/// Links are not followed.
+fn own(dir: &Path, gid: u32, writable: bool) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path)?;
+        std::os::unix::fs::lchown(&path, None, Some(gid))?;
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path)? {
+                stack.push(entry?.path());
+            }
+        }
+        if writable {
+            let add = if meta.is_dir() { 0o2070 } else { 0o060 };
+            set_mode(&path, (meta.permissions().mode() & 0o7777) | add)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes a pod's volumes' directory `dir`: the tmpfs mounted under it first (detached: a
+/// container's own mount namespace keeps its clone until it ends).
+pub fn remove(dir: &Path) -> io::Result<()> {
+    crate::runtime::registry::remove_with_mounts(dir)
 }
 
 /// Creates `dir` (mode 700) unless it is already a directory (a volume updated in place).
@@ -640,14 +843,16 @@ mod tests {
             )]
         );
         let tokens = Tokens::from([(("kube-api-access-x".into(), "token".into()), "T".into())]);
-        let v = make(tmp.path(), &p, &PodContext::default(), &sources(), &tokens).unwrap();
-        assert_eq!(
-            v.tmpfs,
-            [Tmpfs {
-                path: tmp.path().join("scratch"),
-                size: Some(1 << 20)
-            }]
-        );
+        let v = make(
+            tmp.path(),
+            &p,
+            &PodContext::default(),
+            &sources(),
+            &tokens,
+            Options::default(),
+        )
+        .unwrap();
+        assert_eq!(v.tmpfs[0].size, Some(1 << 20));
         let sa = tmp.path().join("kube-api-access-x");
         assert_eq!(read(&sa, "token"), "T");
         assert_eq!(read(&sa, "ca.crt"), "CA");
@@ -664,8 +869,34 @@ mod tests {
         let mounts = &v.mounts["app"];
         assert_eq!(mounts.len(), 3);
         assert!(!mounts[0].read_only);
-        assert_eq!(mounts[1].source, conf.join("app.yaml"));
+        assert_eq!(mounts[1].source, conf);
+        assert_eq!(mounts[1].sub_path.as_deref(), Some("app.yaml"));
         assert!(mounts[1].read_only, "an API data volume is read-only");
+        // The credentials are memory-backed; the ConfigMap is not.
+        let memory: Vec<&Path> = v.tmpfs.iter().map(|t| t.path.as_path()).collect();
+        assert_eq!(
+            memory,
+            [
+                tmp.path().join("scratch"),
+                tmp.path().join("opt"),
+                tmp.path().join("info"),
+                sa.clone()
+            ]
+        );
+        // What the supervisor runs: every volume a hostPath to its directory.
+        let mut spec = p.spec.clone().unwrap();
+        resolve(&mut spec, &v);
+        let volumes = spec.volumes.unwrap();
+        assert_eq!(
+            volumes[1].host_path.as_ref().unwrap().path,
+            conf.display().to_string()
+        );
+        assert!(volumes.iter().all(|v| v.config_map.is_none()));
+        let resolved = spec.containers[0].volume_mounts.clone().unwrap();
+        assert_eq!(
+            resolved.iter().map(|m| m.read_only).collect::<Vec<_>>(),
+            [Some(false), Some(true), Some(true)]
+        );
         assert_eq!(
             mounts[2].mount_path,
             Path::new("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -685,6 +916,7 @@ mod tests {
                 &PodContext::default(),
                 &sources(),
                 &Tokens::new(),
+                Options::default(),
             )
             .unwrap_err()
             .to_string()
@@ -702,7 +934,7 @@ mod tests {
         );
         assert_eq!(
             one("[{name: h, hostPath: {path: /etc}}]", "[]"),
-            "spec.volumes[0].hostPath: hostPath volumes are not supported on this node"
+            "spec.volumes[0].hostPath: hostPath (the node's own files; start the node with --allow-host-path to allow them) volumes are not supported on this node"
         );
         assert_eq!(
             one("[]", "[{name: nope, mountPath: /x}]"),
@@ -715,5 +947,54 @@ mod tests {
             ),
             "spec.containers[0].volumeMounts[0].subPath: \"../../etc\" must be a relative path inside the volume"
         );
+    }
+
+    #[test]
+    fn i45_6_host_path_only_with_the_node_flag_and_fs_group_owns_the_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = pod(
+            "metadata: {name: p, namespace: ns}\nspec:\n  securityContext: {fsGroup: 2000}\n  volumes:\n  - {name: h, hostPath: {path: /srv/data}}\n  - {name: conf, configMap: {name: conf, defaultMode: 256}}\n  - {name: e, emptyDir: {}}\n  containers:\n  - name: app\n    volumeMounts: [{name: h, mountPath: /h}, {name: e, mountPath: e}]\n",
+        );
+        let spec = p.spec.clone().unwrap();
+        let refused: Vec<String> = refusals(&spec, false)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        assert!(
+            refused[0].starts_with("spec.volumes[0].hostPath: "),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused[1],
+            "spec.containers[0].volumeMounts[1].mountPath: \"e\" must be an absolute path"
+        );
+        let mut p = p;
+        p.spec.as_mut().unwrap().containers[0]
+            .volume_mounts
+            .as_mut()
+            .unwrap()[1]
+            .mount_path = "/e".into();
+        let options = Options {
+            mount_tmpfs: false,
+            allow_host_path: true,
+        };
+        let v = make(
+            tmp.path(),
+            &p,
+            &PodContext::default(),
+            &sources(),
+            &Tokens::new(),
+            options,
+        )
+        .unwrap();
+        assert_eq!(v.dirs["h"], Path::new("/srv/data"));
+        use std::os::unix::fs::MetadataExt;
+        if rustix::process::geteuid().is_root() {
+            let file = std::fs::metadata(tmp.path().join("conf/app.yaml")).unwrap();
+            assert_eq!((file.gid(), file.mode() & 0o777), (2000, 0o440));
+            let e = std::fs::metadata(tmp.path().join("e")).unwrap();
+            assert_eq!((e.gid(), e.mode() & 0o7777), (2000, 0o2777));
+        }
     }
 }

@@ -64,6 +64,11 @@ pub struct BindMount {
     pub target: PathBuf,
     /// `readOnly`.
     pub read_only: bool,
+    /// `subPath`: the entry of `source` bound instead, resolved beneath it (a symbolic link
+    /// the pod planted in its volume never leads out of it) and made as a directory when
+    /// missing, as the kubelet does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_path: Option<PathBuf>,
 }
 
 /// What the init is to do.
@@ -471,9 +476,70 @@ fn entries(binds: &[BindMount]) -> Step<Vec<Entry>> {
                 format!("mountPath {}: not absolute", b.target.display()),
             ));
         }
-        out.push(clone_tree(&b.source, &b.target, b.read_only)?);
+        let fd = match &b.sub_path {
+            None => open_clone(&b.source)?,
+            Some(sub) => clone_beneath(&b.source, sub)?,
+        };
+        out.push(Entry::Tree(fd, b.target.clone(), b.read_only));
     }
     Ok(out)
+}
+
+/// A clone of `sub` inside the volume `dir`, every step of it resolved beneath `dir`
+/// (`openat2` `RESOLVE_BENEATH`: no `..`, absolute or symbolic link out of it); missing
+/// directories are made (mode 755), as the kubelet makes a missing `subPath`.
+fn clone_beneath(dir: &Path, sub: &Path) -> Step<OwnedFd> {
+    use rustix::fs::ResolveFlags as R;
+    let what = || format!("subPath {} of {}", sub.display(), dir.display());
+    let base = rustix::fs::open(
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        FileMode::empty(),
+    )
+    .map_err(at(what))?;
+    let how = R::BENEATH | R::NO_MAGICLINKS;
+    let open = |path: &Path| {
+        rustix::fs::openat2(
+            &base,
+            path,
+            OFlags::PATH | OFlags::CLOEXEC,
+            FileMode::empty(),
+            how,
+        )
+    };
+    let fd = match open(sub) {
+        Err(rustix::io::Errno::NOENT) => {
+            let mut prefix = PathBuf::new();
+            for part in sub.components() {
+                prefix.push(part);
+                if matches!(open(&prefix), Err(rustix::io::Errno::NOENT)) {
+                    let parent = prefix.parent().unwrap_or(Path::new(""));
+                    let parent = if parent.as_os_str().is_empty() {
+                        rustix::io::dup(&base).map_err(at(what))?
+                    } else {
+                        open(parent).map_err(at(what))?
+                    };
+                    match rustix::fs::mkdirat(
+                        &parent,
+                        part.as_os_str(),
+                        FileMode::from_raw_mode(0o755),
+                    ) {
+                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                        Err(e) => return Err(at(what)(e)),
+                    }
+                }
+            }
+            open(sub).map_err(at(what))?
+        }
+        other => other.map_err(at(what))?,
+    };
+    use rustix::mount::OpenTreeFlags as F;
+    rustix::mount::open_tree(
+        &fd,
+        "",
+        F::OPEN_TREE_CLONE | F::OPEN_TREE_CLOEXEC | F::AT_EMPTY_PATH,
+    )
+    .map_err(at(what))
 }
 
 /// Attaches the cloned mount `fd` at `at_path` inside the new root, read-only at once if `ro`:

@@ -293,7 +293,7 @@ fn remove_dead(host: &mut Netlink, entry: &Entry, live_links: &[String]) -> io::
             .map_err(err(format!("deleting bridge {}", entry.bridge)))?;
     remove_stale_services(host, entry)?;
     let tokens = entry.run_dir.join("tokens");
-    let tokens_removed = match std::fs::remove_dir_all(&tokens) {
+    let tokens_removed = match remove_with_mounts(&tokens) {
         Ok(()) => true,
         Err(e) if e.kind() == io::ErrorKind::NotFound => false,
         Err(e) => return Err(err(format!("removing {}", tokens.display()))(e)),
@@ -303,6 +303,52 @@ fn remove_dead(host: &mut Netlink, entry: &Entry, live_links: &[String]) -> io::
         bridge_removed,
         tokens_removed,
     })
+}
+
+/// Removes the directory tree `dir` with what is mounted under it (the pods' memory-backed
+/// volumes, [`crate::node::volumes`]): each mount detached first, the deepest first.
+pub fn remove_with_mounts(dir: &Path) -> io::Result<()> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let mut under: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|p| PathBuf::from(unescape_mount_path(p)))
+        .filter(|p| p.starts_with(dir))
+        .collect();
+    under.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for path in under {
+        match rustix::mount::unmount(&path, rustix::mount::UnmountFlags::DETACH) {
+            Ok(()) | Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(err(format!("unmounting {}", path.display()))(e.into())),
+        }
+    }
+    std::fs::remove_dir_all(dir)
+}
+
+/// A mount point as /proc/self/mountinfo spells it (space, tab, newline and backslash as
+/// `\ooo`), as a path.
+fn unescape_mount_path(field: &str) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|o| bytes[i] == b'\\' && o.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match octal {
+            Some(o) => {
+                let value = o.iter().fold(0u16, |v, d| v * 8 + u16::from(d - b'0'));
+                out.push(u8::try_from(value).unwrap_or(b'?'));
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    std::ffi::OsString::from_vec(out)
 }
 
 /// The hook for the Service ClusterIP addresses (issue 46, "Services from pods"): the
@@ -389,6 +435,30 @@ fn lock(dir: &Path) -> io::Result<OwnedFd> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn i45_6_a_tree_with_tmpfs_under_it_is_removed_mounts_first() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("pods with space");
+        let vol = dir.join("uid/secret");
+        std::fs::create_dir_all(&vol).unwrap();
+        rustix::mount::mount(
+            "tmpfs",
+            &vol,
+            "tmpfs",
+            rustix::mount::MountFlags::empty(),
+            None,
+        )
+        .unwrap();
+        std::fs::write(vol.join("token"), "t").unwrap();
+        remove_with_mounts(&dir).unwrap();
+        assert!(!dir.exists());
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(!info.contains("pods\\040with"), "{info}");
+    }
+
     use super::*;
 
     #[test]

@@ -111,6 +111,8 @@ pub struct Policy {
     pub allow_privileged: bool,
     /// The node runs as root, so it can give each container its own user and capabilities.
     pub root: bool,
+    /// `--allow-host-path`: `hostPath` volumes show the node's own files (refused otherwise).
+    pub allow_host_path: bool,
 }
 
 static POLICY: OnceLock<Policy> = OnceLock::new();
@@ -247,7 +249,6 @@ fn pod_unsupported(psc: &PodSecurityContext, out: &mut Vec<Refusal>) {
             });
         }
     };
-    no("fsGroup", psc.fs_group.is_some(), NO_VOLUMES);
     no(
         "sysctls",
         psc.sysctls.as_ref().is_some_and(|s| !s.is_empty()),
@@ -270,7 +271,6 @@ fn pod_unsupported(psc: &PodSecurityContext, out: &mut Vec<Refusal>) {
     );
 }
 
-const NO_VOLUMES: &str = "not supported by probelet node (it mounts no volumes)";
 const NO_LSM: &str = "not supported by probelet node (no SELinux or AppArmor profiles)";
 const NO_SECCOMP: &str = "not supported by probelet node (it applies no seccomp profile; only Unconfined can be honoured)";
 
@@ -330,6 +330,19 @@ fn identity_at(
             &format!("supplementalGroups[{i}]"),
             &mut refused,
         ));
+    }
+    // The kubelet adds `fsGroup` to every container's supplemental groups: the volumes' files
+    // are group-owned by it (crate::node::volumes).
+    if let Some(g) = psc.fs_group {
+        let g = u32::try_from(g).ok().filter(|g| *g != u32::MAX);
+        match g {
+            Some(g) if !groups.contains(&g) => groups.push(g),
+            Some(_) => {}
+            None => refused.push(Refusal::Id {
+                path: "spec.securityContext.fsGroup".into(),
+                value: psc.fs_group.unwrap_or_default(),
+            }),
+        }
     }
     if sc.run_as_non_root.or(psc.run_as_non_root) == Some(true) {
         let who = (pod.to_string(), c.name.clone());
@@ -535,7 +548,7 @@ impl Sandbox {
         Sandbox {
             netns,
             running: None,
-            binds: Vec::new(),
+            binds: binds(spec, c),
             read_only_root,
             confined,
         }
@@ -626,6 +639,26 @@ impl Sandbox {
             }
         }
     }
+}
+
+/// The binds of container `c`'s `volumeMounts`, in order: on `probelet node` every volume of
+/// the pod the supervisor runs is a `hostPath` by then, the directory the node made for it
+/// ([`crate::node::volumes::resolve`]), as the kubelet hands a runtime each volume as a host
+/// directory. A mount of any other volume is not bound (nothing of the node's to show).
+fn binds(spec: &PodSpec, c: &Container) -> Vec<BindMount> {
+    c.volume_mounts
+        .iter()
+        .flatten()
+        .filter_map(|m| {
+            let volume = spec.volumes.iter().flatten().find(|v| v.name == m.name)?;
+            Some(BindMount {
+                source: volume.host_path.as_ref()?.path.clone().into(),
+                target: m.mount_path.clone().into(),
+                read_only: m.read_only == Some(true),
+                sub_path: m.sub_path.clone().filter(|s| !s.is_empty()).map(Into::into),
+            })
+        })
+        .collect()
 }
 
 /// Makes `fd` the child's descriptor `to`, inherited across `exec`. Async-signal-safe.
@@ -731,6 +764,7 @@ mod tests {
     const ROOT: Policy = Policy {
         allow_privileged: false,
         root: true,
+        allow_host_path: false,
     };
 
     fn pod(yaml: &str) -> PodSpec {
@@ -782,6 +816,21 @@ mod tests {
     }
 
     #[test]
+    fn i45_1_fs_group_joins_every_containers_supplemental_groups() {
+        let (spec, c) = one(
+            "  securityContext: {supplementalGroups: [3000], fsGroup: 2000}\n  containers:\n  - {name: c, command: [x]}\n",
+        );
+        let id = Identity::of(&spec, &c, "p", ROOT).unwrap();
+        assert_eq!(id.groups, [3000, 2000]);
+        let (spec, _) =
+            one("  securityContext: {fsGroup: -2}\n  containers:\n  - {name: c, command: [x]}\n");
+        assert_eq!(
+            refusals(&spec, "p", ROOT)[0].to_string(),
+            "spec.securityContext.fsGroup: -2 is not a valid ID (0 to 4294967294)"
+        );
+    }
+
+    #[test]
     fn i45_1_run_as_non_root_is_refused_with_the_kubelets_texts() {
         let (spec, c) = one(
             "  securityContext: {runAsNonRoot: true}\n  containers:\n  - {name: c, command: [x]}\n",
@@ -830,7 +879,7 @@ mod tests {
         );
 
         let (spec, _) = one(
-            "  shareProcessNamespace: true\n  securityContext: {fsGroup: 2000, seccompProfile: {type: RuntimeDefault}}\n  containers:\n  - {name: c, command: [x], securityContext: {readOnlyRootFilesystem: true, capabilities: {add: [FLY]}, runAsUser: -1}}\n",
+            "  shareProcessNamespace: true\n  securityContext: {seccompProfile: {type: RuntimeDefault}}\n  containers:\n  - {name: c, command: [x], securityContext: {readOnlyRootFilesystem: true, capabilities: {add: [FLY]}, runAsUser: -1}}\n",
         );
         let paths: Vec<String> = refusals(&spec, "p", ROOT)
             .iter()
@@ -839,7 +888,6 @@ mod tests {
         assert_eq!(
             paths,
             [
-                "spec.securityContext.fsGroup",
                 "spec.securityContext.seccompProfile",
                 "spec.shareProcessNamespace",
                 "spec.containers[0].securityContext.runAsUser",
@@ -858,6 +906,7 @@ mod tests {
             Policy {
                 allow_privileged: false,
                 root: false,
+                allow_host_path: false,
             },
         );
         assert_eq!(refused, [Refusal::NotRoot]);

@@ -387,6 +387,7 @@ async fn i45_1_read_only_root_and_a_volume_bound_at_its_mount_path() {
         source: dir.path().to_path_buf(),
         target: "/data".into(),
         read_only: false,
+        sub_path: None,
     }];
     let out = output_of(
         &[
@@ -411,4 +412,42 @@ async fn i45_1_read_only_root_and_a_volume_bound_at_its_mount_path() {
         std::fs::read_to_string(dir.path().join("out")).unwrap(),
         "out\n"
     );
+}
+
+/// Issue 45, "Volumes": a `subPath` is resolved beneath its volume: a symbolic link the pod
+/// planted in it never shows the node's files (the container does not start), an entry
+/// inside is bound alone, and a missing one is made as a directory, as the kubelet does.
+#[tokio::test]
+async fn i45_6_a_sub_path_never_leaves_its_volume() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let vol = dir.path().join("vol");
+    std::fs::create_dir_all(vol.join("inside")).unwrap();
+    std::fs::write(vol.join("inside/f"), "in the volume\n").unwrap();
+    std::os::unix::fs::symlink("/etc", vol.join("escape")).unwrap();
+    std::os::unix::fs::symlink("../../..", vol.join("inside/up")).unwrap();
+    let bind = |sub: &str, target: &str| BindMount {
+        source: vol.clone(),
+        target: target.into(),
+        read_only: false,
+        sub_path: Some(sub.into()),
+    };
+    for escape in ["escape", "inside/up", "inside/up/etc"] {
+        let mut sandbox = confined(root_identity());
+        sandbox.binds = vec![bind(escape, "/x")];
+        let spawned = Process::spawn(&spec(&["cat", "/x/hostname"], &[], sandbox), |_, _| {});
+        let err = spawned.err().unwrap_or_else(|| panic!("{escape}: started"));
+        let err = probelet::display::error_chain(&err);
+        assert!(
+            err.to_string().contains(&format!("subPath {escape} of")),
+            "{escape}: {err}"
+        );
+    }
+    let mut sandbox = confined(root_identity());
+    sandbox.binds = vec![bind("inside/f", "/f"), bind("made/here", "/made")];
+    let out = output_of(&["sh", "-c", "cat /f; ls -d /made"], &[], sandbox).await;
+    assert_eq!(out, ["in the volume", "/made"]);
+    assert!(vol.join("made/here").is_dir());
 }

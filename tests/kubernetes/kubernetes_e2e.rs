@@ -1333,7 +1333,7 @@ fn i46_1_the_alerts_webhook_runs_as_a_pod_of_its_service_account_on_a_pod_networ
     let node_name = format!("podnet-webhook-{}", std::process::id());
     let node = Node::start_pod_network(&node_name, tmp.path(), 235);
     // An in-cluster kubeconfig: the pod fills in its service variables and credentials.
-    let kubeconfig = "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'https://HOST:PORT', certificate-authority: SADIR/ca.crt}}]\nusers: [{name: u, user: {tokenFile: SADIR/token}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n";
+    let kubeconfig = "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'https://HOST:PORT', certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt}}]\nusers: [{name: u, user: {tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n";
     let pod = format!("webhook-{}", std::process::id());
     apply(
         "default",
@@ -1348,7 +1348,7 @@ spec:
   containers:
   - name: webhook
     image: probelet
-    command: [sh, -c, 'umask 077 && printf "%s" "$WEBHOOK_TOKEN" > /tmp/webhook-token && printf "%s" "$WEBHOOK_CONFIG" > /tmp/webhook.yaml && printf "%s" "$WEBHOOK_KUBECONFIG" | sed "s|HOST|$KUBERNETES_SERVICE_HOST|; s|PORT|$KUBERNETES_SERVICE_PORT|; s|SADIR|$PROBELET_SERVICE_ACCOUNT_DIR|g" > /tmp/kubeconfig && exec "$0" alerts webhook /tmp/webhook.yaml --kubeconfig /tmp/kubeconfig --listen 0.0.0.0:9095', "{bin}"]
+    command: [sh, -c, 'umask 077 && printf "%s" "$WEBHOOK_TOKEN" > /tmp/webhook-token && printf "%s" "$WEBHOOK_CONFIG" > /tmp/webhook.yaml && printf "%s" "$WEBHOOK_KUBECONFIG" | sed "s|HOST|$KUBERNETES_SERVICE_HOST|; s|PORT|$KUBERNETES_SERVICE_PORT|" > /tmp/kubeconfig && exec "$0" alerts webhook /tmp/webhook.yaml --kubeconfig /tmp/kubeconfig --listen 0.0.0.0:9095', "{bin}"]
     env:
     - {{name: WEBHOOK_TOKEN, value: {token}}}
     - {{name: WEBHOOK_CONFIG, value: {config}}}

@@ -27,4 +27,5 @@ mod node_network;
 mod node_registration;
 mod node_sandbox;
 mod node_support;
+mod node_volumes;
 mod reference_kubelet;

@@ -47,8 +47,7 @@ fn i45_4_a_pod_never_sees_the_nodes_environment() {
             "KUBERNETES_SERVICE_PORT",
             "KUBERNETES_SERVICE_PORT_HTTPS",
             "MINE",
-            "PATH",
-            "PROBELET_SERVICE_ACCOUNT_DIR"
+            "PATH"
         ],
         "{logs}"
     );
@@ -240,9 +239,14 @@ fn i45_1_a_root_pod_cannot_read_the_nodes_credentials_signal_it_or_leave_its_cgr
         .as_str()
         .unwrap()
         .to_string();
-    let token = run_dir.join(format!("tokens/{uid}/token"));
-    wait_until("the neighbour's token", Duration::from_secs(30), || {
-        token.exists().then_some(())
+    // The token of the service-account volume the API server adds (`kube-api-access-*`).
+    let pod_tokens = run_dir.join(format!("tokens/{uid}"));
+    let token = wait_until("the neighbour's token", Duration::from_secs(30), || {
+        std::fs::read_dir(&pod_tokens)
+            .ok()?
+            .flatten()
+            .map(|e| e.path().join("token"))
+            .find(|t| t.exists())
     });
     let marker = format!("{}", std::process::id() % 10_000 + 45_100);
     let script = format!(

@@ -67,19 +67,6 @@ impl Supervisor {
         }
         let spawned = ProcessSpec::from_container(&c.spec).and_then(|mut spec| {
             spec.sandbox = sandbox;
-            // Until the service-account volume: the pod's own token directory (and nothing
-            // else of the run directory) at the path its variable names.
-            if let Some((_, dir)) = spec
-                .env
-                .iter()
-                .find(|(k, _)| k == crate::node::service_account::DIR_ENV)
-            {
-                spec.sandbox.binds.push(BindMount {
-                    source: dir.into(),
-                    target: dir.into(),
-                    read_only: true,
-                });
-            }
             // `probelet ...` runs this very binary (the demo app needs nothing installed).
             if spec.argv[0] == "probelet"
                 && let Ok(me) = std::env::current_exe()

@@ -27,7 +27,7 @@ use crate::outcome::ProbeOutcome;
 use crate::probe::{ProbeConfig, ProbeTarget, run_probe_in};
 use crate::runtime::netns::Netns;
 use crate::runtime::process::{ExitStatus, Process, ProcessSpec};
-use crate::runtime::sandbox::{BindMount, Sandbox};
+use crate::runtime::sandbox::Sandbox;
 use crate::spec::{PodTemplate, ProbeType};
 use crate::wall::{format_rfc3339, new_uid};
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
