@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use k8s_openapi::api::core::v1::{Container, Probe};
-use probelet::display::{go_duration, parse_duration};
+use probelet::display::{go_duration, parse_duration, terminal};
 use probelet::engine::ProbeResult;
 use probelet::outcome::{FailureKind, ProbeOutcome, RawResult};
 use probelet::probe::http::HttpTarget;
@@ -660,14 +660,8 @@ fn render(outcome: &ProbeOutcome, elapsed: Duration, format: Format) -> String {
             };
             if !output.is_empty() {
                 line.push_str(": ");
-                // One line, whatever the body or command printed.
-                for c in output.trim_end().chars() {
-                    if c.is_control() {
-                        line.extend(c.escape_debug());
-                    } else {
-                        line.push(c);
-                    }
-                }
+                // One line, whatever the body or command printed, escaped as `run` prints it.
+                line.push_str(&terminal(output.trim_end()));
             }
             line
         }
@@ -721,6 +715,17 @@ mod tests {
         assert_eq!(
             render(&o, Duration::ZERO, Format::Text),
             "error (unknown): port \"x\" not found"
+        );
+    }
+
+    /// The one terminal escaper (`display::terminal`, as `run` prints probe output): ESC as
+    /// `\x1b`, and the invisible reordering characters escaped too.
+    #[test]
+    fn i49_3_text_output_goes_through_the_one_terminal_escaper() {
+        let o = ProbeOutcome::completed(RawResult::Failure, "a\u{1b}[2Jb\u{202e}c\td\n");
+        assert_eq!(
+            render(&o, Duration::ZERO, Format::Text),
+            "failure: a\\x1b[2Jb\\u202ec\\td"
         );
     }
 }
