@@ -12,6 +12,8 @@
 //!   counts, when a container is killed and when it is ready.
 //! * [`runtime`]: containers as local processes (spawn, stop, logs, environment).
 //! * [`logs`]: bounded container logs, what `kubectl logs` reads (shared by `runtime` and `api`).
+//! * [`metrics_text`]: the Prometheus text format's label escaping, for the `/metrics` written
+//!   by hand (`monitor`, `api`).
 //! * [`driver`]: what feeds the engine time and outcomes (the virtual driver for tests and
 //!   simulation).
 //! * [`alerts`]: the alert lifecycle (pure) and the Alertmanager client (an edge task).
@@ -42,6 +44,7 @@ pub mod engine;
 pub mod http_client;
 pub mod lint;
 pub mod logs;
+pub mod metrics_text;
 pub mod monitor;
 pub mod node;
 pub mod outcome;

@@ -264,6 +264,28 @@ pub fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
     Err("expected HOST:PORT with an IP address as HOST, e.g. 127.0.0.1:9181 or [::1]:9181".into())
 }
 
+/// The token of an `Authorization` header value, read as kube-apiserver's bearer-token
+/// authenticator reads it (k8s.io/apiserver/pkg/authentication/request/bearertoken): the value
+/// trimmed, the scheme `Bearer` in any case, then the token up to the next space. `None`: no
+/// bearer token (another scheme, or an empty token, as after `Bearer` and two spaces).
+pub fn bearer_token(authorization: &str) -> Option<&str> {
+    let mut parts = authorization.trim().split(' ');
+    let scheme = parts.next()?;
+    let token = parts.next()?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Whether `given` is the secret `expected`, every byte compared whatever the first
+/// difference, so that the time taken does not tell how much of a guess was right.
+pub fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    given.len() == expected.len()
+        && given
+            .iter()
+            .zip(expected)
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
 /// [`serve`] on a thread of its own with its own one-thread runtime, so that serving (parsing
 /// requests, writing large bodies to thousands of clients) never takes time from the tasks of
 /// the caller's runtime: the monitor's probes start on time whatever its clients do (issue 28
@@ -564,6 +586,44 @@ impl hyper::body::Body for Tracked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// kube-apiserver's reading of `Authorization`: trailing blanks and the scheme's case do
+    /// not matter, a blank before the token leaves it empty (refused), and the compare is of
+    /// whole tokens.
+    #[test]
+    fn i49_4_one_bearer_token_reading_and_compare() {
+        let matches = |header: &str| {
+            bearer_token(header).is_some_and(|t| same_secret(t.as_bytes(), b"s3cret"))
+        };
+        for ok in [
+            "Bearer s3cret",
+            "bearer s3cret",
+            "BEARER s3cret",
+            "Bearer s3cret  ",
+            " Bearer s3cret\t",
+        ] {
+            assert!(matches(ok), "{ok:?}");
+        }
+        for refused in [
+            "Bearer  s3cret",
+            "Bearer s3cre",
+            "Bearer s3cret2",
+            "Basic s3cret",
+            "Bearer",
+            "Bearer ",
+            "s3cret",
+            "",
+        ] {
+            assert!(!matches(refused), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn i30_2_token_comparison() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"abc", b"abcd"));
+    }
 
     /// Answers `/panic` with a panic (as a bug reached by a request would), anything else 200.
     #[derive(Clone)]

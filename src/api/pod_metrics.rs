@@ -130,16 +130,11 @@ fn series(out: &mut String, name: &str, who: &[&str; 3], extra: &[(&str, &str)],
         if i > 0 {
             out.push(',');
         }
-        let _ = write!(out, "{k}=\"{}\"", escape(v));
+        let _ = write!(out, "{k}=\"");
+        crate::metrics_text::push_label_value(out, v);
+        out.push('"');
     }
     let _ = writeln!(out, "}} {value}");
-}
-
-/// Label-value escaping of the text format: backslash, double quote and newline.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

@@ -149,7 +149,7 @@ fn run_inner(args: Args) -> anyhow::Result<()> {
 }
 
 fn measure(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<serde_json::Value> {
-    super::monitor::raise_nofile_limit();
+    probelet::runtime::limits::raise_nofile();
     let runtime = super::monitor::runtime(args.threads)?;
     runtime.block_on(async {
         let config = MonitorConfig {
@@ -398,7 +398,7 @@ impl Canary {
 fn baseline(args: &Args, host: &str, port: u16, path: &str) -> anyhow::Result<serde_json::Value> {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
-    super::monitor::raise_nofile_limit();
+    probelet::runtime::limits::raise_nofile();
     let ip: std::net::IpAddr = host.parse().context("--baseline needs an IP address")?;
     let addr = SocketAddr::new(ip, port);
     let request: Arc<[u8]> = format!(
@@ -628,7 +628,7 @@ fn start_target(cpu: Option<usize>) -> anyhow::Result<(Child, SocketAddr)> {
 /// The benchmark target: answers each connection's request with `200 ok` and closes; a
 /// connection that sends nothing (a TCP probe) is simply closed.
 fn serve_target(addr: SocketAddr) -> anyhow::Result<()> {
-    super::monitor::raise_nofile_limit();
+    probelet::runtime::limits::raise_nofile();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

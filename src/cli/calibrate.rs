@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use probelet::calibrate::observe::{ObserveConfig, observe_run, preflight};
 use probelet::calibrate::propose::Margins;
 use probelet::calibrate::{self, ContainerReport, diff, edit};
-use probelet::display::parse_duration;
+use probelet::display::{parse_duration, terminal};
 use probelet::sim::manifest::read_pod_template;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -239,24 +239,10 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     }
     for r in &reports {
         for w in &r.warnings {
-            eprintln!("warning: {}", escape(w));
+            eprintln!("warning: {}", terminal(w));
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Text that reaches a terminal: control characters escaped (names come from the manifest).
-fn escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            let e: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            e
-        })
-        .collect()
 }
 
 fn secs(d: f64) -> String {
@@ -277,7 +263,7 @@ fn text(reports: &[ContainerReport], walls: &[Duration], args: &Args) -> String 
         mean
     ));
     for r in reports {
-        o.push_str(&format!("\ncontainer {}\n  measured:\n", escape(&r.name)));
+        o.push_str(&format!("\ncontainer {}\n  measured:\n", terminal(&r.name)));
         for (probe, s) in &r.measured.probes {
             let starts: Vec<String> = s
                 .startup
@@ -296,7 +282,7 @@ fn text(reports: &[ContainerReport], walls: &[Duration], args: &Args) -> String 
             ));
         }
         for e in &r.measured.exits {
-            o.push_str(&format!("    {e}\n"));
+            o.push_str(&format!("    {}\n", terminal(e)));
         }
         if r.changes.is_empty() {
             o.push_str("  proposed: no change\n");
@@ -315,7 +301,7 @@ fn text(reports: &[ContainerReport], walls: &[Duration], args: &Args) -> String 
             o.push_str(&format!("    {what}\n      because {}\n", c.reason));
         }
         for w in &r.warnings {
-            o.push_str(&format!("  warning: {}\n", escape(w)));
+            o.push_str(&format!("  warning: {}\n", terminal(w)));
         }
         let (cur, pro) = (&r.simulated.current, &r.simulated.proposed);
         o.push_str(&format!(

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use k8s_openapi::api::core::v1::{Container, Probe};
-use probelet::display::go_duration;
+use probelet::display::{go_duration, parse_duration, terminal};
 use probelet::engine::ProbeResult;
 use probelet::outcome::{FailureKind, ProbeOutcome, RawResult};
 use probelet::probe::http::HttpTarget;
@@ -71,7 +71,7 @@ Arguments:
 Options:
   -H, --header <NAME: VALUE>   Add an HTTP request header (repeatable). An empty value removes
                                a default header (User-Agent, Accept); Host sets the virtual host
-      --timeout <DURATION>     The probe's timeout (1s, 500ms, 2m, or plain seconds), covering
+      --timeout <DURATION>     The probe's timeout (1s, 500ms, 1m30s, or plain seconds), covering
                                connect, request and response [default: 1s, the kubelet's]
   -o, --output <FORMAT>        text: one line `<result>: <output>`; json: {\"result\": ...,
                                \"output\": ..., \"durationSeconds\": ...} [default: text]
@@ -518,33 +518,18 @@ fn parse_header(arg: &str) -> anyhow::Result<(String, String)> {
     Ok((name.to_string(), value.to_string()))
 }
 
-/// Parses `1s`, `500ms`, `2m`, `1h` or plain seconds; zero is refused because a probe with
-/// no time cannot succeed.
+/// Parses `--timeout` in the one duration grammar, [`parse_duration`]'s (`1s`, `500ms`,
+/// `1m30s`, plain seconds); zero is refused because a probe with no time cannot succeed.
 fn parse_timeout(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. 1s, 500ms, 2m)"))?;
-    let scale = match unit {
-        "" | "s" => 1.0,
-        "ms" => 0.001,
-        "m" => 60.0,
-        "h" => 3600.0,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
-            ));
-        }
-    };
-    let secs = value * scale;
-    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-        return Err(format!("{text:?} must be more than 0 and at most 24h"));
+    // The one duration grammar (`--alert-for`, `lint`, scenarios), bounded for a probe.
+    let d = parse_duration(text)?;
+    if d.is_zero() || d > Duration::from_secs(86_400) {
+        return Err(format!(
+            "{:?} must be more than 0 and at most 24h",
+            text.trim()
+        ));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// Reads container `name` (or, when `None`, the only container that has a `kind` probe) from
@@ -675,14 +660,8 @@ fn render(outcome: &ProbeOutcome, elapsed: Duration, format: Format) -> String {
             };
             if !output.is_empty() {
                 line.push_str(": ");
-                // One line, whatever the body or command printed.
-                for c in output.trim_end().chars() {
-                    if c.is_control() {
-                        line.extend(c.escape_debug());
-                    } else {
-                        line.push(c);
-                    }
-                }
+                // One line, whatever the body or command printed, escaped as `run` prints it.
+                line.push_str(&terminal(output.trim_end()));
             }
             line
         }
@@ -701,8 +680,16 @@ mod tests {
         assert_eq!(parse_timeout("1m"), Ok(Duration::from_secs(60)));
         assert!(parse_timeout("0").is_err());
         assert!(parse_timeout("-1s").is_err());
-        assert!(parse_timeout("1d").is_err());
+        assert!(parse_timeout("25h").is_err());
         assert!(parse_timeout("").is_err());
+    }
+
+    /// `--timeout` reads what `--alert-for` reads: the one grammar, components included.
+    #[test]
+    fn i49_1_timeout_takes_the_one_duration_grammar() {
+        for text in ["1m30s", "1h30m", "1.5s", "1d"] {
+            assert_eq!(parse_timeout(text), parse_duration(text), "{text}");
+        }
     }
 
     #[test]
@@ -728,6 +715,17 @@ mod tests {
         assert_eq!(
             render(&o, Duration::ZERO, Format::Text),
             "error (unknown): port \"x\" not found"
+        );
+    }
+
+    /// The one terminal escaper (`display::terminal`, as `run` prints probe output): ESC as
+    /// `\x1b`, and the invisible reordering characters escaped too.
+    #[test]
+    fn i49_3_text_output_goes_through_the_one_terminal_escaper() {
+        let o = ProbeOutcome::completed(RawResult::Failure, "a\u{1b}[2Jb\u{202e}c\td\n");
+        assert_eq!(
+            render(&o, Duration::ZERO, Format::Text),
+            "failure: a\\x1b[2Jb\\u202ec\\td"
         );
     }
 }

@@ -4,13 +4,16 @@
 //! Endpoints: `/healthz` (liveness), `/readyz` (readiness), `/startupz` (startup) and `/`.
 //! The clock starts when the process starts; every flag below counts from there.
 
+use axum::body::Body;
 use clap::Args as ClapArgs;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use probelet::server::{Protocols, ServerLimits, serve as edge};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 /// How the demo app behaves over time.
 #[derive(Debug, Clone, ClapArgs)]
@@ -119,39 +122,29 @@ fn answer(args: &Args, path: &str, elapsed: Duration) -> Option<(u16, String)> {
     })
 }
 
-async fn serve_one(mut conn: TcpStream, args: Arc<Args>, start: Instant) {
-    let mut buf = vec![0u8; 8192];
-    let mut len = 0;
-    // Read the request head (bounded: 8 KiB).
-    while len < buf.len() {
-        match conn.read(&mut buf[len..]).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => len += n,
-        }
-        if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-            break;
-        }
+/// The demo app's HTTP answers, served by the server edge (`probelet::server`): its accept
+/// loop backs off when descriptors run out, and its limits bound idle and slow clients.
+#[derive(Clone)]
+struct Http {
+    args: Arc<Args>,
+    start: Instant,
+}
+
+impl probelet::server::Handler for Http {
+    async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+        tokio::time::sleep(self.args.slow).await;
+        let Some((status, body)) = answer(&self.args, req.uri().path(), self.start.elapsed())
+        else {
+            // Hung: keep the connection open and never answer.
+            return std::future::pending().await;
+        };
+        Response::builder()
+            .status(status)
+            .header("content-type", "text/plain")
+            .header("connection", "close")
+            .body(Body::from(body))
+            .expect("static response parts")
     }
-    let head = String::from_utf8_lossy(&buf[..len]);
-    let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
-    tokio::time::sleep(args.slow).await;
-    let Some((status, body)) = answer(&args, &path, start.elapsed()) else {
-        // Hung: keep the connection open and never answer.
-        std::future::pending::<()>().await;
-        return;
-    };
-    let reason = match status {
-        200 => "OK",
-        404 => "Not Found",
-        500 => "Internal Server Error",
-        _ => "Service Unavailable",
-    };
-    let response = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = conn.write_all(response.as_bytes()).await;
-    let _ = conn.shutdown().await;
 }
 
 /// The gRPC health answer for `service` at `elapsed`: (grpc-status, serving status).
@@ -169,69 +162,51 @@ fn grpc_health(args: &Args, service: &str, elapsed: Duration) -> (u8, u8) {
     }
 }
 
-/// The `service` field of a length-prefixed `HealthCheckRequest` (protobuf field 1, a string).
-fn health_request_service(frame: &[u8]) -> String {
-    let msg = frame.get(5..).unwrap_or_default();
-    match msg {
-        [0x0a, len, rest @ ..] if rest.len() >= usize::from(*len) => {
-            String::from_utf8_lossy(&rest[..usize::from(*len)]).into_owned()
-        }
-        _ => String::new(),
-    }
+/// The gRPC health protocol (one unary method, a two-byte protobuf answer, the status in the
+/// trailers), over HTTP/2 on the server edge; requests are read by the sidecar's decoder.
+#[derive(Clone)]
+struct Grpc {
+    args: Arc<Args>,
+    start: Instant,
 }
 
-/// A minimal gRPC server for the health protocol, on hyper's HTTP/2 server: one unary method,
-/// a two-byte protobuf answer, and the status in the trailers.
-async fn serve_grpc(listener: TcpListener, args: Arc<Args>, start: Instant) {
-    use http_body_util::{BodyExt, Full};
-    use hyper::body::Incoming;
-    type Body = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
-    loop {
-        let Ok((conn, _)) = listener.accept().await else {
-            continue;
+/// The largest request body read: a `HealthCheckRequest` is a service name.
+const MAX_GRPC_BODY: usize = 64 * 1024;
+
+impl probelet::server::Handler for Grpc {
+    async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+        use http_body_util::{BodyExt, Full, Limited};
+        const INVALID_ARGUMENT: u8 = 3;
+        const UNIMPLEMENTED: u8 = 12;
+        let path = req.uri().path().to_string();
+        let body = Limited::new(req.into_body(), MAX_GRPC_BODY)
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let (status, serving) = if path == "/grpc.health.v1.Health/Check" {
+            match probelet::sidecar::server::parse_health_request(&body) {
+                Ok(service) => grpc_health(&self.args, &service, self.start.elapsed()),
+                Err(_) => (INVALID_ARGUMENT, 0),
+            }
+        } else {
+            (UNIMPLEMENTED, 0)
         };
-        let args = args.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-                let args = args.clone();
-                async move {
-                    let path = req.uri().path().to_string();
-                    let body = req
-                        .into_body()
-                        .collect()
-                        .await
-                        .map(|b| b.to_bytes())
-                        .unwrap_or_default();
-                    let (status, serving) = if path == "/grpc.health.v1.Health/Check" {
-                        grpc_health(&args, &health_request_service(&body), start.elapsed())
-                    } else {
-                        (12, 0) // UNIMPLEMENTED
-                    };
-                    let mut trailers = hyper::HeaderMap::new();
-                    trailers.insert("grpc-status", u16::from(status).into());
-                    // A length-prefixed HealthCheckResponse { status = serving }, or nothing
-                    // with an error status.
-                    let data = if status == 0 {
-                        vec![0, 0, 0, 0, 2, 0x08, serving]
-                    } else {
-                        Vec::new()
-                    };
-                    let body: Body = Full::new(bytes::Bytes::from(data))
-                        .with_trailers(async move { Some(Ok(trailers)) })
-                        .boxed();
-                    Ok::<_, std::convert::Infallible>(
-                        hyper::Response::builder()
-                            .header("content-type", "application/grpc")
-                            .body(body)
-                            .expect("static response"),
-                    )
-                }
-            });
-            let io = hyper_util::rt::TokioIo::new(conn);
-            let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-                .serve_connection(io, service)
-                .await;
-        });
+        let mut trailers = hyper::HeaderMap::new();
+        trailers.insert("grpc-status", u16::from(status).into());
+        // A length-prefixed HealthCheckResponse { status = serving }, or nothing with an
+        // error status.
+        let data = if status == 0 {
+            vec![0, 0, 0, 0, 2, 0x08, serving]
+        } else {
+            Vec::new()
+        };
+        let body =
+            Full::new(bytes::Bytes::from(data)).with_trailers(async move { Some(Ok(trailers)) });
+        Response::builder()
+            .header("content-type", "application/grpc")
+            .body(Body::new(body))
+            .expect("static response parts")
     }
 }
 
@@ -269,7 +244,7 @@ async fn serve(args: Args) -> ExitCode {
         TcpListener::bind(args.listen).await
     };
     tokio::pin!(listen);
-    let mut listener: Option<TcpListener> = None;
+    let mut listening = false;
     let mut stop_at: Option<tokio::time::Instant> = None;
     eprintln!(
         "demo-app: starting, will listen on {} in {}",
@@ -278,10 +253,12 @@ async fn serve(args: Args) -> ExitCode {
     );
     loop {
         tokio::select! {
-            bound = &mut listen, if listener.is_none() => match bound {
+            bound = &mut listen, if !listening => match bound {
                 Ok(l) => {
                     eprintln!("demo-app: listening on {}", args.listen);
-                    listener = Some(l);
+                    listening = true;
+                    let http = Http { args: args.clone(), start };
+                    tokio::spawn(edge(l, http, Protocols::Http1, ServerLimits::for_this_process()));
                     if let Some(interval) = args.notify_watchdog {
                         sd_notify("READY=1\nSTATUS=serving");
                         tokio::spawn(heartbeat(args.clone(), interval, start));
@@ -290,7 +267,9 @@ async fn serve(args: Args) -> ExitCode {
                         match TcpListener::bind(addr).await {
                             Ok(g) => {
                                 eprintln!("demo-app: gRPC health on {addr}");
-                                tokio::spawn(serve_grpc(g, args.clone(), start));
+                                let grpc = Grpc { args: args.clone(), start };
+                                let protocols = Protocols::Http1AndH2 { max_streams: 100 };
+                                tokio::spawn(edge(g, grpc, protocols, ServerLimits::for_this_process()));
                             }
                             Err(e) => {
                                 eprintln!("demo-app: cannot listen on {addr}: {e}");
@@ -304,11 +283,6 @@ async fn serve(args: Args) -> ExitCode {
                     return ExitCode::from(2);
                 }
             },
-            accepted = async { listener.as_ref().expect("guarded").accept().await }, if listener.is_some() => {
-                if let Ok((conn, _)) = accepted {
-                    tokio::spawn(serve_one(conn, args.clone(), start));
-                }
-            }
             _ = &mut exit => {
                 if args.notify_stopping {
                     sd_notify("STOPPING=1");
@@ -357,6 +331,8 @@ pub fn run(args: Args) -> ExitCode {
 mod tests {
     use super::*;
     use clap::Parser;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     #[derive(Parser)]
     struct Wrap {

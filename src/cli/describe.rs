@@ -6,6 +6,7 @@ use super::tabwriter::TabWriter;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::jiff::Timestamp;
 use probelet::display::human_duration;
+use probelet::spec::effective::describe_probe;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -449,61 +450,6 @@ fn container_state(out: &mut Out, title: &str, state: Option<&core::ContainerSta
     }
 }
 
-/// kubectl's one-line probe: `http-get http://:8080/healthz delay=0s timeout=1s period=10s
-/// #success=1 #failure=3`.
-pub fn describe_probe(p: &core::Probe) -> String {
-    let attrs = format!(
-        "delay={}s timeout={}s period={}s #success={} #failure={}",
-        p.initial_delay_seconds.unwrap_or(0),
-        p.timeout_seconds.unwrap_or(0),
-        p.period_seconds.unwrap_or(0),
-        p.success_threshold.unwrap_or(0),
-        p.failure_threshold.unwrap_or(0),
-    );
-    let port = |p: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString| match p {
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i) => i.to_string(),
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s.clone(),
-    };
-    if let Some(e) = &p.exec {
-        let command = e.command.clone().unwrap_or_default().join(" ");
-        format!("exec [{command}] {attrs}")
-    } else if let Some(h) = &p.http_get {
-        let host = h.host.clone().unwrap_or_default();
-        let port = port(&h.port);
-        // Go's net.JoinHostPort brackets IPv6 hosts.
-        let host = match (host.contains(':'), port.is_empty()) {
-            (_, true) => host,
-            (true, false) => format!("[{host}]:{port}"),
-            (false, false) => format!("{host}:{port}"),
-        };
-        let scheme = h.scheme.clone().unwrap_or_default().to_lowercase();
-        let mut path = h.path.clone().unwrap_or_default();
-        if !path.is_empty() && !path.starts_with('/') {
-            path.insert(0, '/');
-        }
-        let prefix = if scheme.is_empty() {
-            String::new()
-        } else {
-            format!("{scheme}:")
-        };
-        format!("http-get {prefix}//{host}{path} {attrs}")
-    } else if let Some(t) = &p.tcp_socket {
-        format!(
-            "tcp-socket {}:{} {attrs}",
-            t.host.clone().unwrap_or_default(),
-            port(&t.port)
-        )
-    } else if let Some(g) = &p.grpc {
-        format!(
-            "grpc <pod>:{} {} {attrs}",
-            g.port,
-            g.service.clone().unwrap_or_default()
-        )
-    } else {
-        format!("unknown {attrs}")
-    }
-}
-
 fn environment(out: &mut Out, c: &core::Container, pod: &core::Pod) {
     let env = c.env.as_deref().unwrap_or_default();
     if env.is_empty() {
@@ -799,29 +745,6 @@ fn rfc1123z(t: Option<&Timestamp>) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn probes_read_like_kubectl() {
-        let p: core::Probe = serde_json::from_value(json!({
-            "httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
-            "initialDelaySeconds": 0, "timeoutSeconds": 1, "periodSeconds": 10,
-            "successThreshold": 1, "failureThreshold": 3
-        }))
-        .unwrap();
-        assert_eq!(
-            describe_probe(&p),
-            "http-get http://:8080/healthz delay=0s timeout=1s period=10s #success=1 #failure=3"
-        );
-        let p: core::Probe = serde_json::from_value(json!({
-            "exec": {"command": ["cat", "/tmp/ok"]}, "tcpSocket": null,
-            "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3
-        }))
-        .unwrap();
-        assert_eq!(
-            describe_probe(&p),
-            "exec [cat /tmp/ok] delay=0s timeout=1s period=10s #success=1 #failure=3"
-        );
-    }
 
     #[test]
     fn a_minimal_pod_describes_with_kubectls_alignment() {

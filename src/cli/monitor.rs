@@ -243,7 +243,8 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let nofile = raise_nofile_limit();
+    // Thousands of probes in flight need the hard limit, not the default soft one.
+    let (nofile, _) = probelet::runtime::limits::raise_nofile();
     // Exec probes die with the monitor, even on `kill -9` (the watcher `run` uses).
     probelet::runtime::containment::init();
     return_large_buffers();
@@ -268,7 +269,7 @@ pub fn run(args: Args) -> ExitCode {
         allow_link_local: args.allow_link_local,
     };
     let server_limits = {
-        let l = probelet::server::ServerLimits::for_nofile(nofile.unwrap_or(1024));
+        let l = probelet::server::ServerLimits::for_nofile(nofile);
         probelet::server::ServerLimits {
             max_connections: args.max_connections.unwrap_or(l.max_connections).max(1),
             ..l
@@ -523,23 +524,6 @@ fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
     Some((m.modified().ok()?, m.len()))
 }
 
-/// Raises the soft open-file limit to the hard limit (as Go programs do at start), so that
-/// thousands of probes in flight fit. Returns the soft limit in force.
-pub fn raise_nofile_limit() -> Option<u64> {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut lim = getrlimit(Resource::Nofile);
-    if lim.current != lim.maximum {
-        let raised = rustix::process::Rlimit {
-            current: lim.maximum,
-            maximum: lim.maximum,
-        };
-        if setrlimit(Resource::Nofile, raised).is_ok() {
-            lim = getrlimit(Resource::Nofile);
-        }
-    }
-    lim.current
-}
-
 /// Makes glibc's malloc give every buffer of 1 MiB or more its own mapping, returned to the
 /// system when freed. By default the threshold follows the largest buffer freed (up to 32
 /// MiB), after which the status page's and `/metrics`' multi-MB bodies come from the heap and
@@ -554,13 +538,10 @@ fn return_large_buffers() {
 
 /// 4096 in flight, or half the descriptor limit (each probe holds one socket, plus one more
 /// briefly while its close lingers), leaving room for the listener and stdio.
-pub fn default_in_flight(nofile: Option<u64>) -> usize {
-    match nofile {
-        Some(n) => usize::try_from(n.saturating_sub(32) / 2)
-            .unwrap_or(4096)
-            .clamp(1, 4096),
-        None => 4096,
-    }
+pub fn default_in_flight(nofile: u64) -> usize {
+    usize::try_from(nofile.saturating_sub(32) / 2)
+        .unwrap_or(4096)
+        .clamp(1, 4096)
 }
 
 /// Reads and parses the targets file for a reload. A file with no document at all is a write

@@ -15,6 +15,7 @@
 //! | `probelet_monitor_target_transitions_total` | same | readiness changes (flapping) |
 //! | `probelet_monitor_probe_timeout_seconds` | same | `timeoutSeconds` (latency against it) |
 
+use crate::metrics_text::push_label_value;
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -159,7 +160,7 @@ fn series<P>(out: &mut String, name: &str, t: &Target<P>, extra: &[(&str, &str)]
 fn line_start<P>(out: &mut String, name: &str, t: &Target<P>, extra: &[(&str, &str)]) {
     out.push_str(name);
     out.push_str("{target=\"");
-    escape(out, &t.name);
+    push_label_value(out, &t.name);
     out.push('"');
     for (k, v) in t
         .labels
@@ -170,32 +171,8 @@ fn line_start<P>(out: &mut String, name: &str, t: &Target<P>, extra: &[(&str, &s
         out.push(',');
         out.push_str(k);
         out.push_str("=\"");
-        escape(out, v);
+        push_label_value(out, v);
         out.push('"');
     }
     out.push('}');
-}
-
-/// Label-value escaping of the text format: backslash, double quote and newline.
-fn escape(out: &mut String, v: &str) {
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn label_values_are_escaped() {
-        let mut s = String::new();
-        escape(&mut s, "a\"b\\c\nd");
-        assert_eq!(s, "a\\\"b\\\\c\\nd");
-    }
 }

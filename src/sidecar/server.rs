@@ -265,7 +265,7 @@ async fn read_service(
 }
 
 /// The `service` (field 1) of a length-prefixed, uncompressed `HealthCheckRequest`.
-fn parse_health_request(frame: &[u8]) -> Result<String, &'static str> {
+pub fn parse_health_request(frame: &[u8]) -> Result<String, &'static str> {
     let [compressed, a, b, c, d, msg @ ..] = frame else {
         return Ok(String::new()); // an empty body is the empty request
     };

@@ -162,6 +162,22 @@ fn tcp_success_and_refused() {
     }
 }
 
+/// `--timeout` reads the one duration grammar, the one `--alert-for` reads: `1m30s` is a
+/// timeout, not a usage error.
+#[test]
+fn i49_1_timeout_takes_compound_durations() {
+    for bin in BINARIES {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let target = format!("tcp://127.0.0.1:{port}");
+        let (code, out, err) = stdout_of(check(bin).args(["--timeout", "1m30s", &target]));
+        assert_eq!((code, out.as_str()), (0, "success\n"), "{bin}: {err}");
+        let (code, _, err) = stdout_of(check(bin).args(["--timeout", "25h", &target]));
+        assert_eq!(code, 2, "{bin}: {err}");
+        assert!(err.contains("at most 24h"), "{bin}: {err}");
+    }
+}
+
 #[test]
 fn grpc_refused_is_a_failure_within_the_timeout() {
     for bin in BINARIES {

@@ -57,7 +57,7 @@ fn handler_summaries_for_each_handler() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     for needle in [
         "http-get http://:http/healthz",
-        "grpc :9090 service=\"\"",
+        "grpc <pod>:9090",
         "tcp-socket :pg",
         "exec [pg_isready -U postgres]",
         "log-shipper (init)",
