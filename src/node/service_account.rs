@@ -31,8 +31,9 @@ use kube::api::PostParams;
 
 use super::client::NodeError;
 
-/// The variable naming the directory with `token`, `ca.crt` and `namespace`.
-pub const DIR_ENV: &str = "PROBELET_SERVICE_ACCOUNT_DIR";
+/// The variable naming the directory with `token`, `ca.crt` and `namespace` (the pod's
+/// clients read it: [`crate::kube::SERVICE_ACCOUNT_DIR_ENV`]).
+pub use crate::kube::SERVICE_ACCOUNT_DIR_ENV as DIR_ENV;
 
 /// Token lifetime asked for (the kubelet's default projected token: 1 h).
 const TOKEN_SECONDS: i64 = 3600;

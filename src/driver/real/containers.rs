@@ -72,7 +72,7 @@ impl Supervisor {
             if let Some((_, dir)) = spec
                 .env
                 .iter()
-                .find(|(k, _)| k == crate::node::service_account::DIR_ENV)
+                .find(|(k, _)| k == crate::kube::SERVICE_ACCOUNT_DIR_ENV)
             {
                 spec.sandbox.binds.push(BindMount {
                     source: dir.into(),
