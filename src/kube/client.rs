@@ -738,6 +738,79 @@ mod tests {
         );
     }
 
+    /// Issue 49: the webhook's requests on the small client: a selector's pods by name (metadata
+    /// only, with a limit, `more` from the continue token), a JSON merge patch of a pod, and a
+    /// 401 that names the webhook.
+    #[tokio::test]
+    async fn i49_2_the_webhooks_list_and_merge_patch() {
+        use fake::Reply;
+        let (addr, seen) = fake::serve(vec![
+            Reply::Body(
+                200,
+                r#"{"kind":"PartialObjectMetadataList","metadata":{"resourceVersion":"5"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#.into(),
+            ),
+            Reply::Body(
+                200,
+                r#"{"kind":"PartialObjectMetadataList","metadata":{"continue":"xyz"},"items":[{"metadata":{"name":"a"}}]}"#.into(),
+            ),
+            Reply::Body(200, r#"{"kind":"Pod"}"#.into()),
+            Reply::Body(401, r#"{"kind":"Status","code":401,"message":"Unauthorized"}"#.into()),
+        ])
+        .await;
+        let mut api = api(&addr);
+        api.caller = super::super::Caller::Webhook;
+        let list = api
+            .list_pod_names("ns", "app=orders,tier!=x", 11)
+            .await
+            .unwrap();
+        assert_eq!(
+            list,
+            PodNames {
+                names: vec!["a".into(), "b".into()],
+                more: false
+            }
+        );
+        assert!(api.list_pod_names("ns", "app=x", 1).await.unwrap().more);
+        let patch =
+            serde_json::json!({"metadata": {"labels": {"probe/debug": "latency", "gone": null}}});
+        api.merge_patch_pod("ns", "app", &patch, "labelling pod ns/app")
+            .await
+            .unwrap();
+        let e = api
+            .merge_patch_pod("ns", "app", &patch, "labelling pod ns/app")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the API server refused the webhook's credentials (labelling pod ns/app: 401 Unauthorized): check its token or client certificate"
+        );
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen[0].line,
+            "GET /api/v1/namespaces/ns/pods?labelSelector=app%3Dorders%2Ctier%21%3Dx&limit=11 HTTP/1.1"
+        );
+        assert!(
+            seen[0]
+                .rest
+                .contains("accept: application/json;as=partialobjectmetadatalist;g=meta.k8s.io;v=v1,application/json\r\n"),
+            "{}",
+            seen[0].rest
+        );
+        assert_eq!(
+            seen[2].line,
+            "PATCH /api/v1/namespaces/ns/pods/app HTTP/1.1"
+        );
+        let rest = &seen[2].rest;
+        assert!(
+            rest.contains("content-type: application/merge-patch+json\r\n"),
+            "{rest}"
+        );
+        assert!(
+            rest.ends_with(r#"{"metadata":{"labels":{"gone":null,"probe/debug":"latency"}}}"#),
+            "{rest}"
+        );
+    }
+
     #[tokio::test]
     async fn i30_2_a_watch_splits_events_across_pieces_and_bounds_a_line() {
         use fake::Reply;

@@ -617,6 +617,22 @@ mod tests {
         );
     }
 
+    /// Issue 49: the webhook reads kubeconfigs here too; what it cannot do names the webhook.
+    #[test]
+    fn i49_2_a_refusal_names_the_caller() {
+        let (_dir, path) = kubeconfig(&config(
+            "    server: https://127.0.0.1:6443\n    certificate-authority: ca.crt\n",
+            "    exec: {command: aws}\n",
+        ));
+        let e = from_kubeconfig(&path, Caller::Webhook)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("user \"u\": exec: not supported by the webhook (use token, tokenFile or client-certificate and client-key)"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn i30_1_contexts_and_the_file_itself() {
         assert_eq!(error(""), "current-context is not set");

@@ -6,7 +6,7 @@
 //!
 //! No Kubernetes client library: only what the callers read is decoded, so the
 //! `probelet-sidecar` binary stays small (BENCHMARKS.md "Footprint again"). `probelet node`
-//! keeps kube-rs (`crate::node::client`): it reads and writes whole objects of many kinds.
+//! keeps kube-rs (`src/node/client.rs`): it reads and writes whole objects of many kinds.
 //!
 //! | module | job |
 //! | --- | --- |
