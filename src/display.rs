@@ -47,7 +47,7 @@ pub fn terminal(text: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len() + 8);
     let mut escaped = false;
     for c in text.chars() {
-        if crate::spec::field::push_go_escape(&mut out, c) {
+        if push_go_escape(&mut out, c) {
             escaped = true;
         } else {
             out.push(c);
@@ -58,6 +58,48 @@ pub fn terminal(text: &str) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(text)
     }
+}
+
+/// Appends `c` the way `strconv.Quote` escapes it when it is a control character or one of
+/// the unprintable runes below (`\n`, `\x1b`, `\u202e`); false, with nothing appended, when
+/// `c` prints as itself. Quotes and backslashes are the caller's business.
+pub fn push_go_escape(out: &mut String, c: char) -> bool {
+    match c {
+        '\u{7}' => out.push_str("\\a"),
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        '\u{b}' => out.push_str("\\v"),
+        c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        }
+        // Go escapes non-printable runes; Rust has no exact `unicode.IsPrint`, so escape the
+        // C1 controls and the format/private ranges a manifest could plausibly contain.
+        c if is_go_unprintable(c) => {
+            if (c as u32) < 0x10000 {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            } else {
+                out.push_str(&format!("\\U{:08x}", c as u32));
+            }
+        }
+        _ => return false,
+    }
+    true
+}
+
+fn is_go_unprintable(c: char) -> bool {
+    let n = c as u32;
+    (0x80..0xa0).contains(&n)
+        || n == 0xad
+        || n == 0x61c
+        || (0x200b..=0x200f).contains(&n)
+        || (0x2028..=0x202e).contains(&n)
+        || (0x2060..=0x206f).contains(&n)
+        || n == 0xfeff
+        || (0xe000..=0xf8ff).contains(&n)
+        || (0xfff0..=0xfffb).contains(&n)
 }
 
 /// Formats a duration the way Go's `time.Duration.String` does for the values the kubelet

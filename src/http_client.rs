@@ -7,11 +7,11 @@
 //! [`send`] and each read (the callers' budgets differ: etcd per endpoint, Alertmanager per
 //! batch, watches not at all); bodies are bounded by [`Response::bytes`]'s limit. Every peer
 //! these calls reach is plain `http://` (Alertmanager and etcd on a trusted network,
-//! `probelet run`'s API, whose listener serves plain HTTP beside HTTPS), except the sidecar's
-//! API server ([`crate::sidecar::kube_api`]): [`send_over`] with a [`Tls`] verifies the server
-//! against the CAs it is given (never the system's, never none) and may present a client
-//! certificate. HTTP/1.1 is offered over TLS too (ALPN `http/1.1`): one exchange per
-//! connection needs nothing of HTTP/2.
+//! `probelet run`'s API, whose listener serves plain HTTP beside HTTPS), except the API server
+//! of the sidecar and the webhook ([`crate::kube::client`]): [`send_over`] with a [`Tls`]
+//! verifies the server against the CAs it is given (never the system's, never none) and may
+//! present a client certificate. HTTP/1.1 is offered over TLS too (ALPN `http/1.1`): one
+//! exchange per connection needs nothing of HTTP/2.
 //!
 //! Probes do not use this client: their handlers (`probe::http`) keep their own measured fast
 //! path and Go's exact error texts.

@@ -26,7 +26,10 @@
 //! * [`server`]: the one server edge (connection cap, timeouts, accept back-off) every
 //!   server probelet runs goes through.
 //! * [`http_client`]: the one HTTP client edge for probelet's own calls (Alertmanager, etcd,
-//!   the CLI's API client, the sidecar's API server over TLS); probes keep their own handlers.
+//!   the CLI's API client, the sidecar's and the webhook's API server over TLS); probes keep
+//!   their own handlers.
+//! * [`kube`]: the small Kubernetes client of the sidecar and the webhook (kubeconfig and
+//!   in-cluster config, a few requests, errors naming the caller, retries); `node` has kube-rs.
 //! * [`sidecar`]: `probelet sidecar`, the application-side health proxy (cached checks,
 //!   sd_notify watchdog, drain).
 //! * [`sim`]: `probelet simulate`: scenarios, timelines and their outputs, over the virtual
@@ -42,6 +45,7 @@ pub mod display;
 pub mod driver;
 pub mod engine;
 pub mod http_client;
+pub mod kube;
 pub mod lint;
 pub mod logs;
 pub mod metrics_text;

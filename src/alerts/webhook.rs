@@ -13,8 +13,8 @@
 //! (`maxAlerts`, 413), the pods per alert (`maxPodsPerAlert`, 422), the labels per alert
 //! (`maxLabelsPerAlert`, 422) and the alerts held at once (`maxActiveAlerts`, 503). Alert
 //! labels come from metrics, i.e. from the monitored workloads, so they are hostile: a
-//! `namespace` must be a DNS-1123 label and a `pod` a DNS-1123 subdomain (kube-rs puts names
-//! into the request path unescaped: `victim?` or `t2/status` would reach other objects), and
+//! `namespace` must be a DNS-1123 label and a `pod` a DNS-1123 subdomain (names go into
+//! request paths: were one unescaped, `victim?` or `t2/status` would reach other objects), and
 //! every label key and value must be one the API server accepts and start with one of
 //! `allowedPrefixes` (422). Every refusal is decided before anything is written; 502 means the
 //! API server failed (Alertmanager retries), never that the request was wrong.
@@ -38,12 +38,9 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
 use serde::Deserialize;
 
-use crate::node::client::NodeError;
+use crate::kube::{ApiServer, KubeError};
 
 /// Largest webhook body read (Alertmanager's payloads are a few KiB per alert).
 pub const MAX_BODY: usize = 1 << 20;
@@ -665,7 +662,7 @@ fn commit(state: &mut State, change: Change, gone: &[PodRef]) {
 /// The receiver's state: active alerts, by key.
 #[derive(Clone)]
 struct Webhook {
-    client: kube::Client,
+    client: ApiServer,
     config: Arc<WebhookConfig>,
     /// Held only while deciding or committing, never across an API call.
     state: Arc<Mutex<State>>,
@@ -764,18 +761,17 @@ impl Webhook {
                 namespace,
                 selector,
             } => {
-                let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
                 let max = self.config.max_pods_per_alert;
-                let list = api
-                    .list_metadata(
-                        &ListParams::default()
-                            .labels(selector)
-                            .limit(u32::try_from(max + 1).unwrap_or(u32::MAX)),
+                let list = self
+                    .client
+                    .list_pod_names(
+                        namespace,
+                        selector,
+                        u32::try_from(max + 1).unwrap_or(u32::MAX),
                     )
                     .await
-                    .map_err(|e| api_refusal(NodeError::from_kube("listing pods", e)))?;
-                if list.items.len() > max || list.metadata.continue_.is_some_and(|c| !c.is_empty())
-                {
+                    .map_err(api_refusal)?;
+                if list.names.len() > max || list.more {
                     return Err(refuse(
                         422,
                         format!(
@@ -784,9 +780,10 @@ impl Webhook {
                     ));
                 }
                 Ok(list
-                    .items
+                    .names
                     .into_iter()
-                    .filter_map(|p| Some((namespace.clone(), p.metadata.name?)))
+                    .filter(|name| !name.is_empty())
+                    .map(|name| (namespace.clone(), name))
                     .collect())
             }
         }
@@ -846,15 +843,9 @@ impl Webhook {
 
     /// Merge-patches a pod's labels; `false` when the pod is gone (nothing to do).
     async fn patch(&self, ns: &str, name: &str, patch: &LabelPatch) -> Result<bool, Refusal> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         let body = serde_json::json!({"metadata": {"labels": patch}});
         let what = format!("labelling pod {ns}/{name}");
-        let r = crate::node::client::retry(3, || async {
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
-                .await
-                .map_err(|e| NodeError::from_kube(&what, e))
-        })
-        .await;
+        let r = crate::kube::retry(3, || self.client.merge_patch_pod(ns, name, &body, &what)).await;
         match r {
             Ok(_) => {
                 let shown: Vec<String> = patch
@@ -914,7 +905,7 @@ impl Webhook {
 /// An API failure as an answer: Alertmanager retries on 5xx.
 /// A 4xx of the API server is answered as such (Alertmanager does not retry it): it is not a
 /// failure of the API server, and the same request would be refused again.
-fn api_refusal(e: NodeError) -> Refusal {
+fn api_refusal(e: KubeError) -> Refusal {
     let status = match e.code() {
         403 => 403,
         400..=499 => 422,
@@ -958,21 +949,25 @@ pub fn excess_permissions(
 
 /// One line when the webhook's credentials can do more than it needs (a
 /// `SelfSubjectRulesReview` in `default`): an alert that steered it could do the rest.
-pub async fn privilege_warning(client: &kube::Client) -> Option<String> {
-    use k8s_openapi::api::authorization::v1::{SelfSubjectRulesReview, SelfSubjectRulesReviewSpec};
-    let review = SelfSubjectRulesReview {
-        spec: SelfSubjectRulesReviewSpec {
-            namespace: Some("default".into()),
-        },
-        ..Default::default()
-    };
-    let api: Api<SelfSubjectRulesReview> = Api::all(client.clone());
-    let status = match api.create(&Default::default(), &review).await {
+pub async fn privilege_warning(client: &ApiServer) -> Option<String> {
+    use k8s_openapi::api::authorization::v1::SelfSubjectRulesReview;
+    let review = serde_json::json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectRulesReview",
+        "spec": {"namespace": "default"},
+    });
+    let answer = client
+        .create::<SelfSubjectRulesReview>(
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            &review,
+            "reviewing permissions",
+        )
+        .await;
+    let status = match answer {
         Ok(r) => r.status?,
         Err(e) => {
             return Some(format!(
-                "warning: could not review its own permissions: {}",
-                NodeError::from_kube("reviewing permissions", e)
+                "warning: could not review its own permissions: {e}"
             ));
         }
     };
@@ -988,7 +983,7 @@ pub async fn privilege_warning(client: &kube::Client) -> Option<String> {
 }
 
 /// Serves the webhook on `listener` until the task is dropped (the TTL sweep runs alongside).
-pub async fn serve(listener: tokio::net::TcpListener, client: kube::Client, config: WebhookConfig) {
+pub async fn serve(listener: tokio::net::TcpListener, client: ApiServer, config: WebhookConfig) {
     let webhook = Webhook {
         client,
         config: Arc::new(config),
@@ -1409,6 +1404,17 @@ mod tests {
         assert_eq!(excess_permissions(&admin), ["* *.*", "patch pods/status"]);
     }
 
+    /// An API server nothing answers at: for tests that never reach it.
+    fn unreachable_api_server() -> ApiServer {
+        ApiServer {
+            authority: "127.0.0.1:1".into(),
+            base_path: String::new(),
+            tls: None,
+            auth: crate::kube::Auth::None,
+            caller: crate::kube::Caller::Webhook,
+        }
+    }
+
     /// The token is read as kube-apiserver reads it (`server::bearer_token`), over a real
     /// socket: a lower-case scheme and a trailing blank pass, then the body is judged (400).
     #[tokio::test]
@@ -1416,9 +1422,7 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let kube = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
-        let client = kube::Client::try_from(kube).unwrap();
-        let server = tokio::spawn(serve(listener, client, config()));
+        let server = tokio::spawn(serve(listener, unreachable_api_server(), config()));
         let token = "t".repeat(16);
         for (auth, status) in [
             (format!("bearer {token} "), "400"),
@@ -1446,9 +1450,7 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let kube = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
-        let client = kube::Client::try_from(kube).unwrap();
-        let server = tokio::spawn(serve(listener, client, config()));
+        let server = tokio::spawn(serve(listener, unreachable_api_server(), config()));
         let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
         conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .await

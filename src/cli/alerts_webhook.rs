@@ -62,7 +62,10 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     rt.block_on(async {
-        let client = match probelet::node::client::connect(&args.kubeconfig).await {
+        let client = match probelet::kube::config::from_kubeconfig(
+            &args.kubeconfig,
+            probelet::kube::Caller::Webhook,
+        ) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e}");

@@ -8,10 +8,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use probelet::node::error::NodeError;
+use probelet::kube::{ApiServer, Caller, KubeError};
 use probelet::probe::go_duration;
 use probelet::sidecar::config::{self, SidecarConfig};
-use probelet::sidecar::kubeconfig::ApiServer;
 use probelet::sidecar::runner::{self, Checks, Shared};
 use probelet::sidecar::{gate, labels, notify, server};
 use tokio::signal::unix::{SignalKind, signal};
@@ -107,13 +106,13 @@ pub fn run(args: Args) -> ExitCode {
 
 /// The API client and the sidecar's own pod (only reading files here: an API server that is
 /// down costs retries later, not the start).
-fn kube_edge(args: &Args) -> Result<(ApiServer, gate::PodIdentity), NodeError> {
+fn kube_edge(args: &Args) -> Result<(ApiServer, gate::PodIdentity), KubeError> {
     let pod = gate::PodIdentity::from_env()?;
     let sa_dir = args
         .service_account_dir
         .clone()
-        .unwrap_or_else(|| gate::SERVICE_ACCOUNT_DIR.into());
-    let client = gate::connect(args.kubeconfig.as_deref(), &sa_dir)?;
+        .unwrap_or_else(|| probelet::kube::SERVICE_ACCOUNT_DIR.into());
+    let client = probelet::kube::connect(args.kubeconfig.as_deref(), &sa_dir, Caller::Sidecar)?;
     Ok((client, pod))
 }
 

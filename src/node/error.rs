@@ -1,7 +1,6 @@
-//! The errors of the node's and the sidecar's API server edges, said so a user can act on
-//! them. Free of any client library: the node classifies kube-rs's errors into these
-//! ([`super::client`]), the sidecar its own requests' ([`crate::sidecar::kube_api`]), and the
-//! sidecar binary links no Kubernetes client.
+//! The errors of the node's API server edge, said so a user can act on them; the node
+//! classifies kube-rs's errors into these ([`super::client`]). The sidecar and the webhook have
+//! their own ([`crate::kube::KubeError`]).
 
 use std::path::PathBuf;
 

@@ -15,39 +15,25 @@
 //! The client comes from `--kubeconfig`, or in a pod from the in-cluster configuration the
 //! kubelet provides: `KUBERNETES_SERVICE_HOST`/`PORT`, the service-account token and CA in
 //! `/var/run/secrets/kubernetes.io/serviceaccount`, and `POD_NAME`/`POD_NAMESPACE` from the
-//! Downward API ([`super::kubeconfig`]). The request is the sidecar's own
-//! ([`super::kube_api`], on the one HTTP client edge); its errors are classified as the node's
-//! are ([`NodeError`]).
+//! Downward API ([`crate::kube::config`]). The request goes through the small Kubernetes
+//! client ([`crate::kube::client`], on the one HTTP client edge); its errors are
+//! [`KubeError`]s.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use super::config::condition_type_error;
 use super::health::GATE_LINE;
-pub use super::kube_api::PodIdentity;
-use super::kubeconfig::ApiServer;
 pub use super::runner::KubeState;
 use super::runner::Shared;
 use crate::backoff::{Backoff, Policy};
-use crate::node::error::NodeError;
+pub use crate::kube::PodIdentity;
+use crate::kube::{ApiServer, KubeError};
 use crate::spec::ProbeType;
-
-/// Where a pod's service-account credentials are mounted.
-pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// The waits between tries of a failed write: 200 ms doubling to 30 s, less a jitter (a fleet
 /// of sidecars that lost the API server together does not retry it together).
 const WRITE_RETRY: Policy = Policy::doubling(Duration::from_millis(200), Duration::from_secs(30));
-
-/// A client: from `kubeconfig` when given, else the in-cluster configuration (the service
-/// account in `sa_dir`, the API server from `KUBERNETES_SERVICE_HOST`/`PORT`).
-pub fn connect(kubeconfig: Option<&Path>, sa_dir: &Path) -> Result<ApiServer, NodeError> {
-    match kubeconfig {
-        Some(path) => super::kubeconfig::from_kubeconfig(path),
-        None => super::kubeconfig::in_cluster(sa_dir),
-    }
-}
 
 /// The gate's condition as the sidecar wants it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +75,7 @@ async fn write(
     pod: &PodIdentity,
     gate: &str,
     want: &Desired,
-) -> Result<(), NodeError> {
+) -> Result<(), KubeError> {
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     // Only this condition: a strategic merge patch merges `conditions` by `type`.
     let patch = serde_json::json!({"status": {"conditions": [{

@@ -5,7 +5,7 @@
 //! names are weak: reported, never failing readiness (a cache-only mode serves without its
 //! database).
 //!
-//! The watch is the usual list-then-watch of one object ([`super::kube_api`]): list the pod
+//! The watch is the usual list-then-watch of one object ([`crate::kube::client`]): list the pod
 //! (its labels, the resource version), watch from there, follow each event's version; when the
 //! watch ends (the server's `timeoutSeconds`), watch again from the last version; when that
 //! version is gone (410, as an answer or an `ERROR` event), list again. Failures are retried
@@ -17,10 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::config::SidecarConfig;
-use super::kube_api::{PodEvent, PodIdentity};
-use super::kubeconfig::ApiServer;
 use super::runner::Shared;
-use crate::node::error::NodeError;
+use crate::kube::client::{PodEvent, PodIdentity};
+use crate::kube::{ApiServer, KubeError};
 
 /// The label whose value names a `degrade:` mode.
 pub const DEGRADE_LABEL: &str = "strategy/degrade";
@@ -102,7 +101,7 @@ impl Retry {
     }
 
     /// How long to wait after `e` (said when it starts an outage).
-    fn fail(&mut self, pod: &PodIdentity, e: &NodeError) -> Duration {
+    fn fail(&mut self, pod: &PodIdentity, e: &KubeError) -> Duration {
         if !self.failing {
             eprintln!(
                 "sidecar: watching pod {}/{}: {} (retrying)",
@@ -124,13 +123,13 @@ impl Retry {
 /// What failed, for the line `watching pod NS/NAME: ... (retrying)` (the line the watch has
 /// always printed; it names the request already). A refusal reads `(HTTP 403)` here, so that
 /// `403 Forbidden` in the log keeps meaning the gate's write, as it did.
-fn cause(e: &NodeError) -> String {
+fn cause(e: &KubeError) -> String {
     match e {
-        NodeError::Unreachable { message, .. } => {
+        KubeError::Unreachable { message, .. } => {
             format!("the API server is unreachable: {message}")
         }
-        NodeError::Forbidden { message, .. } => format!("{message} (HTTP 403)"),
-        NodeError::Api { code, message, .. } => format!("{message} (HTTP {code})"),
+        KubeError::Forbidden { message, .. } => format!("{message} (HTTP 403)"),
+        KubeError::Api { code, message, .. } => format!("{message} (HTTP {code})"),
         other => other.to_string(),
     }
 }
@@ -186,7 +185,7 @@ async fn watch(
     config: &SidecarConfig,
     shared: &Shared,
     retry: &mut Retry,
-) -> Result<Then, (NodeError, Then)> {
+) -> Result<Then, (KubeError, Then)> {
     let started = tokio::time::Instant::now();
     let next = match api.watch_pod(pod, &version).await {
         // Too old a version: list again, as the API server asks.
@@ -209,7 +208,8 @@ async fn watch(
                     )) => version = resource_version,
                     Ok(Some(PodEvent::Error { code: 410, .. })) => break Then::List,
                     Ok(Some(PodEvent::Error { code, message })) => {
-                        let e = NodeError::from_status(
+                        let e = KubeError::from_status(
+                            api.caller,
                             &format!("watching pod {}/{}", pod.namespace, pod.name),
                             code,
                             message,
@@ -233,7 +233,7 @@ async fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sidecar::kube_api::fake::{self, Reply};
+    use crate::kube::client::fake::{self, Reply};
 
     fn list(version: &str, labels: &str) -> Reply {
         Reply::Body(
@@ -261,7 +261,8 @@ mod tests {
             authority: addr,
             base_path: String::new(),
             tls: None,
-            auth: crate::sidecar::kubeconfig::Auth::None,
+            auth: crate::kube::Auth::None,
+            caller: crate::kube::Caller::Sidecar,
         };
         let pod = PodIdentity {
             name: "app".into(),

@@ -16,18 +16,14 @@
 //! | [`metrics`] | the Prometheus text |
 //! | [`gate`] | the readiness gate written on the sidecar's own pod |
 //! | [`labels`] | the pod's mode labels (`probe/debug`, `strategy/degrade`) |
-//! | [`kubeconfig`] | where the API server is and the credentials: a kubeconfig's subset, or in-cluster |
-//! | [`kube_api`] | the requests to the API server (patch the pod's status, list and watch the pod) |
 //!
-//! The sidecar links no Kubernetes client library: [`kube_api`] sends its three requests on
-//! the one HTTP client edge ([`crate::http_client`]), so the `probelet-sidecar` binary stays
-//! small (BENCHMARKS.md "Footprint again").
+//! The sidecar links no Kubernetes client library: the small client of [`crate::kube`] sends
+//! its three requests on the one HTTP client edge ([`crate::http_client`]), so the
+//! `probelet-sidecar` binary stays small (BENCHMARKS.md "Footprint again").
 
 pub mod config;
 pub mod gate;
 pub mod health;
-pub mod kube_api;
-pub mod kubeconfig;
 pub mod labels;
 pub mod metrics;
 pub mod notify;

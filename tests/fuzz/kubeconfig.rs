@@ -1,4 +1,4 @@
-//! The sidecar's kubeconfig reader (src/sidecar/kubeconfig.rs), through its public entry
+//! The small Kubernetes client's kubeconfig reader (src/kube/config.rs), through its public entry
 //! point on a real file in a temporary directory (with the CA file and the client
 //! certificate it may name): valid kubeconfigs of each shape load, and mutated or arbitrary
 //! ones give an error naming the file, never a panic.
@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use probelet::sidecar::kubeconfig::from_kubeconfig;
+use probelet::kube::{Caller, config::from_kubeconfig};
 use proptest::prelude::*;
 
 use crate::support::{config, mutate, mutation};
@@ -67,7 +67,9 @@ fn load(bytes: &[u8]) -> Result<(), String> {
         .path()
         .join(format!("kubeconfig-{:?}", std::thread::current().id()));
     std::fs::write(&path, bytes).unwrap();
-    let result = from_kubeconfig(&path).map(drop).map_err(|e| e.to_string());
+    let result = from_kubeconfig(&path, Caller::Sidecar)
+        .map(drop)
+        .map_err(|e| e.to_string());
     if let Err(e) = &result {
         assert!(e.contains(&display(&path)), "the error names the file: {e}");
     }

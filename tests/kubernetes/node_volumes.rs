@@ -6,8 +6,8 @@
 
 use crate::common;
 use crate::node_support::{
-    api_get, cluster, events_of, kubectl, kubectl_apply, kubectl_ok, namespace, pod_json, text,
-    use_own_cluster, wait_until, Node,
+    Node, api_get, cluster, events_of, kubectl, kubectl_apply, kubectl_ok, namespace, pod_json,
+    text, use_own_cluster, wait_until,
 };
 
 use serde_json::Value;

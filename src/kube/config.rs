@@ -1,14 +1,14 @@
-//! Where the sidecar's API server is and how the sidecar authenticates to it: the current
+//! Where the API server is and how the sidecar or the webhook authenticates to it: the current
 //! context of a kubeconfig (`--kubeconfig`), or in a pod the in-cluster configuration the
 //! kubelet provides (`KUBERNETES_SERVICE_HOST`/`PORT`, the service account's `token` and
 //! `ca.crt`).
 //!
-//! The sidecar reads the subset of a kubeconfig that a pod's or an admin's credentials use:
+//! This reads the subset of a kubeconfig that a pod's or an admin's credentials use:
 //! the cluster's `server`, `certificate-authority`/`-data` and `tls-server-name`; the user's
 //! `token`, `tokenFile`, `client-certificate`/`-data` and `client-key`/`-data`. Anything else
 //! that changes how to connect or who to be (exec and auth-provider plugins, basic auth,
 //! impersonation, a proxy, `insecure-skip-tls-verify`) is refused with the file and the field
-//! named: a sidecar connecting in a different way than its kubeconfig says would be worse than
+//! named: a client connecting in a different way than its kubeconfig says would be worse than
 //! one that does not start. The server is always verified against the CA given (never the
 //! system's roots, never none).
 //!
@@ -21,8 +21,8 @@ use base64::Engine;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use super::error::{Caller, KubeError};
 use crate::http_client::{ClientIdentity, Tls};
-use crate::node::error::NodeError;
 
 /// How to reach and authenticate to one API server.
 #[derive(Clone)]
@@ -36,6 +36,8 @@ pub struct ApiServer {
     pub tls: Option<Tls>,
     /// The credentials sent with each request.
     pub auth: Auth,
+    /// Who is calling, named in errors.
+    pub caller: Caller,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -45,6 +47,7 @@ impl std::fmt::Debug for ApiServer {
             .field("base_path", &self.base_path)
             .field("tls", &self.tls.is_some())
             .field("auth", &self.auth)
+            .field("caller", &self.caller)
             .finish()
     }
 }
@@ -78,7 +81,7 @@ const MAX_TOKEN_BYTES: u64 = 64 * 1024;
 impl Auth {
     /// The `Authorization` header for the next request (`None` without a token), marked
     /// sensitive so that no debug output of the request shows it.
-    pub fn header(&self) -> Result<Option<http::HeaderValue>, NodeError> {
+    pub fn header(&self) -> Result<Option<http::HeaderValue>, KubeError> {
         let token = match self {
             Auth::None => return Ok(None),
             Auth::Token(t) => t.clone(),
@@ -86,7 +89,7 @@ impl Auth {
         };
         let mut value =
             http::HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| {
-                NodeError::Kubeconfig {
+                KubeError::Kubeconfig {
                     path: match self {
                         Auth::TokenFile(p) => p.clone(),
                         _ => PathBuf::from("token"),
@@ -99,9 +102,9 @@ impl Auth {
     }
 }
 
-fn read_token(path: &Path) -> Result<String, NodeError> {
+fn read_token(path: &Path) -> Result<String, KubeError> {
     use std::io::Read;
-    let bad = |message: String| NodeError::Kubeconfig {
+    let bad = |message: String| KubeError::Kubeconfig {
         path: path.to_path_buf(),
         message,
     };
@@ -127,7 +130,7 @@ fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(data)
 }
 
-/// The kubeconfig's parts the sidecar reads. Unknown fields are ignored (preferences,
+/// The kubeconfig's parts read here. Unknown fields are ignored (preferences,
 /// extensions), except the ones listed here as refused.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -198,27 +201,32 @@ fn pick<'a, T>(list: &'a [Named<T>], kind: &str, name: &str) -> Result<&'a T, St
     }
 }
 
-/// The API server of the kubeconfig at `path`, from its current context.
-pub fn from_kubeconfig(path: &Path) -> Result<ApiServer, NodeError> {
-    let text = read_file(path).map_err(|e| NodeError::Kubeconfig {
+/// The API server of the kubeconfig at `path`, from its current context, for `caller`.
+pub fn from_kubeconfig(path: &Path, caller: Caller) -> Result<ApiServer, KubeError> {
+    let text = read_file(path).map_err(|e| KubeError::Kubeconfig {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    let text = String::from_utf8(text).map_err(|_| NodeError::Kubeconfig {
+    let text = String::from_utf8(text).map_err(|_| KubeError::Kubeconfig {
         path: path.to_path_buf(),
         message: "not UTF-8 text".into(),
     })?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    from_kubeconfig_str(path, dir, &text)
+    from_kubeconfig_str(path, dir, &text, caller)
 }
 
 /// [`from_kubeconfig`] on the file's text; relative paths in it are taken from `dir`.
-fn from_kubeconfig_str(path: &Path, dir: &Path, text: &str) -> Result<ApiServer, NodeError> {
-    let bad = |message: String| NodeError::Kubeconfig {
+fn from_kubeconfig_str(
+    path: &Path,
+    dir: &Path,
+    text: &str,
+    caller: Caller,
+) -> Result<ApiServer, KubeError> {
+    let bad = |message: String| KubeError::Kubeconfig {
         path: path.to_path_buf(),
         message,
     };
-    // Through the JSON model: the sidecar's config is read the same way, so no second YAML
+    // Through the JSON model: the sidecar's and the webhook's configs are read the same way, so no second YAML
     // deserializer is instantiated for this file.
     let value: serde_json::Value =
         serde_saphyr::from_str(text).map_err(|e| bad(crate::display::error_chain(&e)))?;
@@ -253,15 +261,15 @@ fn from_kubeconfig_str(path: &Path, dir: &Path, text: &str) -> Result<ApiServer,
         |field: &str, message: &str| bad(format!("cluster {cluster_name:?}: {field}: {message}"));
     let in_user =
         |field: &str, message: &str| bad(format!("user {user_name:?}: {field}: {message}"));
-    const UNSUPPORTED: &str = "not supported by the sidecar";
+    let unsupported = format!("not supported by the {caller}");
     if cluster.insecure_skip_tls_verify {
         return Err(in_cluster(
             "insecure-skip-tls-verify",
-            &format!("{UNSUPPORTED}: give certificate-authority or certificate-authority-data"),
+            &format!("{unsupported}: give certificate-authority or certificate-authority-data"),
         ));
     }
     if cluster.proxy_url.is_some() {
-        return Err(in_cluster("proxy-url", UNSUPPORTED));
+        return Err(in_cluster("proxy-url", &unsupported));
     }
     let credentials = "use token, tokenFile or client-certificate and client-key";
     for (field, set) in [
@@ -274,7 +282,7 @@ fn from_kubeconfig_str(path: &Path, dir: &Path, text: &str) -> Result<ApiServer,
         ("as-groups", user.impersonate_groups.is_some()),
     ] {
         if set {
-            return Err(in_user(field, &format!("{UNSUPPORTED} ({credentials})")));
+            return Err(in_user(field, &format!("{unsupported} ({credentials})")));
         }
     }
 
@@ -282,8 +290,8 @@ fn from_kubeconfig_str(path: &Path, dir: &Path, text: &str) -> Result<ApiServer,
     let load = |data: &Option<String>,
                 file: &Option<PathBuf>,
                 field: &str,
-                in_: &dyn Fn(&str, &str) -> NodeError|
-     -> Result<Option<Vec<u8>>, NodeError> {
+                in_: &dyn Fn(&str, &str) -> KubeError|
+     -> Result<Option<Vec<u8>>, KubeError> {
         if let Some(data) = data {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(data.trim())
@@ -377,7 +385,7 @@ fn from_kubeconfig_str(path: &Path, dir: &Path, text: &str) -> Result<ApiServer,
         let Some(ca) = &ca else {
             return Err(in_cluster(
                 "certificate-authority",
-                "missing: the sidecar verifies the API server against the cluster's CA only (give certificate-authority or certificate-authority-data)",
+                "missing: the API server is verified against the cluster's CA only (give certificate-authority or certificate-authority-data)",
             ));
         };
         let name = cluster
@@ -404,13 +412,15 @@ fn from_kubeconfig_str(path: &Path, dir: &Path, text: &str) -> Result<ApiServer,
         base_path,
         tls,
         auth,
+        caller,
     })
 }
 
 /// The in-cluster configuration: the API server at `KUBERNETES_SERVICE_HOST`/`PORT`, verified
-/// with `ca.crt` in `sa_dir`, the token in `sa_dir/token` (read again for each request).
-pub fn in_cluster(sa_dir: &Path) -> Result<ApiServer, NodeError> {
-    let bad = |message: String| NodeError::Kubeconfig {
+/// with `ca.crt` in `sa_dir`, the token in `sa_dir/token` (read again for each request), for
+/// `caller`.
+pub fn in_cluster(sa_dir: &Path, caller: Caller) -> Result<ApiServer, KubeError> {
+    let bad = |message: String| KubeError::Kubeconfig {
         path: sa_dir.to_path_buf(),
         message,
     };
@@ -440,6 +450,7 @@ pub fn in_cluster(sa_dir: &Path) -> Result<ApiServer, NodeError> {
         base_path: String::new(),
         tls: Some(tls),
         auth: Auth::TokenFile(token),
+        caller,
     })
 }
 
@@ -471,7 +482,9 @@ mod tests {
 
     fn error(text: &str) -> String {
         let (_dir, path) = kubeconfig(text);
-        let e = from_kubeconfig(&path).unwrap_err().to_string();
+        let e = from_kubeconfig(&path, Caller::Sidecar)
+            .unwrap_err()
+            .to_string();
         let prefix = format!("kubeconfig {}: ", path.display());
         assert!(e.starts_with(&prefix), "the file is named: {e}");
         e[prefix.len()..].to_string()
@@ -483,7 +496,7 @@ mod tests {
             "    server: https://127.0.0.1:6443/\n    certificate-authority: ca.crt\n",
             "    token: s3cret\n",
         ));
-        let api = from_kubeconfig(&path).unwrap();
+        let api = from_kubeconfig(&path, Caller::Sidecar).unwrap();
         assert_eq!(api.authority, "127.0.0.1:6443");
         assert_eq!(api.base_path, "");
         assert!(api.tls.is_some());
@@ -505,7 +518,7 @@ mod tests {
                 STANDARD.encode(client.signing_key.serialize_pem())
             ),
         ));
-        let api = from_kubeconfig(&path).unwrap();
+        let api = from_kubeconfig(&path, Caller::Sidecar).unwrap();
         assert_eq!(api.authority, "[::1]:443");
         assert_eq!(api.base_path, "/k8s/clusters/c-1");
         assert!(matches!(api.auth, Auth::None));
@@ -518,7 +531,7 @@ mod tests {
             "    tokenFile: token\n",
         ));
         std::fs::write(dir.path().join("token"), "first\n").unwrap();
-        let api = from_kubeconfig(&path).unwrap();
+        let api = from_kubeconfig(&path, Caller::Sidecar).unwrap();
         assert_eq!(api.auth.header().unwrap().unwrap(), "Bearer first");
         // The kubelet rotates a projected token by replacing the file.
         std::fs::write(dir.path().join("token"), "second").unwrap();
@@ -604,6 +617,22 @@ mod tests {
         );
     }
 
+    /// Issue 49: the webhook reads kubeconfigs here too; what it cannot do names the webhook.
+    #[test]
+    fn i49_2_a_refusal_names_the_caller() {
+        let (_dir, path) = kubeconfig(&config(
+            "    server: https://127.0.0.1:6443\n    certificate-authority: ca.crt\n",
+            "    exec: {command: aws}\n",
+        ));
+        let e = from_kubeconfig(&path, Caller::Webhook)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("user \"u\": exec: not supported by the webhook (use token, tokenFile or client-certificate and client-key)"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn i30_1_contexts_and_the_file_itself() {
         assert_eq!(error(""), "current-context is not set");
@@ -622,7 +651,7 @@ mod tests {
         assert!(e.starts_with("clusters: invalid type"), "{e}");
         let e = error("clusters: [\n");
         assert!(!e.is_empty(), "a YAML error: {e}");
-        let e = from_kubeconfig(Path::new("/nonexistent/kubeconfig"))
+        let e = from_kubeconfig(Path::new("/nonexistent/kubeconfig"), Caller::Webhook)
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("kubeconfig /nonexistent/kubeconfig: "), "{e}");
@@ -631,7 +660,7 @@ mod tests {
     #[test]
     fn i30_1_a_plain_http_server_needs_no_ca() {
         let (_dir, path) = kubeconfig(&config("    server: http://127.0.0.1:8080\n", ""));
-        let api = from_kubeconfig(&path).unwrap();
+        let api = from_kubeconfig(&path, Caller::Sidecar).unwrap();
         assert_eq!(api.authority, "127.0.0.1:8080");
         assert!(api.tls.is_none());
         assert!(api.auth.header().unwrap().is_none());

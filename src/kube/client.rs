@@ -1,13 +1,14 @@
-//! The sidecar's requests to the API server, over the one HTTP client edge
-//! ([`crate::http_client`]): the strategic merge patch of its own pod's status (the readiness
-//! gate), and the list and watch of its own pod (the mode labels).
+//! The requests of the sidecar and the webhook to the API server, over the one HTTP client
+//! edge ([`crate::http_client`]): the sidecar's strategic merge patch of its own pod's status
+//! (the readiness gate) and its list and watch of its own pod (the mode labels); the webhook's
+//! list of a selector's pods, merge patch of a pod's labels, and review of its own rules.
 //!
-//! Only what the sidecar uses is decoded (labels, resource versions, a `Status`'s code and
-//! message), into small structs: no Kubernetes client and no full `Pod` type in the sidecar
-//! (BENCHMARKS.md "Footprint again"). Every request is bounded in time ([`REQUEST_TIMEOUT`];
-//! a watch's reads by its `timeoutSeconds` plus a margin) and in size ([`MAX_BODY`] for a
-//! body, [`MAX_LINE`] for one watch event). Errors are the node's ([`NodeError`]), classified
-//! the same way: 401, 403, other answers, no answer.
+//! Only what the callers use is decoded (names, labels, resource versions, a `Status`'s code
+//! and message), into small structs: no Kubernetes client and no full `Pod` type
+//! (BENCHMARKS.md "Footprint again"). Names go into paths percent-encoded. Every request is
+//! bounded in time ([`REQUEST_TIMEOUT`]; a watch's reads by its `timeoutSeconds` plus a margin)
+//! and in size ([`MAX_BODY`] for a body, [`MAX_LINE`] for one watch event). Errors
+//! ([`KubeError`]) are classified: 401, 403, other answers, no answer.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,10 +16,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
-use super::kubeconfig::ApiServer;
+use super::config::ApiServer;
+use super::error::KubeError;
 use crate::http_client::{self, ClientError, percent_encode};
-use crate::node::error::NodeError;
 
 /// The longest a request (connecting, TLS, sending, reading the whole answer) may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
@@ -48,9 +50,9 @@ pub struct PodIdentity {
 
 impl PodIdentity {
     /// From `POD_NAME` and `POD_NAMESPACE` (set through the Downward API).
-    pub fn from_env() -> Result<PodIdentity, NodeError> {
+    pub fn from_env() -> Result<PodIdentity, KubeError> {
         let var = |n: &str| {
-            std::env::var(n).ok().filter(|v| !v.is_empty()).ok_or_else(|| NodeError::Kubeconfig {
+            std::env::var(n).ok().filter(|v| !v.is_empty()).ok_or_else(|| KubeError::Kubeconfig {
                 path: n.into(),
                 message: format!(
                     "{n} is not set: give the sidecar container `env: [{{name: {n}, valueFrom: {{fieldRef: {{fieldPath: metadata.{}}}}}}}]`",
@@ -81,15 +83,19 @@ impl PodIdentity {
     }
 }
 
-/// The parts of an object the sidecar reads; every other field is skipped unread.
+/// The parts of an object read here; every other field is skipped unread.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 struct Meta {
+    name: String,
     labels: Option<BTreeMap<String, String>>,
     resource_version: String,
+    /// A list's continue token: more items than its `limit`.
+    #[serde(rename = "continue")]
+    continue_: String,
 }
 
-/// A pod, a list or a `Status`: what the sidecar reads of each.
+/// A pod, a list or a `Status`: what the callers read of each.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct Object {
@@ -113,6 +119,22 @@ struct RawEvent {
     kind: String,
     #[serde(default)]
     object: Object,
+}
+
+/// The `Accept` of a request answered with an object.
+const JSON: &str = "application/json";
+
+/// The `Accept` of a list of objects' metadata alone.
+const METADATA_LIST: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+
+/// The pods a label selector selects, by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodNames {
+    /// Their names, at most the list's limit.
+    pub names: Vec<String>,
+    /// Whether the API server has more than the limit.
+    pub more: bool,
 }
 
 /// The pod as listed: its labels when it exists, and the list's resource version to watch from.
@@ -184,7 +206,7 @@ pub struct PodWatch {
 
 impl PodWatch {
     /// The next event; `None` when the server ended the watch (after `timeoutSeconds`).
-    pub async fn next(&mut self) -> Result<Option<PodEvent>, NodeError> {
+    pub async fn next(&mut self) -> Result<Option<PodEvent>, KubeError> {
         loop {
             if let Some(at) = self.buffer[self.scanned..].iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = self.buffer.drain(..=self.scanned + at).collect();
@@ -222,8 +244,8 @@ impl PodWatch {
         }
     }
 
-    fn unreachable(&self, message: String) -> NodeError {
-        NodeError::Unreachable {
+    fn unreachable(&self, message: String) -> KubeError {
+        KubeError::Unreachable {
             what: self.what.clone(),
             message,
         }
@@ -238,16 +260,17 @@ impl ApiServer {
         what: &str,
         method: http::Method,
         path_and_query: &str,
+        accept: &'static str,
         body: Option<(&'static str, Vec<u8>)>,
-    ) -> Result<http_client::Response, NodeError> {
-        let unreachable = |message: String| NodeError::Unreachable {
+    ) -> Result<http_client::Response, KubeError> {
+        let unreachable = |message: String| KubeError::Unreachable {
             what: what.to_string(),
             message,
         };
         let mut request = http::Request::builder()
             .method(method)
             .uri(format!("{}{path_and_query}", self.base_path))
-            .header(http::header::ACCEPT, "application/json");
+            .header(http::header::ACCEPT, accept);
         if let Some(auth) = self.auth.header()? {
             request = request.header(http::header::AUTHORIZATION, auth);
         }
@@ -287,7 +310,7 @@ impl ApiServer {
                     }),
                 Err(_) => reason,
             };
-            Err(NodeError::from_status(what, code, message))
+            Err(KubeError::from_status(self.caller, what, code, message))
         };
         tokio::time::timeout(REQUEST_TIMEOUT, exchange)
             .await
@@ -300,8 +323,8 @@ impl ApiServer {
     }
 
     /// Reads a whole 2xx body within [`REQUEST_TIMEOUT`].
-    async fn body(&self, what: &str, response: http_client::Response) -> Result<Bytes, NodeError> {
-        let unreachable = |message: String| NodeError::Unreachable {
+    async fn body(&self, what: &str, response: http_client::Response) -> Result<Bytes, KubeError> {
+        let unreachable = |message: String| KubeError::Unreachable {
             what: what.to_string(),
             message,
         };
@@ -311,37 +334,124 @@ impl ApiServer {
             .map_err(|e| unreachable(client_error(&e)))
     }
 
+    /// Sends `body` (JSON, of `content_type`) with `method` to `path` and decodes the 2xx answer.
+    async fn send_json<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        method: http::Method,
+        path: &str,
+        content_type: &'static str,
+        body: &serde_json::Value,
+    ) -> Result<T, KubeError> {
+        let body = serde_json::to_vec(body).map_err(|e| KubeError::Unreachable {
+            what: what.to_string(),
+            message: e.to_string(),
+        })?;
+        let response = self
+            .call(what, method, path, JSON, Some((content_type, body)))
+            .await?;
+        // Read whole (bounded), so the exchange is complete even when nothing of it is used.
+        let answer = self.body(what, response).await?;
+        serde_json::from_slice(&answer).map_err(|e| KubeError::Unreachable {
+            what: what.to_string(),
+            message: format!("the answer does not decode: {e}"),
+        })
+    }
+
     /// `PATCH pods/NAME/status` with a strategic merge patch; `what` names the request in errors.
     pub async fn patch_pod_status(
         &self,
         pod: &PodIdentity,
         patch: &serde_json::Value,
         what: &str,
-    ) -> Result<(), NodeError> {
+    ) -> Result<(), KubeError> {
         let path = format!("{}/{}/status", pod.pods_path(), percent_encode(&pod.name));
-        let body = serde_json::to_vec(patch).map_err(|e| NodeError::Unreachable {
-            what: what.to_string(),
-            message: e.to_string(),
-        })?;
+        self.send_json::<serde::de::IgnoredAny>(
+            what,
+            http::Method::PATCH,
+            &path,
+            "application/strategic-merge-patch+json",
+            patch,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// `PATCH` pod `namespace/name` with the JSON merge patch `patch` (RFC 7386: a `null` value
+    /// removes the key); `what` names the request in errors (a 404 when the pod is gone).
+    pub async fn merge_patch_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+        what: &str,
+    ) -> Result<(), KubeError> {
+        let path = format!(
+            "/api/v1/namespaces/{}/pods/{}",
+            percent_encode(namespace),
+            percent_encode(name)
+        );
+        self.send_json::<serde::de::IgnoredAny>(
+            what,
+            http::Method::PATCH,
+            &path,
+            "application/merge-patch+json",
+            patch,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// `POST`s `object` to the collection at `path` (a review, e.g.
+    /// `/apis/authorization.k8s.io/v1/selfsubjectrulesreviews`) and decodes the answer.
+    pub async fn create<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        object: &serde_json::Value,
+        what: &str,
+    ) -> Result<T, KubeError> {
+        self.send_json(what, http::Method::POST, path, "application/json", object)
+            .await
+    }
+
+    /// The names of the pods of `namespace` that `label_selector` selects, at most `limit`
+    /// (metadata only); `more` when the API server has more than `limit`.
+    pub async fn list_pod_names(
+        &self,
+        namespace: &str,
+        label_selector: &str,
+        limit: u32,
+    ) -> Result<PodNames, KubeError> {
+        let what = "listing pods";
+        let path = format!(
+            "/api/v1/namespaces/{}/pods?labelSelector={}&limit={limit}",
+            percent_encode(namespace),
+            percent_encode(label_selector)
+        );
+        // Metadata only, as `kubectl get -o name` asks: a pod's spec and status are not needed.
         let response = self
-            .call(
-                what,
-                http::Method::PATCH,
-                &path,
-                Some(("application/strategic-merge-patch+json", body)),
-            )
+            .call(what, http::Method::GET, &path, METADATA_LIST, None)
             .await?;
-        // The pod comes back: read (bounded) and dropped, so the exchange is complete.
-        self.body(what, response).await.map(|_| ())
+        let body = self.body(what, response).await?;
+        let list: Object = serde_json::from_slice(&body).map_err(|e| KubeError::Unreachable {
+            what: what.to_string(),
+            message: format!("the list does not decode: {e}"),
+        })?;
+        Ok(PodNames {
+            more: !list.metadata.continue_.is_empty(),
+            names: list.items.into_iter().map(|p| p.metadata.name).collect(),
+        })
     }
 
     /// Lists the pod alone: its labels and the resource version to watch from.
-    pub async fn list_pod(&self, pod: &PodIdentity) -> Result<PodList, NodeError> {
+    pub async fn list_pod(&self, pod: &PodIdentity) -> Result<PodList, KubeError> {
         let what = format!("listing pod {}/{}", pod.namespace, pod.name);
         let path = format!("{}?{}", pod.pods_path(), pod.selector());
-        let response = self.call(&what, http::Method::GET, &path, None).await?;
+        let response = self
+            .call(&what, http::Method::GET, &path, JSON, None)
+            .await?;
         let body = self.body(&what, response).await?;
-        let list: Object = serde_json::from_slice(&body).map_err(|e| NodeError::Unreachable {
+        let list: Object = serde_json::from_slice(&body).map_err(|e| KubeError::Unreachable {
             what: what.clone(),
             message: format!("the list does not decode: {e}"),
         })?;
@@ -357,12 +467,12 @@ impl ApiServer {
 
     /// Watches the pod from `resource_version` (with bookmarks; the server ends the watch after
     /// [`WATCH_SECONDS`]). A 410 answer (too old a version) is an error whose
-    /// [`code`](NodeError::code) is 410: list again.
+    /// [`code`](KubeError::code) is 410: list again.
     pub async fn watch_pod(
         &self,
         pod: &PodIdentity,
         resource_version: &str,
-    ) -> Result<PodWatch, NodeError> {
+    ) -> Result<PodWatch, KubeError> {
         let what = format!("watching pod {}/{}", pod.namespace, pod.name);
         let path = format!(
             "{}?{}&watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}",
@@ -370,7 +480,9 @@ impl ApiServer {
             pod.selector(),
             percent_encode(resource_version),
         );
-        let response = self.call(&what, http::Method::GET, &path, None).await?;
+        let response = self
+            .call(&what, http::Method::GET, &path, JSON, None)
+            .await?;
         Ok(PodWatch {
             what,
             response,
@@ -550,7 +662,8 @@ mod tests {
             authority: addr.to_string(),
             base_path: String::new(),
             tls: None,
-            auth: super::super::kubeconfig::Auth::Token("t0ken".into()),
+            auth: super::super::config::Auth::Token("t0ken".into()),
+            caller: super::super::Caller::Sidecar,
         }
     }
 
@@ -622,6 +735,79 @@ mod tests {
             e.to_string()
                 .starts_with("the API server is unreachable (w): dial tcp "),
             "{e}"
+        );
+    }
+
+    /// Issue 49: the webhook's requests on the small client: a selector's pods by name (metadata
+    /// only, with a limit, `more` from the continue token), a JSON merge patch of a pod, and a
+    /// 401 that names the webhook.
+    #[tokio::test]
+    async fn i49_2_the_webhooks_list_and_merge_patch() {
+        use fake::Reply;
+        let (addr, seen) = fake::serve(vec![
+            Reply::Body(
+                200,
+                r#"{"kind":"PartialObjectMetadataList","metadata":{"resourceVersion":"5"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#.into(),
+            ),
+            Reply::Body(
+                200,
+                r#"{"kind":"PartialObjectMetadataList","metadata":{"continue":"xyz"},"items":[{"metadata":{"name":"a"}}]}"#.into(),
+            ),
+            Reply::Body(200, r#"{"kind":"Pod"}"#.into()),
+            Reply::Body(401, r#"{"kind":"Status","code":401,"message":"Unauthorized"}"#.into()),
+        ])
+        .await;
+        let mut api = api(&addr);
+        api.caller = super::super::Caller::Webhook;
+        let list = api
+            .list_pod_names("ns", "app=orders,tier!=x", 11)
+            .await
+            .unwrap();
+        assert_eq!(
+            list,
+            PodNames {
+                names: vec!["a".into(), "b".into()],
+                more: false
+            }
+        );
+        assert!(api.list_pod_names("ns", "app=x", 1).await.unwrap().more);
+        let patch =
+            serde_json::json!({"metadata": {"labels": {"probe/debug": "latency", "gone": null}}});
+        api.merge_patch_pod("ns", "app", &patch, "labelling pod ns/app")
+            .await
+            .unwrap();
+        let e = api
+            .merge_patch_pod("ns", "app", &patch, "labelling pod ns/app")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the API server refused the webhook's credentials (labelling pod ns/app: 401 Unauthorized): check its token or client certificate"
+        );
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen[0].line,
+            "GET /api/v1/namespaces/ns/pods?labelSelector=app%3Dorders%2Ctier%21%3Dx&limit=11 HTTP/1.1"
+        );
+        assert!(
+            seen[0]
+                .rest
+                .contains("accept: application/json;as=partialobjectmetadatalist;g=meta.k8s.io;v=v1,application/json\r\n"),
+            "{}",
+            seen[0].rest
+        );
+        assert_eq!(
+            seen[2].line,
+            "PATCH /api/v1/namespaces/ns/pods/app HTTP/1.1"
+        );
+        let rest = &seen[2].rest;
+        assert!(
+            rest.contains("content-type: application/merge-patch+json\r\n"),
+            "{rest}"
+        );
+        assert!(
+            rest.ends_with(r#"{"metadata":{"labels":{"gone":null,"probe/debug":"latency"}}}"#),
+            "{rest}"
         );
     }
 
