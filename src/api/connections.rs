@@ -40,3 +40,16 @@ impl Accept for DualListener {
         DualListener::open(self, stream).await
     }
 }
+
+#[cfg(test)]
+mod limit_tests {
+    use crate::server::ServerLimits;
+
+    /// The cap leaves three quarters of the descriptors to probes and containers.
+    #[test]
+    fn connection_cap_is_a_quarter_of_the_open_file_limit() {
+        assert_eq!(ServerLimits::for_nofile(256).max_connections, 64);
+        assert_eq!(ServerLimits::for_nofile(20).max_connections, 16);
+        assert_eq!(ServerLimits::for_nofile(1 << 20).max_connections, 1024);
+    }
+}

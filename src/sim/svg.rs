@@ -291,6 +291,12 @@ impl Chart {
     /// Running, back-off, kills, exits and restarts of one container.
     fn process_lane(&mut self, mine: &[&Entry], end: Duration, y: f64) {
         self.lane_label(y, "process");
+        self.process_bars(mine, end, y);
+        self.process_marks(mine, y);
+    }
+
+    /// The process lane's bars: running (blue), and back-off (amber hatch) until the next start.
+    fn process_bars(&mut self, mine: &[&Entry], end: Duration, y: f64) {
         let running = intervals(
             mine.iter().filter_map(|e| match e.what {
                 What::Running { .. } => Some((e.at, true)),
@@ -322,6 +328,11 @@ impl Chart {
                 r##"stroke="#e6a23c""##,
             );
         }
+    }
+
+    /// The process lane's marks: kills, exits and restarts, each with its tooltip; a restart's
+    /// label where it covers no other label and no kill or exit mark.
+    fn process_marks(&mut self, mine: &[&Entry], y: f64) {
         // Where kill and exit markers sit, so that restart labels never cover one.
         let markers: Vec<(f64, f64)> = mine
             .iter()
@@ -424,6 +435,13 @@ impl Chart {
         windows: impl Iterator<Item = &'a WindowSpan>,
         lane_top: f64,
     ) {
+        self.probe_windows(windows, lane_top);
+        self.lane_label(lane_top, &probe_label(probe, label));
+        self.probe_results(mine, probe, lane_top);
+    }
+
+    /// A probe lane's background: the scenario's windows, and a dashed line along its middle.
+    fn probe_windows<'a>(&mut self, windows: impl Iterator<Item = &'a WindowSpan>, lane_top: f64) {
         for w in windows {
             let (xa, xb) = (self.x(w.from), self.x(w.to));
             // Its own pattern: the amber hatch means back-off, and a legend entry has one
@@ -452,7 +470,11 @@ impl Chart {
             self.right(),
             lane_top + LANE / 2.0
         );
-        self.lane_label(lane_top, &probe_label(probe, label));
+    }
+
+    /// A probe lane's results as marks (merged into bars where dense) and its threshold
+    /// crossings as ticks.
+    fn probe_results(&mut self, mine: &[&Entry], probe: ProbeType, lane_top: f64) {
         let mid = lane_top + LANE / 2.0;
         let mut ticks = Ticks::default();
         for e in mine {

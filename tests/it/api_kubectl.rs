@@ -3,7 +3,7 @@
 //! the probes hit.
 
 use crate::common;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -465,4 +465,53 @@ fn bad_requests_get_kubernetes_status_objects() {
     assert_eq!(status("GET", &long).0, 400);
     let (code, _, _) = status("GET", "/api/v1/pods?%zz=1");
     assert_eq!(code, 400);
+}
+
+/// Issue 49: the API's axum routes answer as its hand-written router did: empty path segments
+/// are dropped, the query string is checked before the path (400 on an unknown path too), a
+/// verb a route lacks is a 405 `Status`, a known group answers and an unknown one is a 404,
+/// and a pod subresource probelet does not serve says why.
+#[test]
+fn i49_api_routes_answer_as_the_router_did() {
+    let target = Target::start(200);
+    let p = Probelet::start(&liveness_pod("web", target.port, ""));
+    let json = |method: &str, path: &str| {
+        let (code, body) = p.http(method, path, "");
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{path}: {body}"));
+        (code, v)
+    };
+    let (code, pod) = json("GET", "//api/v1//namespaces/default/pods/web/");
+    assert_eq!(
+        (code, &pod["metadata"]["name"]),
+        (200, &json!("web")),
+        "{pod}"
+    );
+    let (code, v) = json("GET", "/nope?%zz=1");
+    assert_eq!((code, &v["reason"]), (400, &json!("BadRequest")), "{v}");
+    let (code, v) = json("DELETE", "/api/v1/pods");
+    assert_eq!(
+        (code, &v["reason"]),
+        (405, &json!("MethodNotAllowed")),
+        "{v}"
+    );
+    let (code, v) = json("POST", "/apis/apps");
+    assert_eq!(
+        (code, &v["reason"]),
+        (405, &json!("MethodNotAllowed")),
+        "{v}"
+    );
+    assert_eq!(json("GET", "/apis/apps").1["name"], "apps");
+    assert_eq!(json("GET", "/apis/nope").0, 404);
+    assert_eq!(json("GET", "/apis/nope/v1").0, 404);
+    let (code, v) = json("POST", "/api/v1/namespaces/default/pods/web/exec");
+    assert_eq!(code, 404, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("probelet does not serve pods/exec")),
+        "{v}"
+    );
+    assert_eq!(v["details"]["name"], "web", "{v}");
+    let (code, v) = json("GET", "/api/v1/namespaces/default/pods/web/bogus");
+    assert_eq!((code, &v["reason"]), (404, &json!("NotFound")), "{v}");
 }

@@ -680,6 +680,123 @@ fn small_binary_is_linked_with_its_hot_code_together() {
         hot_size > 64 * 1024,
         ".text.hot holds {hot_size} bytes: rerun scripts/check-hot-text"
     );
+    hot_text_is_the_list(&elf, &sections, hot);
+}
+
+/// What lands in `.text.hot` is what `src/bin/probelet-check.ld` lists: every listed function
+/// this binary has is there, nothing unlisted is (but the C runtime's start-up code), and most
+/// of the list is in this binary. A list whose names no longer match (a toolchain's new crate
+/// hashes, renamed functions) fails here, not by a slow check in production. The list comes
+/// from the release and dist builds; the debug build these tests link has about 90% of its
+/// functions (the rest are inlined or specialised differently there).
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+fn hot_text_is_the_list(elf: &[u8], sections: &[Section], hot: usize) {
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/bin/probelet-check.ld"
+    ))
+    .unwrap();
+    // `*(.text.NAME)`: one pattern per function (`.text.unlikely.NAME` is its cold part).
+    let listed: Vec<&str> = script
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("*(.text.")?.strip_suffix(')'))
+        .filter(|p| !p.starts_with("unlikely."))
+        .collect();
+    assert!(listed.len() > 100, "{} patterns", listed.len());
+    let functions = elf64_functions(elf, sections);
+    let is_listed = |name: &str| listed.iter().any(|p| glob_matches(p, name));
+
+    let misplaced: Vec<&str> = functions
+        .iter()
+        .filter(|f| f.section != hot && is_listed(&f.name))
+        .map(|f| f.name.as_str())
+        .collect();
+    assert!(
+        misplaced.is_empty(),
+        "listed, not in .text.hot: {misplaced:?}"
+    );
+    // The C runtime's start-up code, placed by object (`*Scrt1.o(.text)`, ...).
+    let crt = [
+        "_start",
+        "deregister_tm_clones",
+        "register_tm_clones",
+        "__do_global_dtors_aux",
+        "frame_dummy",
+    ];
+    let unlisted: Vec<&str> = functions
+        .iter()
+        .filter(|f| f.section == hot && !crt.contains(&&f.name[..]) && !is_listed(&f.name))
+        .map(|f| f.name.as_str())
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "in .text.hot, not listed: {unlisted:?}"
+    );
+    let stale: Vec<&str> = listed
+        .iter()
+        .copied()
+        .filter(|p| !functions.iter().any(|f| glob_matches(p, &f.name)))
+        .collect();
+    assert!(
+        stale.len() * 5 < listed.len(),
+        "{} of the {} functions listed are not in the binary: rerun scripts/check-hot-text \
+         (first: {:?})",
+        stale.len(),
+        listed.len(),
+        &stale[..stale.len().min(10)]
+    );
+}
+
+/// A linker script's input-section pattern against a name: `*` is any run of characters, the
+/// rest is literal (the script uses no other wildcard).
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// One function symbol of an ELF file: its name and the index of its section.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+struct Function {
+    name: String,
+    section: usize,
+}
+
+/// The function symbols of `.symtab` (the debug build keeps it).
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+fn elf64_functions(elf: &[u8], sections: &[Section]) -> Vec<Function> {
+    let table = |name: &str| {
+        sections
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no {name} section"))
+    };
+    let (symtab, strtab) = (table(".symtab"), table(".strtab"));
+    elf[symtab.offset..symtab.offset + symtab.size]
+        .chunks_exact(24)
+        .filter(|sym| sym[4] & 0xf == 2) // STT_FUNC
+        .map(|sym| Function {
+            name: c_string(
+                elf,
+                strtab.offset + u32::from_le_bytes(sym[..4].try_into().unwrap()) as usize,
+            ),
+            section: u16::from_le_bytes(sym[6..8].try_into().unwrap()) as usize,
+        })
+        .collect()
 }
 
 /// One section header of an ELF file.
