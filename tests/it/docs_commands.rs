@@ -296,6 +296,10 @@ const TABLE: &[(&str, How)] = &[
         "cargo test --test kubernetes -- differential --nocapture",
         Not("the differential suite itself"),
     ),
+    (
+        "scripts/bench-node target/release/probelet /tmp/bench",
+        ByTest("i47_4_bench_node_measures_both_nodes_side_by_side_and_leaves_nothing_behind"),
+    ),
     // docs/hostile-input.md
     (
         "PROBELET_FUZZ_CASES=20000 PROBELET_FUZZ_SEED=random cargo test --release --test fuzz",

@@ -16,6 +16,7 @@ mod common;
 #[path = "../deps_support/mod.rs"]
 mod deps_support;
 
+mod bench_node;
 mod control_plane;
 mod differential;
 mod kubernetes_e2e;

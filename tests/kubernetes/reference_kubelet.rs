@@ -199,7 +199,7 @@ fn host_state() -> String {
 }
 
 /// The processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<String> {
+pub fn processes_mentioning(needle: &str) -> Vec<String> {
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let pid = e.file_name().to_string_lossy().into_owned();
