@@ -23,7 +23,9 @@
 //! errors), with two differences that suit a sidecar: every error is reported with the line
 //! and column of the field itself (through [`crate::spec::locate`]), and the file is refused as
 //! a whole when any check is invalid (a sidecar missing a check would answer "ready" for the
-//! wrong reason). Unknown fields are warnings, with their position, like `probelet validate`.
+//! wrong reason). It is read by the one loader ([`crate::config_file`]) as a tool config:
+//! unknown fields are refused, with their position (a typo such as `failureTreshold` would
+//! otherwise leave a default in charge of the app's health).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -33,13 +35,12 @@ use k8s_openapi::api::core::v1::{Probe, TCPSocketAction};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 
+use crate::config_file::{self, FieldNote, FileKind, Positions};
 use crate::engine::ProbeTiming;
 use crate::probe::postgres::PostgresTarget;
 use crate::probe::redis::RedisTarget;
 use crate::probe::secret::Secret;
 use crate::spec::field::{BadValue, FieldError, FieldPath};
-use crate::spec::load::{error_message, render_invalid};
-use crate::spec::locate::SourceIndex;
 use crate::spec::{ProbeType, defaults, validate};
 
 /// Names of the lines the sidecar adds itself (`/readyz?verbose`); a check may not take them.
@@ -62,10 +63,9 @@ pub const DEFAULT_OVERLOAD_RECOVER: Duration = Duration::from_secs(10);
 /// Why a config file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read, is larger than the manifest limit (16 MiB) or is not
-    /// UTF-8: the manifest loader's own checks.
+    /// The file could not be read, is larger than 16 MiB or is not UTF-8.
     #[error(transparent)]
-    Read(#[from] crate::spec::load::LoadError),
+    Read(#[from] crate::config_file::FileError),
     /// The YAML is malformed or a field is wrong: one `FILE:LINE:COL: FIELD: MESSAGE` per
     /// problem.
     #[error("{}", .errors.join("\n"))]
@@ -187,7 +187,7 @@ impl SidecarConfig {
 pub struct Loaded {
     /// The config.
     pub config: SidecarConfig,
-    /// Unknown fields and other notes: `FILE:LINE:COL: FIELD: unknown field, ignored`.
+    /// Notes that do not stop it (`FILE:LINE:COL: FIELD: MESSAGE`), e.g. a password in a DSN.
     pub warnings: Vec<String>,
 }
 
@@ -296,60 +296,28 @@ struct SecretSource {
     file: Option<String>,
 }
 
+/// The sidecar's config is a tool config: 16 MiB at most, unknown keys refused.
+const KIND: FileKind = FileKind::TOOL_CONFIG;
+
 /// Reads and validates the config at `path` (`-` for standard input).
 pub fn load_file(path: &Path) -> Result<Loaded, ConfigError> {
-    let (name, text) = crate::spec::load::read_manifest(path)?;
+    let (name, text) = config_file::read(path, KIND)?;
     load_str(&name, &text)
 }
 
 /// Parses and validates a config's text; `file` names it in messages. Passwords named by
 /// `passwordFrom` are read now (a missing one is a config error, not a failing check).
 pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
-    let value: serde_json::Value =
-        serde_saphyr::from_str(text).map_err(|e| ConfigError::Invalid {
-            errors: vec![{
-                let (line, column) = e
-                    .location()
-                    .map(|l| (l.line(), l.column()))
-                    .unwrap_or((0, 0));
-                render_invalid(file, &line, &column, None, &error_message(&e))
-            }],
-        })?;
-    let index = SourceIndex::build(text);
-    let at = |field: &str| -> (u64, u64) {
-        index
-            .document(0)
-            .map(|root| index.locate(text, root, field).0)
-            .map_or((0, 0), |l| (l.line, l.column))
-    };
-    let render = |field: &str, message: &str| {
-        let (line, column) = at(field);
-        let field = (!field.is_empty()).then_some(field);
-        render_invalid(file, &line, &column, field, message)
-    };
-    let value = if value.is_null() {
-        serde_json::json!({})
-    } else {
-        value
-    };
-    let mut ignored = Vec::new();
-    let mut track = serde_path_to_error::Track::new();
-    let doc = {
-        let d = serde_path_to_error::Deserializer::new(&value, &mut track);
-        let mut on_ignored = |p: serde_ignored::Path<'_>| ignored.push(field_of(&p));
-        let d = serde_ignored::Deserializer::new(d, &mut on_ignored);
-        Doc::deserialize(d)
-    };
-    let doc = doc.map_err(|e| ConfigError::Invalid {
-        errors: vec![render(
-            &track.path().to_string().replace("?.", ""),
-            &e.to_string(),
-        )],
+    let value = config_file::parse_value(file, text, KIND).map_err(|e| ConfigError::Invalid {
+        errors: vec![e.to_string()],
     })?;
-    let mut notes: Vec<(String, &'static str)> = ignored
-        .into_iter()
-        .map(|f| (f, "unknown field, ignored"))
-        .collect();
+    let at = Positions::new(file, text);
+    let (doc, mut notes) =
+        config_file::typed::<Doc>(&value, "", KIND.unknown_keys).map_err(|errors| {
+            ConfigError::Invalid {
+                errors: in_file_order(&at, errors),
+            }
+        })?;
     let mut errors: Vec<FieldError> = Vec::new();
     let config = resolve(doc, &mut errors, &mut notes);
     if !errors.is_empty() {
@@ -362,39 +330,25 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
                     .strip_prefix(field)
                     .and_then(|m| m.strip_prefix(": "))
                     .unwrap_or(&text);
-                render(field, message)
+                at.error(field, message).to_string()
             })
             .collect();
         return Err(ConfigError::Invalid { errors });
     }
-    // In file order (the YAML value's maps are sorted by key).
-    notes.sort_by_key(|(f, _)| at(f));
-    let warnings = notes.iter().map(|(f, m)| render(f, m)).collect();
-    Ok(Loaded { config, warnings })
+    Ok(Loaded {
+        config,
+        warnings: in_file_order(&at, notes),
+    })
 }
 
-/// `checks[0].probe.httpGett` from a `serde_ignored` path (its `?` Option layers dropped).
-fn field_of(path: &serde_ignored::Path<'_>) -> String {
-    use serde_ignored::Path as P;
-    match path {
-        P::Root => String::new(),
-        P::Seq { parent, index } => format!("{}[{index}]", field_of(parent)),
-        P::Map { parent, key } => match field_of(parent) {
-            p if p.is_empty() => key.clone(),
-            p => format!("{p}.{key}"),
-        },
-        P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => {
-            field_of(parent)
-        }
-    }
+/// Notes rendered at their positions, in file order (the YAML value's maps are sorted by key).
+fn in_file_order(at: &Positions<'_>, mut notes: Vec<FieldNote>) -> Vec<String> {
+    notes.sort_by_key(|n| at.at(&n.field));
+    notes.iter().map(|n| at.render(n)).collect()
 }
 
 /// Defaults and validation; every problem goes to `errors`.
-fn resolve(
-    doc: Doc,
-    errors: &mut Vec<FieldError>,
-    warnings: &mut Vec<(String, &'static str)>,
-) -> SidecarConfig {
+fn resolve(doc: Doc, errors: &mut Vec<FieldError>, warnings: &mut Vec<FieldNote>) -> SidecarConfig {
     let root = FieldPath::new("");
     let listen_text = doc.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
     let listen = listen_text.parse().unwrap_or_else(|_| {
@@ -529,10 +483,11 @@ fn resolve(
                         t.query = q;
                     }
                     if t.password.is_some() {
-                        warnings.push((
-                            p.child("dsn").as_str().to_string(),
-                            "a password in the DSN; prefer passwordFrom (env or file)",
-                        ));
+                        warnings.push(FieldNote {
+                            field: p.child("dsn").as_str().to_string(),
+                            message: "a password in the DSN; prefer passwordFrom (env or file)"
+                                .into(),
+                        });
                     }
                     if let Some(src) = pg.password_from {
                         t.password = read_secret(&src, &p.child("passwordFrom"), errors);
@@ -927,7 +882,7 @@ checks:
     }
 
     #[test]
-    fn type_errors_point_at_the_field_and_unknown_fields_are_warnings() {
+    fn type_errors_and_unknown_fields_point_at_the_field() {
         let e = load_str(
             "s.yaml",
             "checks:\n- name: a\n  probe: {periodSeconds: five}\n",
@@ -938,17 +893,18 @@ checks:
             e.starts_with("s.yaml:3:11: checks[0].probe.periodSeconds: "),
             "{e}"
         );
-        let l = load_str(
+        // A tool config refuses unknown fields (issue 49 item 4), each at its place, in file
+        // order.
+        let e = load_str(
             "s.yaml",
             "listen: 127.0.0.1:1\ndrian: {delay: 1s}\nchecks:\n- name: a\n  probe: {tcpSocket: {port: 1}, periodSecond: 3}\n",
         )
-        .unwrap();
+        .unwrap_err()
+        .to_string();
         assert_eq!(
-            l.warnings,
-            [
-                "s.yaml:2:1: drian: unknown field, ignored",
-                "s.yaml:5:33: checks[0].probe.periodSecond: unknown field, ignored",
-            ]
+            e,
+            "s.yaml:2:1: drian: unknown field\n\
+             s.yaml:5:33: checks[0].probe.periodSecond: unknown field"
         );
         let e = load_str("s.yaml", "checks: [\n").unwrap_err().to_string();
         assert!(e.starts_with("s.yaml:"), "{e}");
