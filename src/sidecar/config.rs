@@ -347,65 +347,38 @@ fn in_file_order(at: &Positions<'_>, mut notes: Vec<FieldNote>) -> Vec<String> {
     notes.iter().map(|n| at.render(n)).collect()
 }
 
-/// Defaults and validation; every problem goes to `errors`.
+/// Defaults and validation, in steps; every problem goes to `errors`, notes to `warnings`.
 fn resolve(doc: Doc, errors: &mut Vec<FieldError>, warnings: &mut Vec<FieldNote>) -> SidecarConfig {
-    let root = FieldPath::new("");
-    let listen_text = doc.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
-    let listen = listen_text.parse().unwrap_or_else(|_| {
-        errors.push(FieldError::invalid(
-            &FieldPath::new("listen"),
-            BadValue::Str(listen_text.to_string()),
-            "must be IP:PORT (host names are not resolved)",
-        ));
-        DEFAULT_LISTEN.parse().expect("constant")
-    });
-    let mut duration = |d: Option<DurationDoc>, path: &str, default: Option<Duration>| match d {
-        None => default,
-        Some(d) => match to_duration(&d) {
-            Ok(v) => Some(v),
-            Err(msg) => {
-                errors.push(FieldError::invalid(
-                    &FieldPath::new(path),
-                    duration_value(&d),
-                    msg,
-                ));
-                default
-            }
-        },
-    };
-    let watchdog_timeout = duration(doc.watchdog.map(|w| w.timeout), "watchdog.timeout", None)
-        .filter(|d| !d.is_zero());
-    let drain_delay = duration(
+    let listen = listen_address(doc.listen.as_deref(), errors);
+    let watchdog_timeout = duration_field(
+        doc.watchdog.map(|w| w.timeout),
+        "watchdog.timeout",
+        None,
+        errors,
+    )
+    .filter(|d| !d.is_zero());
+    let drain_delay = duration_field(
         doc.drain.map(|d| d.delay),
         "drain.delay",
         Some(DEFAULT_DRAIN),
+        errors,
     )
     .unwrap_or(DEFAULT_DRAIN);
-    let overload_recover = duration(
+    let overload_recover = duration_field(
         doc.overload.map(|o| o.recover),
         "overload.recover",
         Some(DEFAULT_OVERLOAD_RECOVER),
+        errors,
     )
     .unwrap_or(DEFAULT_OVERLOAD_RECOVER);
     let notify_socket = doc
         .notify_socket
         .filter(|s| !s.is_empty())
         .map(PathBuf::from);
-    let notify_access_all = match doc.notify_access.as_deref() {
-        None | Some("main") => false,
-        Some("all") => true,
-        Some(other) => {
-            errors.push(FieldError::not_supported(
-                &root.child("notifyAccess"),
-                BadValue::Str(other.to_string()),
-                &["main", "all"],
-            ));
-            false
-        }
-    };
+    let notify_access_all = notify_access_all(doc.notify_access.as_deref(), errors);
     if watchdog_timeout.is_some() && notify_socket.is_none() {
         errors.push(FieldError::required(
-            &root.child("notifySocket"),
+            &FieldPath::new("notifySocket"),
             "a watchdog needs the socket the app sends WATCHDOG=1 to",
         ));
     }
@@ -413,198 +386,14 @@ fn resolve(doc: Doc, errors: &mut Vec<FieldError>, warnings: &mut Vec<FieldNote>
     let mut names = std::collections::HashSet::new();
     for (i, c) in doc.checks.into_iter().enumerate() {
         let path = FieldPath::new("checks").index(i);
-        let before = errors.len();
-        if let Some(msg) = name_error(&c.name) {
-            errors.push(FieldError::invalid(
-                &path.child("name"),
-                BadValue::Str(c.name.clone()),
-                msg,
-            ));
-        } else if !names.insert(c.name.clone()) {
-            errors.push(FieldError::duplicate(
-                &path.child("name"),
-                BadValue::Str(c.name.clone()),
-            ));
-        }
-        let probe_type = match c.probe_type.as_deref().unwrap_or("readiness") {
-            "liveness" => ProbeType::Liveness,
-            "readiness" => ProbeType::Readiness,
-            "startup" => ProbeType::Startup,
-            other => {
-                errors.push(FieldError::not_supported(
-                    &path.child("for"),
-                    BadValue::Str(other.to_string()),
-                    &["liveness", "readiness", "startup"],
-                ));
-                ProbeType::Readiness
-            }
-        };
-        let given = [
-            ("probe", c.probe.is_some()),
-            ("postgres", c.postgres.is_some()),
-            ("redis", c.redis.is_some()),
-        ];
-        let kinds: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
-        if kinds.len() != 1 {
-            let e = if kinds.is_empty() {
-                FieldError::required(&path, "must specify one of probe, postgres or redis")
-            } else {
-                FieldError::forbidden(
-                    &path.child(kinds[1]),
-                    "may not specify more than one of probe, postgres or redis",
-                )
-            };
-            errors.push(e);
-            continue;
-        }
-        let on_check = [
-            ("initialDelaySeconds", c.initial_delay_seconds),
-            ("timeoutSeconds", c.timeout_seconds),
-            ("periodSeconds", c.period_seconds),
-            ("successThreshold", c.success_threshold),
-            ("failureThreshold", c.failure_threshold),
-        ];
-        let (handler, probe, handler_path) = if let Some(probe) = c.probe {
-            let mut probe = probe;
-            fill_host(&mut probe);
-            (None, probe, path.child("probe"))
-        } else if let Some(pg) = c.postgres {
-            let p = path.child("postgres");
-            let timing = TimingDoc {
-                initial_delay_seconds: pg.initial_delay_seconds,
-                timeout_seconds: pg.timeout_seconds,
-                period_seconds: pg.period_seconds,
-                success_threshold: pg.success_threshold,
-                failure_threshold: pg.failure_threshold,
-            };
-            let handler = match PostgresTarget::from_dsn(&pg.dsn) {
-                Ok(mut t) => {
-                    if let Some(q) = pg.query {
-                        t.query = q;
-                    }
-                    if t.password.is_some() {
-                        warnings.push(FieldNote {
-                            field: p.child("dsn").as_str().to_string(),
-                            message: "a password in the DSN; prefer passwordFrom (env or file)"
-                                .into(),
-                        });
-                    }
-                    if let Some(src) = pg.password_from {
-                        t.password = read_secret(&src, &p.child("passwordFrom"), errors);
-                    }
-                    Some(Handler::Postgres(t))
-                }
-                Err(e) => {
-                    // The DSN may hold a password: the error never repeats it.
-                    errors.push(FieldError::invalid(
-                        &p.child("dsn"),
-                        BadValue::Str("<redacted>".into()),
-                        e.to_string(),
-                    ));
-                    None
-                }
-            };
-            (handler, timing_probe(timing), p)
-        } else if let Some(r) = c.redis {
-            let p = path.child("redis");
-            let timing = TimingDoc {
-                initial_delay_seconds: r.initial_delay_seconds,
-                timeout_seconds: r.timeout_seconds,
-                period_seconds: r.period_seconds,
-                success_threshold: r.success_threshold,
-                failure_threshold: r.failure_threshold,
-            };
-            let handler = match split_address(&r.address) {
-                Some((host, port)) => Some(Handler::Redis(RedisTarget {
-                    host,
-                    port,
-                    username: r.username,
-                    password: r
-                        .password_from
-                        .and_then(|s| read_secret(&s, &p.child("passwordFrom"), errors)),
-                })),
-                None => {
-                    errors.push(FieldError::invalid(
-                        &p.child("address"),
-                        BadValue::Str(r.address.clone()),
-                        "must be HOST:PORT",
-                    ));
-                    None
-                }
-            };
-            (handler, timing_probe(timing), p)
-        } else {
-            unreachable!("exactly one handler was checked above")
-        };
-        let mut probe = probe;
-        // Timing on the check fills the handler's; the same field in both places is an error.
-        let before_timing = errors.len();
-        for ((field, value), slot) in on_check.into_iter().zip([
-            &mut probe.initial_delay_seconds,
-            &mut probe.timeout_seconds,
-            &mut probe.period_seconds,
-            &mut probe.success_threshold,
-            &mut probe.failure_threshold,
-        ]) {
-            match (value, slot.is_some()) {
-                (Some(_), true) => errors.push(FieldError::forbidden(
-                    &path.child(field),
-                    format!("may not be set both here and in {}", handler_path.as_str()),
-                )),
-                (Some(v), false) => *slot = Some(v),
-                (None, _) => {}
-            }
-        }
-        if errors.len() > before_timing {
-            continue;
-        }
-        defaults::apply_probe(&mut probe);
-        // The API server's rules for this probe type (thresholds, timeouts, handler).
-        errors.extend(validate::validate_probe(&probe, probe_type, &handler_path));
-        let named = (probe.http_get.as_ref().map(|a| ("httpGet", &a.port)))
-            .or(probe.tcp_socket.as_ref().map(|a| ("tcpSocket", &a.port)));
-        if let Some((kind, IntOrString::String(name))) = named {
-            errors.push(FieldError::invalid(
-                &handler_path.child(kind).child("port"),
-                BadValue::Str(name.clone()),
-                "named ports need a container; a sidecar check must give a number",
-            ));
-        }
-        if errors.len() > before {
-            continue;
-        }
-        let timing = ProbeTiming::from_probe(&probe);
-        let handler = handler.unwrap_or_else(|| Handler::Probe(Box::new(probe)));
-        checks.push(CheckSpec {
-            name: c.name,
-            probe_type,
-            required: c.required.unwrap_or(true),
-            handler,
-            timing,
-        });
+        checks.extend(resolve_check(c, &path, &mut names, errors, warnings));
     }
     let readiness_gate = doc.readiness_gate;
-    if let Some(g) = &readiness_gate
-        && let Some(msg) = condition_type_error(g)
-    {
-        errors.push(FieldError::invalid(
-            &root.child("readinessGate"),
-            BadValue::Str(g.clone()),
-            msg,
-        ));
+    if let Some(g) = &readiness_gate {
+        check_readiness_gate(g, errors);
     }
     let degrade = doc.degrade.unwrap_or_default();
-    for (mode, names) in &degrade {
-        for (i, name) in names.iter().enumerate() {
-            if !checks.iter().any(|c| c.name == *name) {
-                errors.push(FieldError::invalid(
-                    &root.child("degrade").child(mode).index(i),
-                    BadValue::Str(name.clone()),
-                    "names no check",
-                ));
-            }
-        }
-    }
+    check_degrade_names(&degrade, &checks, errors);
     SidecarConfig {
         listen,
         notify_socket,
@@ -616,6 +405,329 @@ fn resolve(doc: Doc, errors: &mut Vec<FieldError>, warnings: &mut Vec<FieldNote>
         checks,
         readiness_gate,
         degrade,
+    }
+}
+
+/// `listen`, or [`DEFAULT_LISTEN`]: an IP address and a port, never a host name.
+fn listen_address(text: Option<&str>, errors: &mut Vec<FieldError>) -> SocketAddr {
+    let text = text.unwrap_or(DEFAULT_LISTEN);
+    text.parse().unwrap_or_else(|_| {
+        errors.push(FieldError::invalid(
+            &FieldPath::new("listen"),
+            BadValue::Str(text.to_string()),
+            "must be IP:PORT (host names are not resolved)",
+        ));
+        DEFAULT_LISTEN.parse().expect("constant")
+    })
+}
+
+/// A duration setting at `path`, `default` when absent or invalid.
+fn duration_field(
+    d: Option<DurationDoc>,
+    path: &str,
+    default: Option<Duration>,
+    errors: &mut Vec<FieldError>,
+) -> Option<Duration> {
+    let Some(d) = d else { return default };
+    match to_duration(&d) {
+        Ok(v) => Some(v),
+        Err(msg) => {
+            errors.push(FieldError::invalid(
+                &FieldPath::new(path),
+                duration_value(&d),
+                msg,
+            ));
+            default
+        }
+    }
+}
+
+/// `notifyAccess`: `main` (the default) or `all`, as systemd's `NotifyAccess=`.
+fn notify_access_all(access: Option<&str>, errors: &mut Vec<FieldError>) -> bool {
+    match access {
+        None | Some("main") => false,
+        Some("all") => true,
+        Some(other) => {
+            errors.push(FieldError::not_supported(
+                &FieldPath::new("notifyAccess"),
+                BadValue::Str(other.to_string()),
+                &["main", "all"],
+            ));
+            false
+        }
+    }
+}
+
+/// One check at `path`, or `None` when any of its fields is wrong (the errors say which).
+fn resolve_check(
+    c: CheckDoc,
+    path: &FieldPath,
+    names: &mut std::collections::HashSet<String>,
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<FieldNote>,
+) -> Option<CheckSpec> {
+    let before = errors.len();
+    check_name_is_new(&c.name, path, names, errors);
+    let probe_type = check_for(c.probe_type.as_deref(), path, errors);
+    if !one_handler(&c, path, errors) {
+        return None;
+    }
+    let on_check = [
+        ("initialDelaySeconds", c.initial_delay_seconds),
+        ("timeoutSeconds", c.timeout_seconds),
+        ("periodSeconds", c.period_seconds),
+        ("successThreshold", c.success_threshold),
+        ("failureThreshold", c.failure_threshold),
+    ];
+    let (handler, mut probe, handler_path) = if let Some(mut probe) = c.probe {
+        fill_host(&mut probe);
+        (None, probe, path.child("probe"))
+    } else if let Some(pg) = c.postgres {
+        let p = path.child("postgres");
+        let (handler, probe) = postgres_check(pg, &p, errors, warnings);
+        (handler, probe, p)
+    } else {
+        let r = c.redis?;
+        let p = path.child("redis");
+        let (handler, probe) = redis_check(r, &p, errors);
+        (handler, probe, p)
+    };
+    if !timing_from_the_check(on_check, &mut probe, path, &handler_path, errors) {
+        return None;
+    }
+    validate_check_probe(&mut probe, probe_type, &handler_path, errors);
+    if errors.len() > before {
+        return None;
+    }
+    let timing = ProbeTiming::from_probe(&probe);
+    Some(CheckSpec {
+        name: c.name,
+        probe_type,
+        required: c.required.unwrap_or(true),
+        handler: handler.unwrap_or_else(|| Handler::Probe(Box::new(probe))),
+        timing,
+    })
+}
+
+/// A check's name is a valid name, and the first check with it.
+fn check_name_is_new(
+    name: &str,
+    path: &FieldPath,
+    names: &mut std::collections::HashSet<String>,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(msg) = name_error(name) {
+        errors.push(FieldError::invalid(
+            &path.child("name"),
+            BadValue::Str(name.to_string()),
+            msg,
+        ));
+    } else if !names.insert(name.to_string()) {
+        errors.push(FieldError::duplicate(
+            &path.child("name"),
+            BadValue::Str(name.to_string()),
+        ));
+    }
+}
+
+/// The endpoint a check decides (`for`), readiness when absent.
+fn check_for(text: Option<&str>, path: &FieldPath, errors: &mut Vec<FieldError>) -> ProbeType {
+    match text.unwrap_or("readiness") {
+        "liveness" => ProbeType::Liveness,
+        "readiness" => ProbeType::Readiness,
+        "startup" => ProbeType::Startup,
+        other => {
+            errors.push(FieldError::not_supported(
+                &path.child("for"),
+                BadValue::Str(other.to_string()),
+                &["liveness", "readiness", "startup"],
+            ));
+            ProbeType::Readiness
+        }
+    }
+}
+
+/// Exactly one of `probe`, `postgres` and `redis`.
+fn one_handler(c: &CheckDoc, path: &FieldPath, errors: &mut Vec<FieldError>) -> bool {
+    let given = [
+        ("probe", c.probe.is_some()),
+        ("postgres", c.postgres.is_some()),
+        ("redis", c.redis.is_some()),
+    ];
+    let kinds: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
+    match kinds[..] {
+        [_] => true,
+        [] => {
+            errors.push(FieldError::required(
+                path,
+                "must specify one of probe, postgres or redis",
+            ));
+            false
+        }
+        [_, second, ..] => {
+            errors.push(FieldError::forbidden(
+                &path.child(second),
+                "may not specify more than one of probe, postgres or redis",
+            ));
+            false
+        }
+    }
+}
+
+/// A `postgres` check at `p`: its target (`None` when the DSN is wrong) and its timing.
+fn postgres_check(
+    pg: PostgresDoc,
+    p: &FieldPath,
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<FieldNote>,
+) -> (Option<Handler>, Probe) {
+    let timing = TimingDoc {
+        initial_delay_seconds: pg.initial_delay_seconds,
+        timeout_seconds: pg.timeout_seconds,
+        period_seconds: pg.period_seconds,
+        success_threshold: pg.success_threshold,
+        failure_threshold: pg.failure_threshold,
+    };
+    let handler = match PostgresTarget::from_dsn(&pg.dsn) {
+        Ok(mut t) => {
+            if let Some(q) = pg.query {
+                t.query = q;
+            }
+            if t.password.is_some() {
+                warnings.push(FieldNote {
+                    field: p.child("dsn").as_str().to_string(),
+                    message: "a password in the DSN; prefer passwordFrom (env or file)".into(),
+                });
+            }
+            if let Some(src) = pg.password_from {
+                t.password = read_secret(&src, &p.child("passwordFrom"), errors);
+            }
+            Some(Handler::Postgres(t))
+        }
+        Err(e) => {
+            // The DSN may hold a password: the error never repeats it.
+            errors.push(FieldError::invalid(
+                &p.child("dsn"),
+                BadValue::Str("<redacted>".into()),
+                e.to_string(),
+            ));
+            None
+        }
+    };
+    (handler, timing_probe(timing))
+}
+
+/// A `redis` check at `p`: its target (`None` when the address is wrong) and its timing.
+fn redis_check(
+    r: RedisDoc,
+    p: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) -> (Option<Handler>, Probe) {
+    let timing = TimingDoc {
+        initial_delay_seconds: r.initial_delay_seconds,
+        timeout_seconds: r.timeout_seconds,
+        period_seconds: r.period_seconds,
+        success_threshold: r.success_threshold,
+        failure_threshold: r.failure_threshold,
+    };
+    let handler = match split_address(&r.address) {
+        Some((host, port)) => Some(Handler::Redis(RedisTarget {
+            host,
+            port,
+            username: r.username,
+            password: r
+                .password_from
+                .and_then(|s| read_secret(&s, &p.child("passwordFrom"), errors)),
+        })),
+        None => {
+            errors.push(FieldError::invalid(
+                &p.child("address"),
+                BadValue::Str(r.address.clone()),
+                "must be HOST:PORT",
+            ));
+            None
+        }
+    };
+    (handler, timing_probe(timing))
+}
+
+/// Timing written on the check fills the handler's (issue 26 item 8); the same field in both
+/// places is an error. `false` when there was one.
+fn timing_from_the_check(
+    on_check: [(&str, Option<i32>); 5],
+    probe: &mut Probe,
+    path: &FieldPath,
+    handler_path: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) -> bool {
+    let before = errors.len();
+    for ((field, value), slot) in on_check.into_iter().zip([
+        &mut probe.initial_delay_seconds,
+        &mut probe.timeout_seconds,
+        &mut probe.period_seconds,
+        &mut probe.success_threshold,
+        &mut probe.failure_threshold,
+    ]) {
+        match (value, slot.is_some()) {
+            (Some(_), true) => errors.push(FieldError::forbidden(
+                &path.child(field),
+                format!("may not be set both here and in {}", handler_path.as_str()),
+            )),
+            (Some(v), false) => *slot = Some(v),
+            (None, _) => {}
+        }
+    }
+    errors.len() == before
+}
+
+/// The API server's defaults and its rules for this probe type (thresholds, timeouts,
+/// handler), and a number for every port: a sidecar has no container to name ports.
+fn validate_check_probe(
+    probe: &mut Probe,
+    probe_type: ProbeType,
+    handler_path: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) {
+    defaults::apply_probe(probe);
+    errors.extend(validate::validate_probe(probe, probe_type, handler_path));
+    let named = (probe.http_get.as_ref().map(|a| ("httpGet", &a.port)))
+        .or(probe.tcp_socket.as_ref().map(|a| ("tcpSocket", &a.port)));
+    if let Some((kind, IntOrString::String(name))) = named {
+        errors.push(FieldError::invalid(
+            &handler_path.child(kind).child("port"),
+            BadValue::Str(name.clone()),
+            "named ports need a container; a sidecar check must give a number",
+        ));
+    }
+}
+
+/// `readinessGate` names a condition type of the sidecar's own ([`condition_type_error`]).
+fn check_readiness_gate(gate: &str, errors: &mut Vec<FieldError>) {
+    if let Some(msg) = condition_type_error(gate) {
+        errors.push(FieldError::invalid(
+            &FieldPath::new("readinessGate"),
+            BadValue::Str(gate.to_string()),
+            msg,
+        ));
+    }
+}
+
+/// Every name under `degrade` is a valid check's.
+fn check_degrade_names(
+    degrade: &std::collections::BTreeMap<String, Vec<String>>,
+    checks: &[CheckSpec],
+    errors: &mut Vec<FieldError>,
+) {
+    for (mode, names) in degrade {
+        for (i, name) in names.iter().enumerate() {
+            if !checks.iter().any(|c| c.name == *name) {
+                errors.push(FieldError::invalid(
+                    &FieldPath::new("degrade").child(mode).index(i),
+                    BadValue::Str(name.clone()),
+                    "names no check",
+                ));
+            }
+        }
     }
 }
 
