@@ -49,6 +49,9 @@ use crate::node::client::NodeError;
 /// The webhook's config is a tool config: 16 MiB at most, unknown keys refused.
 const KIND: FileKind = FileKind::TOOL_CONFIG;
 
+/// Largest token file read: a bearer token is one line of at most a few KiB.
+const MAX_TOKEN_BYTES: u64 = 64 * 1024;
+
 /// Largest webhook body read (Alertmanager's payloads are a few KiB per alert).
 pub const MAX_BODY: usize = 1 << 20;
 
@@ -170,16 +173,29 @@ impl WebhookConfig {
                 .join(&doc.token_file),
             false => doc.token_file.clone(),
         };
-        let token = std::fs::read_to_string(&token_path)
-            .map_err(|e| WebhookError::Token {
-                path: token_path.clone(),
-                message: e.to_string(),
+        let token_error = |message: String| WebhookError::Token {
+            path: token_path.clone(),
+            message,
+        };
+        // The mode and the text come from the one open file, and the read is bounded.
+        let token_file =
+            std::fs::File::open(&token_path).map_err(|e| token_error(e.to_string()))?;
+        let shared_bits = token_file
+            .metadata()
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o077)
+            .unwrap_or(0);
+        let token = config_file::read_limited(token_file, "tokenFile", MAX_TOKEN_BYTES)
+            .map_err(|e| {
+                token_error(match e {
+                    FileError::Io { source, .. } => source.to_string(),
+                    FileError::TooLarge { limit, .. } => {
+                        format!("larger than {limit} bytes: a bearer token is one short line")
+                    }
+                    other => other.to_string(),
+                })
             })?
             .trim()
             .to_string();
-        let shared_bits = std::fs::metadata(&token_path)
-            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o077)
-            .unwrap_or(0);
         if token.len() < 16 {
             return Err(WebhookError::Token {
                 path: token_path,
@@ -1095,6 +1111,24 @@ mod tests {
             let e = WebhookConfig::load(&file).unwrap_err().to_string();
             assert!(e.starts_with(&format!("{name}:{want}")), "{text:?}: {e}");
         }
+    }
+
+    /// Issue 49 item 4: the token file is read bounded, like every file the webhook reads.
+    #[test]
+    fn i49_4_a_token_file_over_64_kib_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t".repeat(64 * 1024 + 1)).unwrap();
+        let file = dir.path().join("w.yaml");
+        std::fs::write(&file, "tokenFile: token\nallowedPrefixes: [probe/]\n").unwrap();
+        let e = WebhookConfig::load(&file).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "tokenFile {}: larger than 65536 bytes: a bearer token is one short line",
+                token.display()
+            )
+        );
     }
 
     fn alert(status: &str, labels: &str, annotations: &str) -> String {
