@@ -21,6 +21,9 @@
 //!   proved by simulation.
 //! * [`node`]: `probelet node`, a node of a real control plane: the supervisor's pods from
 //!   and their status to a real API server.
+//! * [`config_file`]: the one loader of input files (manifests, monitor targets, sidecar and
+//!   webhook configs, scenarios): bounded read, `file:line:col: field: message` errors, the
+//!   unknown-key policy of each kind of file.
 //! * [`bounded`]: the one checked conversion of outside numbers to durations and deadlines.
 //! * [`panics`]: panic containment: per request at the server edge, the kill path for the rest.
 //! * [`server`]: the one server edge (connection cap, timeouts, accept back-off) every
@@ -41,6 +44,7 @@ pub mod backoff;
 pub mod bounded;
 pub mod calibrate;
 pub mod children;
+pub mod config_file;
 pub mod display;
 pub mod driver;
 pub mod engine;

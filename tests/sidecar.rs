@@ -666,8 +666,8 @@ fn sighup_moves_the_listener_and_keeps_the_notify_socket() {
     assert_eq!(http(&format!("127.0.0.1:{b}"), "GET", "/livez", "").0, 200);
 }
 
-/// Bad input at start: the config's errors with file:line:col and field path (exit 1),
-/// unknown fields as warnings, an unreachable notify socket path (exit 2).
+/// Bad input at start: the config's errors with file:line:col and field path, unknown fields
+/// among them (exit 1), an unreachable notify socket path (exit 2).
 #[test]
 fn bad_config_and_unreachable_notify_socket() {
     let _slot = common::two_at_a_time();
@@ -691,11 +691,19 @@ fn bad_config_and_unreachable_notify_socket() {
         )),
         "{err}"
     );
+    std::fs::write(&bad, "listen: 127.0.0.1:0\nchekcs: []\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_probelet"))
+        .args(["sidecar", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.yaml:2:1: chekcs: unknown field"), "{err}");
     let cfg = dir.path().join("s.yaml");
     std::fs::write(
         &cfg,
         format!(
-            "listen: 127.0.0.1:0\nnotifySocket: {}/no/such/dir/n.sock\nchekcs: []\n",
+            "listen: 127.0.0.1:0\nnotifySocket: {}/no/such/dir/n.sock\n",
             dir.path().display()
         ),
     )
@@ -706,10 +714,6 @@ fn bad_config_and_unreachable_notify_socket() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("s.yaml:3:1: chekcs: unknown field, ignored"),
-        "{err}"
-    );
     assert!(err.contains("no/such/dir/n.sock: cannot bind"), "{err}");
 }
 

@@ -40,7 +40,14 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use serde::Deserialize;
 
+use crate::config_file::{self, FileError, FileKind, Positions};
 use crate::kube::{ApiServer, KubeError};
+
+/// The webhook's config is a tool config: 16 MiB at most, unknown keys refused.
+const KIND: FileKind = FileKind::TOOL_CONFIG;
+
+/// Largest token file read: a bearer token is one line of at most a few KiB.
+const MAX_TOKEN_BYTES: u64 = 64 * 1024;
 
 /// Largest webhook body read (Alertmanager's payloads are a few KiB per alert).
 pub const MAX_BODY: usize = 1 << 20;
@@ -48,17 +55,9 @@ pub const MAX_BODY: usize = 1 << 20;
 /// Why a webhook config cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
-    /// The file could not be read.
+    /// The file could not be read, or a field is wrong: `FILE:LINE:COL: FIELD: MESSAGE`.
     #[error(transparent)]
-    Read(#[from] crate::spec::load::LoadError),
-    /// A field is wrong: `FILE: FIELD: MESSAGE`.
-    #[error("{file}: {message}")]
-    Invalid {
-        /// The file.
-        file: String,
-        /// What is wrong, with the field path.
-        message: String,
-    },
+    File(#[from] FileError),
     /// The token file.
     #[error("tokenFile {path}: {message}")]
     Token {
@@ -155,17 +154,15 @@ impl WebhookConfig {
         })
     }
 
-    /// Reads and validates the config at `path`.
+    /// Reads and validates the config at `path`, a tool config (unknown keys refused).
     pub fn load(path: &Path) -> Result<WebhookConfig, WebhookError> {
-        let (file, text) = crate::spec::load::read_manifest(path)?;
-        let bad = |message: String| WebhookError::Invalid {
-            file: file.clone(),
-            message,
-        };
-        let value: serde_json::Value =
-            serde_saphyr::from_str(&text).map_err(|e| bad(e.to_string()))?;
-        let doc: ConfigDoc = serde_path_to_error::deserialize(&value)
-            .map_err(|e| bad(format!("{}: {}", e.path(), e.inner())))?;
+        let (file, text) = config_file::read(path, KIND)?;
+        let at = Positions::new(&file, &text);
+        let value = config_file::parse_value(&file, &text, KIND)?;
+        let doc: ConfigDoc = config_file::typed(&value, "", KIND.unknown_keys)
+            .map(|(doc, _)| doc)
+            .map_err(|notes| at.error(&notes[0].field, notes[0].message.clone()))?;
+        let bad = |field: &str, message: String| WebhookError::File(at.error(field, message));
         let token_path = match doc.token_file.is_relative() {
             true => path
                 .parent()
@@ -173,16 +170,29 @@ impl WebhookConfig {
                 .join(&doc.token_file),
             false => doc.token_file.clone(),
         };
-        let token = std::fs::read_to_string(&token_path)
-            .map_err(|e| WebhookError::Token {
-                path: token_path.clone(),
-                message: e.to_string(),
+        let token_error = |message: String| WebhookError::Token {
+            path: token_path.clone(),
+            message,
+        };
+        // The mode and the text come from the one open file, and the read is bounded.
+        let token_file =
+            std::fs::File::open(&token_path).map_err(|e| token_error(e.to_string()))?;
+        let shared_bits = token_file
+            .metadata()
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o077)
+            .unwrap_or(0);
+        let token = config_file::read_limited(token_file, "tokenFile", MAX_TOKEN_BYTES)
+            .map_err(|e| {
+                token_error(match e {
+                    FileError::Io { source, .. } => source.to_string(),
+                    FileError::TooLarge { limit, .. } => {
+                        format!("larger than {limit} bytes: a bearer token is one short line")
+                    }
+                    other => other.to_string(),
+                })
             })?
             .trim()
             .to_string();
-        let shared_bits = std::fs::metadata(&token_path)
-            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o077)
-            .unwrap_or(0);
         if token.len() < 16 {
             return Err(WebhookError::Token {
                 path: token_path,
@@ -192,16 +202,17 @@ impl WebhookConfig {
         if doc.allowed_prefixes.is_empty() || doc.allowed_prefixes.iter().any(|p| !p.ends_with('/'))
         {
             return Err(bad(
-                "allowedPrefixes: must list label key prefixes ending in '/', e.g. [probe/, strategy/]"
-                    .into(),
+                "allowedPrefixes",
+                "must list label key prefixes ending in '/', e.g. [probe/, strategy/]".into(),
             ));
         }
         let limit = |name: &str, v: Option<usize>, default: usize| match v {
             None => Ok(default),
             Some(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
-            Some(n) => Err(bad(format!(
-                "{name}: Invalid value: {n}: must be between 1 and {MAX_LIMIT}"
-            ))),
+            Some(n) => Err(bad(
+                name,
+                format!("Invalid value: {n}: must be between 1 and {MAX_LIMIT}"),
+            )),
         };
         let max_pods_per_alert = limit("maxPodsPerAlert", doc.max_pods_per_alert, 50)?;
         let max_alerts = limit("maxAlerts", doc.max_alerts, 1000)?;
@@ -210,24 +221,27 @@ impl WebhookConfig {
         let mut rules = Vec::new();
         for (i, r) in doc.rules.into_iter().enumerate() {
             if r.labels.len() > max_labels_per_alert {
-                return Err(bad(format!(
-                    "rules[{i}].labels: Too many: {}: must have at most {max_labels_per_alert} items (maxLabelsPerAlert)",
-                    r.labels.len()
-                )));
+                return Err(bad(
+                    &format!("rules[{i}].labels"),
+                    format!(
+                        "Too many: {}: must have at most {max_labels_per_alert} items (maxLabelsPerAlert)",
+                        r.labels.len()
+                    ),
+                ));
             }
             for (k, v) in &r.labels {
                 if let Some(m) = label_refusal(k, v, &doc.allowed_prefixes) {
-                    return Err(bad(format!("rules[{i}].labels[{k}]: {m}")));
+                    return Err(bad(&format!("rules[{i}].labels[{k}]"), m));
                 }
             }
             for (service, selector) in &r.selectors {
                 crate::api::selector::LabelSelector::parse(selector)
-                    .map_err(|e| bad(format!("rules[{i}].selectors[{service}]: {e}")))?;
+                    .map_err(|e| bad(&format!("rules[{i}].selectors[{service}]"), e.to_string()))?;
             }
             let ttl = match &r.ttl {
                 None => DEFAULT_TTL,
                 Some(t) => crate::display::parse_duration(t)
-                    .map_err(|e| bad(format!("rules[{i}].ttl: {e}")))?,
+                    .map_err(|e| bad(&format!("rules[{i}].ttl"), e.to_string()))?,
             };
             rules.push(Rule {
                 alert: r.alert,
@@ -1052,6 +1066,58 @@ mod tests {
         assert_eq!(
             WebhookConfig::load(&file).unwrap().token_file_warning(),
             None
+        );
+    }
+
+    /// Issue 49 item 4: the webhook's config errors carry the line and column of the field,
+    /// like every other file's (they were `FILE: FIELD: MESSAGE`).
+    #[test]
+    fn i49_4_config_errors_name_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), "0123456789abcdef0123").unwrap();
+        let file = dir.path().join("w.yaml");
+        let name = file.display().to_string();
+        let cases = [
+            (
+                "tokenFile: token\nallowedPrefixes: [probe/]\nrules:\n- alert: A\n  lables: {probe/a: b}\n",
+                "5:3: rules[0].lables: unknown field",
+            ),
+            (
+                "tokenFile: token\nallowedPrefixes: [probe/]\nmaxAlerts: 0\n",
+                "3:1: maxAlerts: Invalid value: 0: must be between 1 and 100000",
+            ),
+            (
+                "tokenFile: token\nallowedPrefixes: [probe/]\nrules:\n- alert: A\n  ttl: soon\n",
+                "5:3: rules[0].ttl: ",
+            ),
+            (
+                "tokenFile: token\nallowedPrefixes: [probe/]\nmaxAlerts: many\n",
+                "3:1: maxAlerts: invalid type",
+            ),
+            ("tokenFile: token\nrules: [\n", "2:8: unclosed bracket"),
+        ];
+        for (text, want) in cases {
+            std::fs::write(&file, text).unwrap();
+            let e = WebhookConfig::load(&file).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{name}:{want}")), "{text:?}: {e}");
+        }
+    }
+
+    /// Issue 49 item 4: the token file is read bounded, like every file the webhook reads.
+    #[test]
+    fn i49_4_a_token_file_over_64_kib_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t".repeat(64 * 1024 + 1)).unwrap();
+        let file = dir.path().join("w.yaml");
+        std::fs::write(&file, "tokenFile: token\nallowedPrefixes: [probe/]\n").unwrap();
+        let e = WebhookConfig::load(&file).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "tokenFile {}: larger than 65536 bytes: a bearer token is one short line",
+                token.display()
+            )
         );
     }
 

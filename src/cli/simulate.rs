@@ -86,9 +86,7 @@ pub fn run(args: Args) -> ExitCode {
 fn run_inner(args: Args) -> anyhow::Result<bool> {
     let (scenario, manifest) = match (&args.scenario, args.manifest) {
         (Some(path), manifest) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let scenario = Scenario::parse(&text, path)?;
+            let (scenario, text) = Scenario::read(path)?;
             let manifest = match manifest {
                 Some(m) => m,
                 None => {

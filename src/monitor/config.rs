@@ -27,12 +27,19 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
+use crate::config_file::{self, FileKind, UnknownKeys, render_invalid, yaml_error, yaml_options};
 use crate::spec::field::{BadValue, FieldError, FieldPath};
-use crate::spec::load::render_invalid;
 use crate::spec::{ProbeType, defaults, validate};
 
 /// The largest targets file accepted (64 MiB: 100,000 targets take about 10 MiB).
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The targets file is a tool config (unknown keys refused, even inside the Kubernetes types
+/// of a probe), with a larger limit.
+const KIND: FileKind = FileKind {
+    max_bytes: MAX_FILE_BYTES,
+    unknown_keys: UnknownKeys::Refuse,
+};
 
 /// The host a target probes when neither the probe nor `defaults.host` names one.
 pub const DEFAULT_HOST: &str = "127.0.0.1";
@@ -41,39 +48,10 @@ pub const DEFAULT_HOST: &str = "127.0.0.1";
 const RESERVED_LABELS: [&str; 6] = ["target", "probe_type", "result", "reason", "le", "quantile"];
 
 /// Why a targets file could not be used at all (problems with single targets are
-/// [`InvalidTarget`]s instead).
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("{path}: cannot read")]
-    Io {
-        /// The path as given.
-        path: String,
-        /// The operating system's reason.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file is larger than [`MAX_FILE_BYTES`].
-    #[error("{path}: larger than the limit of {MAX_FILE_BYTES} bytes")]
-    TooLarge {
-        /// The path as given.
-        path: String,
-    },
-    /// The YAML is malformed, or its top level (or `defaults`) has the wrong shape.
-    #[error("{}", render_invalid(.path, .line, .column, .field.as_deref(), .message))]
-    Invalid {
-        /// The path as given.
-        path: String,
-        /// 1-based line, 0 when unknown.
-        line: u64,
-        /// 1-based column, 0 when unknown.
-        column: u64,
-        /// The field path, when known (`defaults.periodSeconds`).
-        field: Option<String>,
-        /// What is wrong.
-        message: String,
-    },
-}
+/// [`InvalidTarget`]s instead): it could not be read, is larger than [`MAX_FILE_BYTES`], is not
+/// UTF-8, its YAML is malformed, or its top level (or `defaults`) has the wrong shape. The one
+/// loader's error, `FILE:LINE:COL: FIELD: MESSAGE` for the contents.
+pub use crate::config_file::FileError as ConfigError;
 
 /// One target that could not be used, with every reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,37 +173,17 @@ struct RawFile {
 
 /// Reads and validates the targets file at `path`.
 pub fn load_file(path: &Path) -> Result<TargetsFile, ConfigError> {
-    let name = path.display().to_string();
-    let io = |source| ConfigError::Io {
-        path: name.clone(),
-        source,
-    };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(ConfigError::TooLarge { path: name });
-    }
-    let text = std::fs::read_to_string(path).map_err(io)?;
+    let (name, text) = config_file::read(path, KIND)?;
     load_str(&name, &text)
 }
 
 /// Parses and validates a targets file's text; `file` names it in errors.
 pub fn load_str(file: &str, text: &str) -> Result<TargetsFile, ConfigError> {
-    let raw: RawFile = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
-        let (line, column) = e
-            .location()
-            .map(|l| (l.line(), l.column()))
-            .unwrap_or((0, 0));
-        ConfigError::Invalid {
-            path: file.to_string(),
-            line,
-            column,
-            field: None,
-            message: saphyr_message(&e),
-        }
-    })?;
+    let raw: RawFile = serde_saphyr::from_str_with_options(text, yaml_options(KIND.max_bytes))
+        .map_err(|e| yaml_error(file, &e, None))?;
     let defaults = match raw.defaults {
         None => Defaults::default(),
-        Some(d) => typed::<Defaults>(d.value, "defaults").map_err(|(field, message)| {
+        Some(d) => typed::<Defaults>(&d.value, "defaults").map_err(|(field, message)| {
             ConfigError::Invalid {
                 path: file.to_string(),
                 line: d.referenced.line(),
@@ -249,7 +207,7 @@ pub fn load_str(file: &str, text: &str) -> Result<TargetsFile, ConfigError> {
             column,
             errors,
         };
-        let doc = match typed::<TargetDoc>(t.value.clone(), path.as_str()) {
+        let doc = match typed::<TargetDoc>(&t.value, path.as_str()) {
             Ok(doc) => doc,
             Err((field, message)) => {
                 let name = t
@@ -420,22 +378,18 @@ fn dependency_cycles(
     found.into_iter().collect()
 }
 
-/// Types one value with the field path of any error (`targets[2].probe.periodSeconds`).
+/// Types one value by the file's policy, with the field path of the first error
+/// (`targets[2].probe.periodSeconds`).
 fn typed<T: serde::de::DeserializeOwned>(
-    value: serde_json::Value,
+    value: &serde_json::Value,
     prefix: &str,
 ) -> Result<T, (String, String)> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let inner = e.path().to_string();
-        let field = if inner.is_empty() || inner == "." {
-            prefix.to_string()
-        } else if inner.starts_with('[') {
-            format!("{prefix}{inner}")
-        } else {
-            format!("{prefix}.{inner}")
-        };
-        (field, e.into_inner().to_string())
-    })
+    config_file::typed(value, prefix, KIND.unknown_keys)
+        .map(|(t, _)| t)
+        .map_err(|mut notes| {
+            let first = notes.swap_remove(0);
+            (first.field, first.message)
+        })
 }
 
 /// The file's defaults, then the API server's (R1.1–R1.3), then the host.
@@ -533,28 +487,6 @@ fn label_name_error(key: &str) -> Option<&'static str> {
         return Some("is reserved by probelet's metrics");
     }
     None
-}
-
-/// serde-saphyr's message without the location and snippet it appends (printed separately).
-fn saphyr_message(e: &serde_saphyr::Error) -> String {
-    let text = e.without_snippet().to_string();
-    let msg = text.lines().next().unwrap_or_default().trim();
-    match msg.find(" at line ") {
-        Some(at) => msg[..at].to_string(),
-        None => msg.to_string(),
-    }
-}
-
-/// Limits sized for [`MAX_FILE_BYTES`] of targets (the crate's defaults stop at 250,000 nodes,
-/// about 20,000 targets); aliases stay tight against "billion laughs" input.
-fn yaml_options() -> serde_saphyr::Options {
-    let mut budget = serde_saphyr::Budget::default();
-    budget.max_nodes = 16_000_000;
-    budget.max_events = 64_000_000;
-    let mut options = serde_saphyr::Options::default();
-    options.budget = Some(budget);
-    options.alias_limits.max_total_replayed_events = 250_000;
-    options
 }
 
 impl fmt::Display for TargetSpec {
@@ -719,6 +651,47 @@ targets:
                 // Valid on its own, but what it depends on was refused.
                 "t.yaml:19:3: targets[6].dependsOn[0]: Not found: \"web\"",
             ]
+        );
+    }
+
+    /// Issue 49 item 4: the size limit holds for the bytes read, not the size on disk checked
+    /// before opening (a FIFO says 0 bytes; so does a file that grows after the check), and
+    /// unknown keys are refused inside the Kubernetes types of a probe too.
+    #[test]
+    fn i49_4_the_limit_bounds_the_read_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("t.yaml");
+        let mode = rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR;
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, mode).unwrap();
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+                let line = [b"#".repeat(1023), b"\n".to_vec()].concat();
+                // The reader stops at the limit and closes: the rest fails with EPIPE.
+                for _ in 0..(MAX_FILE_BYTES / 1024 + 1) {
+                    if f.write_all(&line).is_err() {
+                        break;
+                    }
+                }
+            })
+        };
+        let e = load_file(&fifo).unwrap_err();
+        writer.join().unwrap();
+        assert!(matches!(e, ConfigError::TooLarge { .. }), "{e}");
+    }
+
+    #[test]
+    fn i49_4_unknown_keys_inside_a_probe_are_refused() {
+        let text = "targets:\n- name: a\n  probe: {httpGet: {port: 80, pth: /x}}\n";
+        let f = load_str("t.yaml", text).unwrap();
+        assert_eq!(
+            f.invalid
+                .iter()
+                .flat_map(|i| i.render("t.yaml"))
+                .collect::<Vec<_>>(),
+            ["t.yaml:2:3: targets[0].probe.httpGet.pth: unknown field"]
         );
     }
 

@@ -23,7 +23,9 @@
 //! errors), with two differences that suit a sidecar: every error is reported with the line
 //! and column of the field itself (through [`crate::spec::locate`]), and the file is refused as
 //! a whole when any check is invalid (a sidecar missing a check would answer "ready" for the
-//! wrong reason). Unknown fields are warnings, with their position, like `probelet validate`.
+//! wrong reason). It is read by the one loader ([`crate::config_file`]) as a tool config:
+//! unknown fields are refused, with their position (a typo such as `failureTreshold` would
+//! otherwise leave a default in charge of the app's health).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -33,13 +35,12 @@ use k8s_openapi::api::core::v1::{Probe, TCPSocketAction};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 
+use crate::config_file::{self, FieldNote, FileKind, Positions};
 use crate::engine::ProbeTiming;
 use crate::probe::postgres::PostgresTarget;
 use crate::probe::redis::RedisTarget;
 use crate::probe::secret::Secret;
 use crate::spec::field::{BadValue, FieldError, FieldPath};
-use crate::spec::load::{error_message, render_invalid};
-use crate::spec::locate::SourceIndex;
 use crate::spec::{ProbeType, defaults, validate};
 
 /// Names of the lines the sidecar adds itself (`/readyz?verbose`); a check may not take them.
@@ -62,10 +63,9 @@ pub const DEFAULT_OVERLOAD_RECOVER: Duration = Duration::from_secs(10);
 /// Why a config file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read, is larger than the manifest limit (16 MiB) or is not
-    /// UTF-8: the manifest loader's own checks.
+    /// The file could not be read, is larger than 16 MiB or is not UTF-8.
     #[error(transparent)]
-    Read(#[from] crate::spec::load::LoadError),
+    Read(#[from] crate::config_file::FileError),
     /// The YAML is malformed or a field is wrong: one `FILE:LINE:COL: FIELD: MESSAGE` per
     /// problem.
     #[error("{}", .errors.join("\n"))]
@@ -187,7 +187,7 @@ impl SidecarConfig {
 pub struct Loaded {
     /// The config.
     pub config: SidecarConfig,
-    /// Unknown fields and other notes: `FILE:LINE:COL: FIELD: unknown field, ignored`.
+    /// Notes that do not stop it (`FILE:LINE:COL: FIELD: MESSAGE`), e.g. a password in a DSN.
     pub warnings: Vec<String>,
 }
 
@@ -296,60 +296,28 @@ struct SecretSource {
     file: Option<String>,
 }
 
+/// The sidecar's config is a tool config: 16 MiB at most, unknown keys refused.
+const KIND: FileKind = FileKind::TOOL_CONFIG;
+
 /// Reads and validates the config at `path` (`-` for standard input).
 pub fn load_file(path: &Path) -> Result<Loaded, ConfigError> {
-    let (name, text) = crate::spec::load::read_manifest(path)?;
+    let (name, text) = config_file::read(path, KIND)?;
     load_str(&name, &text)
 }
 
 /// Parses and validates a config's text; `file` names it in messages. Passwords named by
 /// `passwordFrom` are read now (a missing one is a config error, not a failing check).
 pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
-    let value: serde_json::Value =
-        serde_saphyr::from_str(text).map_err(|e| ConfigError::Invalid {
-            errors: vec![{
-                let (line, column) = e
-                    .location()
-                    .map(|l| (l.line(), l.column()))
-                    .unwrap_or((0, 0));
-                render_invalid(file, &line, &column, None, &error_message(&e))
-            }],
-        })?;
-    let index = SourceIndex::build(text);
-    let at = |field: &str| -> (u64, u64) {
-        index
-            .document(0)
-            .map(|root| index.locate(text, root, field).0)
-            .map_or((0, 0), |l| (l.line, l.column))
-    };
-    let render = |field: &str, message: &str| {
-        let (line, column) = at(field);
-        let field = (!field.is_empty()).then_some(field);
-        render_invalid(file, &line, &column, field, message)
-    };
-    let value = if value.is_null() {
-        serde_json::json!({})
-    } else {
-        value
-    };
-    let mut ignored = Vec::new();
-    let mut track = serde_path_to_error::Track::new();
-    let doc = {
-        let d = serde_path_to_error::Deserializer::new(&value, &mut track);
-        let mut on_ignored = |p: serde_ignored::Path<'_>| ignored.push(field_of(&p));
-        let d = serde_ignored::Deserializer::new(d, &mut on_ignored);
-        Doc::deserialize(d)
-    };
-    let doc = doc.map_err(|e| ConfigError::Invalid {
-        errors: vec![render(
-            &track.path().to_string().replace("?.", ""),
-            &e.to_string(),
-        )],
+    let value = config_file::parse_value(file, text, KIND).map_err(|e| ConfigError::Invalid {
+        errors: vec![e.to_string()],
     })?;
-    let mut notes: Vec<(String, &'static str)> = ignored
-        .into_iter()
-        .map(|f| (f, "unknown field, ignored"))
-        .collect();
+    let at = Positions::new(file, text);
+    let (doc, mut notes) =
+        config_file::typed::<Doc>(&value, "", KIND.unknown_keys).map_err(|errors| {
+            ConfigError::Invalid {
+                errors: in_file_order(&at, errors),
+            }
+        })?;
     let mut errors: Vec<FieldError> = Vec::new();
     let config = resolve(doc, &mut errors, &mut notes);
     if !errors.is_empty() {
@@ -362,96 +330,55 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
                     .strip_prefix(field)
                     .and_then(|m| m.strip_prefix(": "))
                     .unwrap_or(&text);
-                render(field, message)
+                at.error(field, message).to_string()
             })
             .collect();
         return Err(ConfigError::Invalid { errors });
     }
-    // In file order (the YAML value's maps are sorted by key).
-    notes.sort_by_key(|(f, _)| at(f));
-    let warnings = notes.iter().map(|(f, m)| render(f, m)).collect();
-    Ok(Loaded { config, warnings })
+    Ok(Loaded {
+        config,
+        warnings: in_file_order(&at, notes),
+    })
 }
 
-/// `checks[0].probe.httpGett` from a `serde_ignored` path (its `?` Option layers dropped).
-fn field_of(path: &serde_ignored::Path<'_>) -> String {
-    use serde_ignored::Path as P;
-    match path {
-        P::Root => String::new(),
-        P::Seq { parent, index } => format!("{}[{index}]", field_of(parent)),
-        P::Map { parent, key } => match field_of(parent) {
-            p if p.is_empty() => key.clone(),
-            p => format!("{p}.{key}"),
-        },
-        P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => {
-            field_of(parent)
-        }
-    }
+/// Notes rendered at their positions, in file order (the YAML value's maps are sorted by key).
+fn in_file_order(at: &Positions<'_>, mut notes: Vec<FieldNote>) -> Vec<String> {
+    notes.sort_by_key(|n| at.at(&n.field));
+    notes.iter().map(|n| at.render(n)).collect()
 }
 
-/// Defaults and validation; every problem goes to `errors`.
-fn resolve(
-    doc: Doc,
-    errors: &mut Vec<FieldError>,
-    warnings: &mut Vec<(String, &'static str)>,
-) -> SidecarConfig {
-    let root = FieldPath::new("");
-    let listen_text = doc.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
-    let listen = listen_text.parse().unwrap_or_else(|_| {
-        errors.push(FieldError::invalid(
-            &FieldPath::new("listen"),
-            BadValue::Str(listen_text.to_string()),
-            "must be IP:PORT (host names are not resolved)",
-        ));
-        DEFAULT_LISTEN.parse().expect("constant")
-    });
-    let mut duration = |d: Option<DurationDoc>, path: &str, default: Option<Duration>| match d {
-        None => default,
-        Some(d) => match to_duration(&d) {
-            Ok(v) => Some(v),
-            Err(msg) => {
-                errors.push(FieldError::invalid(
-                    &FieldPath::new(path),
-                    duration_value(&d),
-                    msg,
-                ));
-                default
-            }
-        },
-    };
-    let watchdog_timeout = duration(doc.watchdog.map(|w| w.timeout), "watchdog.timeout", None)
-        .filter(|d| !d.is_zero());
-    let drain_delay = duration(
+/// Defaults and validation, in steps; every problem goes to `errors`, notes to `warnings`.
+fn resolve(doc: Doc, errors: &mut Vec<FieldError>, warnings: &mut Vec<FieldNote>) -> SidecarConfig {
+    let listen = listen_address(doc.listen.as_deref(), errors);
+    let watchdog_timeout = duration_field(
+        doc.watchdog.map(|w| w.timeout),
+        "watchdog.timeout",
+        None,
+        errors,
+    )
+    .filter(|d| !d.is_zero());
+    let drain_delay = duration_field(
         doc.drain.map(|d| d.delay),
         "drain.delay",
         Some(DEFAULT_DRAIN),
+        errors,
     )
     .unwrap_or(DEFAULT_DRAIN);
-    let overload_recover = duration(
+    let overload_recover = duration_field(
         doc.overload.map(|o| o.recover),
         "overload.recover",
         Some(DEFAULT_OVERLOAD_RECOVER),
+        errors,
     )
     .unwrap_or(DEFAULT_OVERLOAD_RECOVER);
     let notify_socket = doc
         .notify_socket
         .filter(|s| !s.is_empty())
         .map(PathBuf::from);
-    let notify_access_all = match doc.notify_access.as_deref() {
-        None | Some("main") => false,
-        Some("all") => true,
-        Some(other) => {
-            errors.push(FieldError::not_supported(
-                &root.child("notifyAccess"),
-                BadValue::Str(other.to_string()),
-                &["main", "all"],
-            ));
-            false
-        }
-    };
+    let notify_access_all = notify_access_all(doc.notify_access.as_deref(), errors);
     if watchdog_timeout.is_some() && notify_socket.is_none() {
         errors.push(FieldError::required(
-            &root.child("notifySocket"),
+            &FieldPath::new("notifySocket"),
             "a watchdog needs the socket the app sends WATCHDOG=1 to",
         ));
     }
@@ -459,197 +386,14 @@ fn resolve(
     let mut names = std::collections::HashSet::new();
     for (i, c) in doc.checks.into_iter().enumerate() {
         let path = FieldPath::new("checks").index(i);
-        let before = errors.len();
-        if let Some(msg) = name_error(&c.name) {
-            errors.push(FieldError::invalid(
-                &path.child("name"),
-                BadValue::Str(c.name.clone()),
-                msg,
-            ));
-        } else if !names.insert(c.name.clone()) {
-            errors.push(FieldError::duplicate(
-                &path.child("name"),
-                BadValue::Str(c.name.clone()),
-            ));
-        }
-        let probe_type = match c.probe_type.as_deref().unwrap_or("readiness") {
-            "liveness" => ProbeType::Liveness,
-            "readiness" => ProbeType::Readiness,
-            "startup" => ProbeType::Startup,
-            other => {
-                errors.push(FieldError::not_supported(
-                    &path.child("for"),
-                    BadValue::Str(other.to_string()),
-                    &["liveness", "readiness", "startup"],
-                ));
-                ProbeType::Readiness
-            }
-        };
-        let given = [
-            ("probe", c.probe.is_some()),
-            ("postgres", c.postgres.is_some()),
-            ("redis", c.redis.is_some()),
-        ];
-        let kinds: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
-        if kinds.len() != 1 {
-            let e = if kinds.is_empty() {
-                FieldError::required(&path, "must specify one of probe, postgres or redis")
-            } else {
-                FieldError::forbidden(
-                    &path.child(kinds[1]),
-                    "may not specify more than one of probe, postgres or redis",
-                )
-            };
-            errors.push(e);
-            continue;
-        }
-        let on_check = [
-            ("initialDelaySeconds", c.initial_delay_seconds),
-            ("timeoutSeconds", c.timeout_seconds),
-            ("periodSeconds", c.period_seconds),
-            ("successThreshold", c.success_threshold),
-            ("failureThreshold", c.failure_threshold),
-        ];
-        let (handler, probe, handler_path) = if let Some(probe) = c.probe {
-            let mut probe = probe;
-            fill_host(&mut probe);
-            (None, probe, path.child("probe"))
-        } else if let Some(pg) = c.postgres {
-            let p = path.child("postgres");
-            let timing = TimingDoc {
-                initial_delay_seconds: pg.initial_delay_seconds,
-                timeout_seconds: pg.timeout_seconds,
-                period_seconds: pg.period_seconds,
-                success_threshold: pg.success_threshold,
-                failure_threshold: pg.failure_threshold,
-            };
-            let handler = match PostgresTarget::from_dsn(&pg.dsn) {
-                Ok(mut t) => {
-                    if let Some(q) = pg.query {
-                        t.query = q;
-                    }
-                    if t.password.is_some() {
-                        warnings.push((
-                            p.child("dsn").as_str().to_string(),
-                            "a password in the DSN; prefer passwordFrom (env or file)",
-                        ));
-                    }
-                    if let Some(src) = pg.password_from {
-                        t.password = read_secret(&src, &p.child("passwordFrom"), errors);
-                    }
-                    Some(Handler::Postgres(t))
-                }
-                Err(e) => {
-                    // The DSN may hold a password: the error never repeats it.
-                    errors.push(FieldError::invalid(
-                        &p.child("dsn"),
-                        BadValue::Str("<redacted>".into()),
-                        e.to_string(),
-                    ));
-                    None
-                }
-            };
-            (handler, timing_probe(timing), p)
-        } else if let Some(r) = c.redis {
-            let p = path.child("redis");
-            let timing = TimingDoc {
-                initial_delay_seconds: r.initial_delay_seconds,
-                timeout_seconds: r.timeout_seconds,
-                period_seconds: r.period_seconds,
-                success_threshold: r.success_threshold,
-                failure_threshold: r.failure_threshold,
-            };
-            let handler = match split_address(&r.address) {
-                Some((host, port)) => Some(Handler::Redis(RedisTarget {
-                    host,
-                    port,
-                    username: r.username,
-                    password: r
-                        .password_from
-                        .and_then(|s| read_secret(&s, &p.child("passwordFrom"), errors)),
-                })),
-                None => {
-                    errors.push(FieldError::invalid(
-                        &p.child("address"),
-                        BadValue::Str(r.address.clone()),
-                        "must be HOST:PORT",
-                    ));
-                    None
-                }
-            };
-            (handler, timing_probe(timing), p)
-        } else {
-            unreachable!("exactly one handler was checked above")
-        };
-        let mut probe = probe;
-        // Timing on the check fills the handler's; the same field in both places is an error.
-        let before_timing = errors.len();
-        for ((field, value), slot) in on_check.into_iter().zip([
-            &mut probe.initial_delay_seconds,
-            &mut probe.timeout_seconds,
-            &mut probe.period_seconds,
-            &mut probe.success_threshold,
-            &mut probe.failure_threshold,
-        ]) {
-            match (value, slot.is_some()) {
-                (Some(_), true) => errors.push(FieldError::forbidden(
-                    &path.child(field),
-                    format!("may not be set both here and in {}", handler_path.as_str()),
-                )),
-                (Some(v), false) => *slot = Some(v),
-                (None, _) => {}
-            }
-        }
-        if errors.len() > before_timing {
-            continue;
-        }
-        defaults::apply_probe(&mut probe);
-        // The API server's rules for this probe type (thresholds, timeouts, handler).
-        errors.extend(validate::validate_probe(&probe, probe_type, &handler_path));
-        let named = (probe.http_get.as_ref().map(|a| ("httpGet", &a.port)))
-            .or(probe.tcp_socket.as_ref().map(|a| ("tcpSocket", &a.port)));
-        if let Some((kind, IntOrString::String(name))) = named {
-            errors.push(FieldError::invalid(
-                &handler_path.child(kind).child("port"),
-                BadValue::Str(name.clone()),
-                "named ports need a container; a sidecar check must give a number",
-            ));
-        }
-        if errors.len() > before {
-            continue;
-        }
-        let timing = ProbeTiming::from_probe(&probe);
-        let handler = handler.unwrap_or_else(|| Handler::Probe(Box::new(probe)));
-        checks.push(CheckSpec {
-            name: c.name,
-            probe_type,
-            required: c.required.unwrap_or(true),
-            handler,
-            timing,
-        });
+        checks.extend(resolve_check(c, &path, &mut names, errors, warnings));
     }
     let readiness_gate = doc.readiness_gate;
-    if let Some(g) = &readiness_gate
-        && let Some(msg) = condition_type_error(g)
-    {
-        errors.push(FieldError::invalid(
-            &root.child("readinessGate"),
-            BadValue::Str(g.clone()),
-            msg,
-        ));
+    if let Some(g) = &readiness_gate {
+        check_readiness_gate(g, errors);
     }
     let degrade = doc.degrade.unwrap_or_default();
-    for (mode, names) in &degrade {
-        for (i, name) in names.iter().enumerate() {
-            if !checks.iter().any(|c| c.name == *name) {
-                errors.push(FieldError::invalid(
-                    &root.child("degrade").child(mode).index(i),
-                    BadValue::Str(name.clone()),
-                    "names no check",
-                ));
-            }
-        }
-    }
+    check_degrade_names(&degrade, &checks, errors);
     SidecarConfig {
         listen,
         notify_socket,
@@ -661,6 +405,329 @@ fn resolve(
         checks,
         readiness_gate,
         degrade,
+    }
+}
+
+/// `listen`, or [`DEFAULT_LISTEN`]: an IP address and a port, never a host name.
+fn listen_address(text: Option<&str>, errors: &mut Vec<FieldError>) -> SocketAddr {
+    let text = text.unwrap_or(DEFAULT_LISTEN);
+    text.parse().unwrap_or_else(|_| {
+        errors.push(FieldError::invalid(
+            &FieldPath::new("listen"),
+            BadValue::Str(text.to_string()),
+            "must be IP:PORT (host names are not resolved)",
+        ));
+        DEFAULT_LISTEN.parse().expect("constant")
+    })
+}
+
+/// A duration setting at `path`, `default` when absent or invalid.
+fn duration_field(
+    d: Option<DurationDoc>,
+    path: &str,
+    default: Option<Duration>,
+    errors: &mut Vec<FieldError>,
+) -> Option<Duration> {
+    let Some(d) = d else { return default };
+    match to_duration(&d) {
+        Ok(v) => Some(v),
+        Err(msg) => {
+            errors.push(FieldError::invalid(
+                &FieldPath::new(path),
+                duration_value(&d),
+                msg,
+            ));
+            default
+        }
+    }
+}
+
+/// `notifyAccess`: `main` (the default) or `all`, as systemd's `NotifyAccess=`.
+fn notify_access_all(access: Option<&str>, errors: &mut Vec<FieldError>) -> bool {
+    match access {
+        None | Some("main") => false,
+        Some("all") => true,
+        Some(other) => {
+            errors.push(FieldError::not_supported(
+                &FieldPath::new("notifyAccess"),
+                BadValue::Str(other.to_string()),
+                &["main", "all"],
+            ));
+            false
+        }
+    }
+}
+
+/// One check at `path`, or `None` when any of its fields is wrong (the errors say which).
+fn resolve_check(
+    c: CheckDoc,
+    path: &FieldPath,
+    names: &mut std::collections::HashSet<String>,
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<FieldNote>,
+) -> Option<CheckSpec> {
+    let before = errors.len();
+    check_name_is_new(&c.name, path, names, errors);
+    let probe_type = check_for(c.probe_type.as_deref(), path, errors);
+    if !one_handler(&c, path, errors) {
+        return None;
+    }
+    let on_check = [
+        ("initialDelaySeconds", c.initial_delay_seconds),
+        ("timeoutSeconds", c.timeout_seconds),
+        ("periodSeconds", c.period_seconds),
+        ("successThreshold", c.success_threshold),
+        ("failureThreshold", c.failure_threshold),
+    ];
+    let (handler, mut probe, handler_path) = if let Some(mut probe) = c.probe {
+        fill_host(&mut probe);
+        (None, probe, path.child("probe"))
+    } else if let Some(pg) = c.postgres {
+        let p = path.child("postgres");
+        let (handler, probe) = postgres_check(pg, &p, errors, warnings);
+        (handler, probe, p)
+    } else {
+        let r = c.redis?;
+        let p = path.child("redis");
+        let (handler, probe) = redis_check(r, &p, errors);
+        (handler, probe, p)
+    };
+    if !timing_from_the_check(on_check, &mut probe, path, &handler_path, errors) {
+        return None;
+    }
+    validate_check_probe(&mut probe, probe_type, &handler_path, errors);
+    if errors.len() > before {
+        return None;
+    }
+    let timing = ProbeTiming::from_probe(&probe);
+    Some(CheckSpec {
+        name: c.name,
+        probe_type,
+        required: c.required.unwrap_or(true),
+        handler: handler.unwrap_or_else(|| Handler::Probe(Box::new(probe))),
+        timing,
+    })
+}
+
+/// A check's name is a valid name, and the first check with it.
+fn check_name_is_new(
+    name: &str,
+    path: &FieldPath,
+    names: &mut std::collections::HashSet<String>,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(msg) = name_error(name) {
+        errors.push(FieldError::invalid(
+            &path.child("name"),
+            BadValue::Str(name.to_string()),
+            msg,
+        ));
+    } else if !names.insert(name.to_string()) {
+        errors.push(FieldError::duplicate(
+            &path.child("name"),
+            BadValue::Str(name.to_string()),
+        ));
+    }
+}
+
+/// The endpoint a check decides (`for`), readiness when absent.
+fn check_for(text: Option<&str>, path: &FieldPath, errors: &mut Vec<FieldError>) -> ProbeType {
+    match text.unwrap_or("readiness") {
+        "liveness" => ProbeType::Liveness,
+        "readiness" => ProbeType::Readiness,
+        "startup" => ProbeType::Startup,
+        other => {
+            errors.push(FieldError::not_supported(
+                &path.child("for"),
+                BadValue::Str(other.to_string()),
+                &["liveness", "readiness", "startup"],
+            ));
+            ProbeType::Readiness
+        }
+    }
+}
+
+/// Exactly one of `probe`, `postgres` and `redis`.
+fn one_handler(c: &CheckDoc, path: &FieldPath, errors: &mut Vec<FieldError>) -> bool {
+    let given = [
+        ("probe", c.probe.is_some()),
+        ("postgres", c.postgres.is_some()),
+        ("redis", c.redis.is_some()),
+    ];
+    let kinds: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
+    match kinds[..] {
+        [_] => true,
+        [] => {
+            errors.push(FieldError::required(
+                path,
+                "must specify one of probe, postgres or redis",
+            ));
+            false
+        }
+        [_, second, ..] => {
+            errors.push(FieldError::forbidden(
+                &path.child(second),
+                "may not specify more than one of probe, postgres or redis",
+            ));
+            false
+        }
+    }
+}
+
+/// A `postgres` check at `p`: its target (`None` when the DSN is wrong) and its timing.
+fn postgres_check(
+    pg: PostgresDoc,
+    p: &FieldPath,
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<FieldNote>,
+) -> (Option<Handler>, Probe) {
+    let timing = TimingDoc {
+        initial_delay_seconds: pg.initial_delay_seconds,
+        timeout_seconds: pg.timeout_seconds,
+        period_seconds: pg.period_seconds,
+        success_threshold: pg.success_threshold,
+        failure_threshold: pg.failure_threshold,
+    };
+    let handler = match PostgresTarget::from_dsn(&pg.dsn) {
+        Ok(mut t) => {
+            if let Some(q) = pg.query {
+                t.query = q;
+            }
+            if t.password.is_some() {
+                warnings.push(FieldNote {
+                    field: p.child("dsn").as_str().to_string(),
+                    message: "a password in the DSN; prefer passwordFrom (env or file)".into(),
+                });
+            }
+            if let Some(src) = pg.password_from {
+                t.password = read_secret(&src, &p.child("passwordFrom"), errors);
+            }
+            Some(Handler::Postgres(t))
+        }
+        Err(e) => {
+            // The DSN may hold a password: the error never repeats it.
+            errors.push(FieldError::invalid(
+                &p.child("dsn"),
+                BadValue::Str("<redacted>".into()),
+                e.to_string(),
+            ));
+            None
+        }
+    };
+    (handler, timing_probe(timing))
+}
+
+/// A `redis` check at `p`: its target (`None` when the address is wrong) and its timing.
+fn redis_check(
+    r: RedisDoc,
+    p: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) -> (Option<Handler>, Probe) {
+    let timing = TimingDoc {
+        initial_delay_seconds: r.initial_delay_seconds,
+        timeout_seconds: r.timeout_seconds,
+        period_seconds: r.period_seconds,
+        success_threshold: r.success_threshold,
+        failure_threshold: r.failure_threshold,
+    };
+    let handler = match split_address(&r.address) {
+        Some((host, port)) => Some(Handler::Redis(RedisTarget {
+            host,
+            port,
+            username: r.username,
+            password: r
+                .password_from
+                .and_then(|s| read_secret(&s, &p.child("passwordFrom"), errors)),
+        })),
+        None => {
+            errors.push(FieldError::invalid(
+                &p.child("address"),
+                BadValue::Str(r.address.clone()),
+                "must be HOST:PORT",
+            ));
+            None
+        }
+    };
+    (handler, timing_probe(timing))
+}
+
+/// Timing written on the check fills the handler's (issue 26 item 8); the same field in both
+/// places is an error. `false` when there was one.
+fn timing_from_the_check(
+    on_check: [(&str, Option<i32>); 5],
+    probe: &mut Probe,
+    path: &FieldPath,
+    handler_path: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) -> bool {
+    let before = errors.len();
+    for ((field, value), slot) in on_check.into_iter().zip([
+        &mut probe.initial_delay_seconds,
+        &mut probe.timeout_seconds,
+        &mut probe.period_seconds,
+        &mut probe.success_threshold,
+        &mut probe.failure_threshold,
+    ]) {
+        match (value, slot.is_some()) {
+            (Some(_), true) => errors.push(FieldError::forbidden(
+                &path.child(field),
+                format!("may not be set both here and in {}", handler_path.as_str()),
+            )),
+            (Some(v), false) => *slot = Some(v),
+            (None, _) => {}
+        }
+    }
+    errors.len() == before
+}
+
+/// The API server's defaults and its rules for this probe type (thresholds, timeouts,
+/// handler), and a number for every port: a sidecar has no container to name ports.
+fn validate_check_probe(
+    probe: &mut Probe,
+    probe_type: ProbeType,
+    handler_path: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) {
+    defaults::apply_probe(probe);
+    errors.extend(validate::validate_probe(probe, probe_type, handler_path));
+    let named = (probe.http_get.as_ref().map(|a| ("httpGet", &a.port)))
+        .or(probe.tcp_socket.as_ref().map(|a| ("tcpSocket", &a.port)));
+    if let Some((kind, IntOrString::String(name))) = named {
+        errors.push(FieldError::invalid(
+            &handler_path.child(kind).child("port"),
+            BadValue::Str(name.clone()),
+            "named ports need a container; a sidecar check must give a number",
+        ));
+    }
+}
+
+/// `readinessGate` names a condition type of the sidecar's own ([`condition_type_error`]).
+fn check_readiness_gate(gate: &str, errors: &mut Vec<FieldError>) {
+    if let Some(msg) = condition_type_error(gate) {
+        errors.push(FieldError::invalid(
+            &FieldPath::new("readinessGate"),
+            BadValue::Str(gate.to_string()),
+            msg,
+        ));
+    }
+}
+
+/// Every name under `degrade` is a valid check's.
+fn check_degrade_names(
+    degrade: &std::collections::BTreeMap<String, Vec<String>>,
+    checks: &[CheckSpec],
+    errors: &mut Vec<FieldError>,
+) {
+    for (mode, names) in degrade {
+        for (i, name) in names.iter().enumerate() {
+            if !checks.iter().any(|c| c.name == *name) {
+                errors.push(FieldError::invalid(
+                    &FieldPath::new("degrade").child(mode).index(i),
+                    BadValue::Str(name.clone()),
+                    "names no check",
+                ));
+            }
+        }
     }
 }
 
@@ -927,7 +994,7 @@ checks:
     }
 
     #[test]
-    fn type_errors_point_at_the_field_and_unknown_fields_are_warnings() {
+    fn type_errors_and_unknown_fields_point_at_the_field() {
         let e = load_str(
             "s.yaml",
             "checks:\n- name: a\n  probe: {periodSeconds: five}\n",
@@ -938,17 +1005,18 @@ checks:
             e.starts_with("s.yaml:3:11: checks[0].probe.periodSeconds: "),
             "{e}"
         );
-        let l = load_str(
+        // A tool config refuses unknown fields (issue 49 item 4), each at its place, in file
+        // order.
+        let e = load_str(
             "s.yaml",
             "listen: 127.0.0.1:1\ndrian: {delay: 1s}\nchecks:\n- name: a\n  probe: {tcpSocket: {port: 1}, periodSecond: 3}\n",
         )
-        .unwrap();
+        .unwrap_err()
+        .to_string();
         assert_eq!(
-            l.warnings,
-            [
-                "s.yaml:2:1: drian: unknown field, ignored",
-                "s.yaml:5:33: checks[0].probe.periodSecond: unknown field, ignored",
-            ]
+            e,
+            "s.yaml:2:1: drian: unknown field\n\
+             s.yaml:5:33: checks[0].probe.periodSecond: unknown field"
         );
         let e = load_str("s.yaml", "checks: [\n").unwrap_err().to_string();
         assert!(e.starts_with("s.yaml:"), "{e}");

@@ -4,6 +4,7 @@
 //! fields, so a typo is an error with its line and column rather than a silently ignored key.
 
 use super::duration::SimDuration;
+use crate::config_file::{self, FileError, FileKind};
 use crate::spec::ProbeType;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -525,14 +526,9 @@ impl Pos {
 /// line and column.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    /// The file could not be read.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The file could not be read, is larger than 16 MiB or is not UTF-8.
+    #[error(transparent)]
+    Read(#[from] FileError),
     /// The YAML is malformed or does not fit the format (unknown field, wrong type, ...).
     #[error("{}: {message}", at(path, *pos))]
     Parse {
@@ -572,22 +568,10 @@ pub(crate) fn yaml_error(path: &Path, err: serde_saphyr::Error) -> ScenarioError
             column: l.column(),
         })
         .unwrap_or_default();
-    // The plain rendering carries its own "at line X column Y" suffix; ours goes in front in
-    // the compiler's `file:line:col:` form, so drop theirs.
-    let rendered = err.without_snippet().to_string();
-    let message = strip_location_suffix(&rendered);
     ScenarioError::Parse {
         path: path.to_path_buf(),
         pos,
-        message,
-    }
-}
-
-fn strip_location_suffix(text: &str) -> String {
-    let first = text.lines().next().unwrap_or(text);
-    match first.rfind(" at line ") {
-        Some(i) => first[..i].to_string(),
-        None => first.to_string(),
+        message: config_file::yaml_message(&err),
     }
 }
 
@@ -624,16 +608,21 @@ impl Scenario {
             // An all-comment file is a valid, empty scenario: every target healthy.
             return Ok(Scenario::default());
         }
-        serde_saphyr::from_str(text).map_err(|e| yaml_error(path, e))
+        let options = config_file::yaml_options(FileKind::TOOL_CONFIG.max_bytes);
+        serde_saphyr::from_str_with_options(text, options).map_err(|e| yaml_error(path, e))
     }
 
     /// Reads and parses a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Scenario::parse(&text, path)
+        Ok(Scenario::read(path)?.0)
+    }
+
+    /// Reads and parses a scenario file, a tool config (16 MiB at most; every struct of the
+    /// format denies unknown fields), and returns its text too (for
+    /// [`manifest_comment`]).
+    pub fn read(path: &Path) -> Result<(Scenario, String), ScenarioError> {
+        let (_, text) = config_file::read(path, FileKind::TOOL_CONFIG)?;
+        Ok((Scenario::parse(&text, path)?, text))
     }
 }
 
@@ -710,6 +699,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("s.yaml:3:"), "{err}");
+    }
+
+    /// Issue 49 item 4: a scenario is read with the bound of every input file (it was read
+    /// whole, whatever its size).
+    #[test]
+    fn i49_4_a_scenario_over_the_limit_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.yaml");
+        let f = std::fs::File::create(&path).unwrap();
+        std::io::Write::write_all(&mut &f, b"# a comment, then NUL bytes\n").unwrap();
+        f.set_len(FileKind::TOOL_CONFIG.max_bytes + 1).unwrap();
+        let e = Scenario::load(&path).unwrap_err().to_string();
+        assert!(e.contains("s.yaml: input is larger than the limit"), "{e}");
     }
 
     #[test]

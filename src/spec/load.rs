@@ -23,6 +23,7 @@
 use super::PodTemplate;
 use super::locate::{NodeView, SourceIndex};
 use super::yaml::{self, NodeDe, TreeError};
+use crate::config_file::{self, FileKind};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec, ReplicationController};
@@ -32,7 +33,6 @@ use serde::de::Deserializer;
 use serde_saphyr::Spanned;
 use std::collections::HashSet;
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 mod fast;
@@ -47,11 +47,9 @@ use plan::*;
 use template::*;
 use typed::*;
 
-pub(crate) use typed::error_message;
-
 /// The largest manifest file (or stdin) accepted: 16 MiB. Larger input is refused before it is
 /// read into memory, because a manifest that size is a mistake or an attack.
-pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+pub const MAX_FILE_BYTES: u64 = FileKind::MANIFEST.max_bytes;
 
 /// How deep `kind: List` objects may nest inside each other.
 const MAX_LIST_DEPTH: usize = 8;
@@ -64,7 +62,7 @@ const MAX_HEADER_DEPTH: usize = 64;
 const MAX_DIR_DEPTH: usize = 32;
 
 /// The name used for standard input in messages and in [`PodTemplate::source`].
-pub const STDIN_NAME: &str = "<stdin>";
+pub use crate::config_file::STDIN_NAME;
 
 /// Everything loaded from a set of paths: the pod templates in input order, and the warnings.
 #[derive(Debug, Clone, Default)]
@@ -99,75 +97,9 @@ impl fmt::Display for Warning {
     }
 }
 
-/// Why a set of manifests could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The path could not be opened or read.
-    #[error("{path}: cannot read")]
-    Io {
-        /// The path as given.
-        path: String,
-        /// The operating system's reason.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The input is larger than [`MAX_FILE_BYTES`].
-    #[error("{path}: input is larger than the limit of {limit} bytes (16 MiB)")]
-    TooLarge {
-        /// The path as given.
-        path: String,
-        /// The limit in bytes.
-        limit: u64,
-    },
-    /// The input is not UTF-8.
-    #[error("{path}:{line}:{column}: input is not valid UTF-8")]
-    NotUtf8 {
-        /// The path as given.
-        path: String,
-        /// 1-based line of the first bad byte.
-        line: u64,
-        /// 1-based column (in characters) of the first bad byte.
-        column: u64,
-    },
-    /// The input is not a valid manifest: bad YAML, a wrong type for a field, a document with
-    /// no `kind` or `apiVersion`, a kind in the wrong API version.
-    #[error("{}", render_invalid(.path, .line, .column, .field.as_deref(), .message))]
-    Invalid {
-        /// The path as given.
-        path: String,
-        /// 1-based line, 0 when unknown.
-        line: u64,
-        /// 1-based column, 0 when unknown.
-        column: u64,
-        /// The field path inside the document (`spec.containers[0].livenessProbe.periodSeconds`)
-        /// when known.
-        field: Option<String>,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-/// `PATH[:LINE:COL]: [FIELD: ]MESSAGE`, the form of every error about a file's contents (the
-/// position is left out when unknown, `line` 0).
-pub(crate) fn render_invalid(
-    path: &str,
-    line: &u64,
-    column: &u64,
-    field: Option<&str>,
-    msg: &str,
-) -> String {
-    let mut out = path.to_string();
-    if *line > 0 {
-        out.push_str(&format!(":{line}:{column}"));
-    }
-    out.push_str(": ");
-    if let Some(field) = field {
-        out.push_str(field);
-        out.push_str(": ");
-    }
-    out.push_str(msg);
-    out
-}
+/// Why a set of manifests could not be loaded: the one loader's error
+/// ([`crate::config_file::FileError`]).
+pub use crate::config_file::FileError as LoadError;
 
 /// Load every manifest under `paths`: files, directories (recursively, `*.yaml`, `*.yml` and
 /// `*.json`, sorted by path) and `-` for standard input. Defaults are not applied.
@@ -175,8 +107,8 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
     let mut loaded = Loaded::default();
     for path in paths {
         if path.as_os_str() == "-" {
-            let text = read_limited(std::io::stdin().lock(), STDIN_NAME)?;
-            load_text(STDIN_NAME, &text, &mut loaded)?;
+            let (name, text) = read_manifest(path)?;
+            load_text(&name, &text, &mut loaded)?;
             continue;
         }
         let mut files = Vec::new();
@@ -200,8 +132,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
             files.push(path.clone());
         }
         for file in files {
-            let name = file.display().to_string();
-            let text = read_file(&file, &name)?;
+            let (name, text) = read_manifest(&file)?;
             load_text(&name, &text, &mut loaded)?;
         }
     }
@@ -268,13 +199,7 @@ pub fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
 /// Returns the name used in messages ([`STDIN_NAME`] for `-`) and the text, ready for
 /// [`load_str`].
 pub fn read_manifest(path: &Path) -> Result<(String, String), LoadError> {
-    if path.as_os_str() == "-" {
-        let text = read_limited(std::io::stdin().lock(), STDIN_NAME)?;
-        return Ok((STDIN_NAME.to_string(), text));
-    }
-    let name = path.display().to_string();
-    let text = read_file(path, &name)?;
-    Ok((name, text))
+    config_file::read(path, FileKind::MANIFEST)
 }
 
 /// Load one file's text into `loaded`. Returns the text's location index when the fast reader

@@ -61,65 +61,12 @@ pub(super) fn saphyr_error(
     e: &serde_saphyr::Error,
     field: Option<String>,
 ) -> LoadError {
-    let (line, column) = e
-        .location()
-        .map(|l| (l.line(), l.column()))
-        .unwrap_or((0, 0));
-    LoadError::Invalid {
-        path: source.to_string(),
-        line,
-        column,
-        field: field.filter(|f| !f.is_empty() && f != "."),
-        message: error_message(e),
-    }
-}
-
-/// The error's message without the location and source snippet serde-saphyr adds, since
-/// [`LoadError`] prints the location itself.
-pub(crate) fn error_message(e: &serde_saphyr::Error) -> String {
-    let text = e.without_snippet().to_string();
-    let mut msg = text.lines().next().unwrap_or_default().trim();
-    // serde-saphyr ends its messages with " at line L, column C".
-    if let Some(at) = msg.find(" at line ") {
-        msg = &msg[..at];
-    }
-    // A Rust type name ("invalid i32") means nothing to someone writing a manifest.
-    if let Some(ty) = msg.strip_prefix("invalid ")
-        && let Some(words) = plain_type_words(ty)
-    {
-        return words.to_string();
-    }
-    // A hint about serde-saphyr's own API means nothing to someone writing a manifest.
-    msg.replace(", set DuplicateKeyPolicy in Options if acceptable", "")
-}
-
-/// What a value of a Rust scalar type is called in a message for people.
-pub(super) fn plain_type_words(ty: &str) -> Option<&'static str> {
-    match ty {
-        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => Some("expected an integer"),
-        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => Some("expected a non-negative integer"),
-        "f32" | "f64" => Some("expected a number"),
-        "bool" => Some("expected true or false"),
-        _ => None,
-    }
+    crate::config_file::yaml_error(source, e, field)
 }
 
 /// serde-saphyr's limits, sized for one file of up to [`MAX_FILE_BYTES`].
-///
-/// Its defaults count over the whole stream and stop at 1,024 documents and 250,000 nodes,
-/// which a few megabytes of ordinary multi-document manifests exceed. The structural limits
-/// are raised to what 16 MiB of text can hold; alias replay, the one way a small input can
-/// grow without bound (the "billion laughs"), is kept tight, since manifests rarely use aliases.
 pub(super) fn yaml_options() -> serde_saphyr::Options {
-    // Both types are non-exhaustive, so they are built by mutation, not struct expressions.
-    let mut budget = serde_saphyr::Budget::default();
-    budget.max_documents = 100_000;
-    budget.max_nodes = 8_000_000;
-    budget.max_events = 32_000_000;
-    let mut options = serde_saphyr::Options::default();
-    options.budget = Some(budget);
-    options.alias_limits.max_total_replayed_events = 250_000;
-    options
+    crate::config_file::yaml_options(MAX_FILE_BYTES)
 }
 
 /// The full reader: serde-saphyr reads the headers (and checks the whole text: syntax,
