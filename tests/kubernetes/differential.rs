@@ -146,6 +146,11 @@ const ENVIRONMENT: &[(&str, &str, &str)] = &[
     ),
     (
         "*",
+        "failed to exec in container",
+        "the CRI's text for an exec probe of a container that has exited (`container is in CONTAINER_EXITED state`, `no running task found`): an error on both sides (R7.22), probelet's reads `the container is not running` (above)",
+    ),
+    (
+        "*",
         "rpc error: code = Canceled",
         "the kubelet cancels the CRI ExecSync calls of probes in flight when it stops a pod; probelet has no CRI",
     ),
