@@ -150,6 +150,16 @@ const ENVIRONMENT: &[(&str, &str, &str)] = &[
         "the CRI's text for an exec probe of a container that has exited (`container is in CONTAINER_EXITED state`, `no running task found`): an error on both sides (R7.22), probelet's reads `the container is not running` (above)",
     ),
     (
+        "grpc-health",
+        "Readiness probe failed: error: health rpc probe failed",
+        "a gRPC readiness probe of a server being killed or starting (the liveness restarts): whether it fails to connect (`timeout: failed to connect service`) or loses the connection (`health rpc probe failed`, with the transport library's text) is timing; both are R7.20's",
+    ),
+    (
+        "grpc-health",
+        "Readiness probe failed: timeout: failed to connect service",
+        "the same moment as the entry above, seen as a connect timeout",
+    ),
+    (
         "*",
         "rpc error: code = Canceled",
         "the kubelet cancels the CRI ExecSync calls of probes in flight when it stops a pod; probelet has no CRI",
@@ -521,6 +531,24 @@ const SCENARIOS: &[Scenario] = &[
 "#,
         gate_at: None,
     },
+    Scenario {
+        name: "grpc-health",
+        spec: r#"  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: localhost/demo-app:1
+    command: ["{BIN}", demo-app, --listen, "0.0.0.0:8084", --grpc-listen, "0.0.0.0:9090", --unhealthy-after, 15s]
+    readinessProbe:
+      grpc: {port: 9090}
+      periodSeconds: 1
+    livenessProbe:
+      grpc: {port: 9090, service: demo}
+      initialDelaySeconds: 2
+      periodSeconds: 2
+      failureThreshold: 2
+"#,
+        gate_at: None,
+    },
 ];
 
 /// What is compared of a pod at one instant: its phase, its Ready condition, and per container
@@ -832,10 +860,18 @@ fn manifest(s: &Scenario, ns: &str, node: &str, copy: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}-{copy}\n  namespace: {ns}\n  labels: {{scenario: {name}}}\nspec:\n  nodeName: {node}\n{spec}---\n",
         name = s.name,
-        spec = s.spec.replace("{P}", &dir).replace(
-            "    image: localhost/busybox:1\n",
-            "    image: localhost/busybox:1\n    imagePullPolicy: IfNotPresent\n"
-        ),
+        spec = s
+            .spec
+            .replace("{P}", &dir)
+            .replace("{BIN}", env!("CARGO_BIN_EXE_probelet"))
+            .replace(
+                "    image: localhost/busybox:1\n",
+                "    image: localhost/busybox:1\n    imagePullPolicy: IfNotPresent\n"
+            )
+            .replace(
+                "    image: localhost/demo-app:1\n",
+                "    image: localhost/demo-app:1\n    imagePullPolicy: IfNotPresent\n"
+            ),
     )
 }
 
