@@ -53,7 +53,9 @@ pub struct EngineConfig {
     pub backoff: BackoffPolicy,
     /// Periodic pod resync (the kubelet's `syncFrequency`, 1 min).
     pub sync_frequency: Duration,
-    /// Pod resync while a container is in back-off (the kubelet's 10 s `backOffPeriod`, R8.11).
+    /// The kubelet's 10 s `backOffPeriod`: the least time between two BackOff events about the
+    /// same exited instance. (A sync that meets back-off is requeued at the back-off's expiry,
+    /// as v1.36's pod workers do, not every `backOffPeriod`.)
     pub backoff_resync: Duration,
     /// Jitter factor on both resyncs (`wait.Jitter(d, 0.5)`: up to +50 %). Zero disables it.
     pub resync_jitter: f64,

@@ -160,6 +160,12 @@ pub async fn probe_in_dir(
     }
     let outcome = match status {
         Some(Ok(s)) if s.success() => ProbeOutcome::completed(RawResult::Success, output),
+        // R7.22: the container exited before or while the command ran (a probe racing the
+        // container's exit at deletion): the runtime's exec errors, nothing was probed.
+        Some(Ok(_)) if !container_running(sandbox) => {
+            stats.failure = Some(FailureKind::Other);
+            ProbeOutcome::errored(CONTAINER_NOT_RUNNING)
+        }
         Some(Ok(_)) => {
             stats.failure = Some(FailureKind::ExitCode);
             ProbeOutcome::completed(RawResult::Failure, output)
@@ -183,6 +189,17 @@ pub async fn probe_in_dir(
         }
     };
     (outcome, stats)
+}
+
+/// The error of an exec probe whose container is gone ([`container_running`]).
+pub const CONTAINER_NOT_RUNNING: &str = "the container is not running";
+
+/// Whether the running container `sandbox` joins (if any) still runs.
+fn container_running(sandbox: Option<&Sandbox>) -> bool {
+    sandbox
+        .and_then(|s| s.running.as_ref())
+        .and_then(|r| r.proc_dir.as_deref())
+        .is_none_or(crate::runtime::init::container_running)
 }
 
 /// The container's static environment: entries with a plain value; `valueFrom` entries are

@@ -765,6 +765,22 @@ fn build_dev(dev: &Path) -> Step<()> {
     Ok(())
 }
 
+/// Whether the container whose `/proc/PID` directory is `proc_dir` still runs, as its joiner
+/// needs it: an exited (or zombie) process has no root or mount namespace to enter. An exec
+/// probe that failed against a container that is gone has not run at all: the prober reports
+/// it errored, as the kubelet does when the runtime's `ExecSync` errors (R7.22).
+pub fn container_running(proc_dir: &impl AsFd) -> bool {
+    ["root", "ns/mnt"].iter().all(|name| {
+        rustix::fs::openat(
+            proc_dir,
+            *name,
+            OFlags::PATH | OFlags::CLOEXEC,
+            FileMode::empty(),
+        )
+        .is_ok()
+    })
+}
+
 /// The joiner of an exec probe or hook.
 fn join(config: &Config) -> ! {
     // SAFETY: the node passed the container's /proc/PID directory as this descriptor.

@@ -36,6 +36,8 @@ impl RefKubelet {
             .tempdir()
             .unwrap();
         let out = Command::new(script())
+            // The image localhost/demo-app:1 (the differential suite's gRPC scenario).
+            .env("PROBELET_RK_DEMO_APP", env!("CARGO_BIN_EXE_probelet"))
             .arg("up")
             .arg(dir.path())
             .arg(&cluster.dir)

@@ -9,7 +9,7 @@ impl Manager {
     /// resync.
     pub(super) fn sync_pod(&mut self, pod: PodId, now: Instant) {
         let triggers = self.update_status(pod, now);
-        let in_backoff = self.compute_actions(pod, now);
+        let backoff_until = self.compute_actions(pod, now);
         self.update_conditions(pod, now);
         if let Some(p) = self.pod(pod)
             && p.status.phase.is_terminal()
@@ -37,16 +37,18 @@ impl Manager {
         for w in triggers {
             self.trigger_worker(w, now);
         }
-        // Next resync: the kubelet requeues a pod after every sync, sooner while in back-off.
+        // Next resync: the kubelet requeues a pod after every sync; a sync that met back-off
+        // is requeued at the earliest back-off expiry, at most a resync period away (v1.36
+        // pod_workers.go `completeWork`, the expiry carried by `kubecontainer.BackoffError`).
         let Some(p) = self.pod(pod) else { return };
         if p.finished {
             return;
         }
-        let base = if in_backoff {
-            self.config.backoff_resync
-        } else {
-            self.config.sync_frequency
-        };
+        let base = backoff_until.map_or(self.config.sync_frequency, |until| {
+            until
+                .saturating_duration_since(now)
+                .min(self.config.sync_frequency)
+        });
         let jitter = base.mul_f64(self.config.resync_jitter * self.rng.next_f64());
         let at = now + base + jitter;
         let p = self.pod_mut(pod).expect("pod checked above");
@@ -137,18 +139,18 @@ impl Manager {
     }
 
     /// `computePodActions` for probes: kills on liveness/startup failure (R8.1–R8.3), starts and
-    /// restarts with back-off (R8.9–R8.13), termination (R8.14). Returns whether a container
-    /// is waiting in back-off.
-    pub(super) fn compute_actions(&mut self, pod: PodId, now: Instant) -> bool {
-        let Some(p) = self.pod(pod) else { return false };
+    /// restarts with back-off (R8.9–R8.13), termination (R8.14). Returns the earliest instant
+    /// at which a container waiting in back-off may start, if one waits.
+    pub(super) fn compute_actions(&mut self, pod: PodId, now: Instant) -> Option<Instant> {
+        let p = self.pod(pod)?;
         if p.finished {
-            return false;
+            return None;
         }
         let info = p.info.clone();
         if p.deletion_grace.is_some() || p.stop.is_some() {
             let grace = p.deletion_grace;
             self.sync_terminating(pod, &info, grace, now);
-            return false;
+            return None;
         }
         // Kills for probe failures, running containers only (R8.1).
         for (ci, c) in info.containers.iter().enumerate() {
@@ -177,7 +179,13 @@ impl Manager {
             self.kill(pod, &info, ci, id, reason, restart, None, now);
         }
         // Starts: init containers in order, then sidecars' startup gate, then the rest.
-        let mut in_backoff = false;
+        let mut backoff_until: Option<Instant> = None;
+        let mut earliest = |until: Option<Instant>| {
+            backoff_until = match (backoff_until, until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        };
         let mut init_done = self.pod(pod).is_some_and(|p| p.initialized);
         if !init_done {
             init_done = true;
@@ -200,7 +208,7 @@ impl Manager {
                 } else if !rt.ever_started {
                     self.start(pod, ci);
                 } else {
-                    in_backoff |= self.maybe_restart(pod, &info, ci, now);
+                    earliest(self.maybe_restart(pod, &info, ci, now));
                 }
                 break; // The next one waits for this one (R5.3; sidecar startup gate).
             }
@@ -221,11 +229,11 @@ impl Manager {
                 if !rt.ever_started {
                     self.start(pod, ci);
                 } else if !s.is_running() {
-                    in_backoff |= self.maybe_restart(pod, &info, ci, now);
+                    earliest(self.maybe_restart(pod, &info, ci, now));
                 }
             }
         }
-        in_backoff
+        backoff_until
     }
 
     pub(super) fn start(&mut self, pod: PodId, ci: usize) {
@@ -235,14 +243,15 @@ impl Manager {
         self.actions.push_back(Action::Start { pod, container });
     }
 
-    /// Restart decision for an exited container. Returns true when it waits in back-off.
+    /// Restart decision for an exited container. Returns when it may start, if it waits in
+    /// back-off.
     pub(super) fn maybe_restart(
         &mut self,
         pod: PodId,
         info: &PodInfo,
         ci: usize,
         now: Instant,
-    ) -> bool {
+    ) -> Option<Instant> {
         let c = &info.containers[ci];
         let p = self.pod(pod).expect("pod exists");
         let (s, rt) = (&p.status.containers[ci], &p.runtime[ci]);
@@ -255,28 +264,41 @@ impl Manager {
             (_, RestartPolicy::Never) => false,
             (ContainerKind::Init, _) => exit_code != 0,
             (_, RestartPolicy::Always) => true,
-            // R8.2: a probe kill restarts under OnFailure whatever the exit code.
+            // R8.2: a probe kill restarts under OnFailure whatever the exit code (when its own
+            // sync may start it: see below).
             (_, RestartPolicy::OnFailure) => exit_code != 0 || rt.killed_for_restart,
         };
         if !wants_restart {
-            return false;
+            return None;
         }
-        let key = BackoffKey {
-            pod: info.full_name(),
-            container: c.name.to_string(),
-            spec_hash: c.spec_hash,
-        };
         let basis = rt.backoff_basis;
-        match self.backoff.decide(&key, basis, now) {
+        // A probe kill's exit under OnFailure that exited 0 (see the arm below).
+        let killed_exit0 = rt.killed_for_restart
+            && exit_code == 0
+            && c.kind == ContainerKind::Regular
+            && info.restart_policy == RestartPolicy::OnFailure;
+        match self.backoff.decide(&backoff_key(info, ci), basis, now) {
             BackoffDecision::Start { .. } => {
                 self.start(pod, ci);
-                false
+                None
             }
-            BackoffDecision::InBackoff { delay, .. } => {
+            BackoffDecision::InBackoff { .. } if killed_exit0 => {
+                // R8.2 holds only for the kill's own sync, which restarts whatever the exit
+                // code; when back-off blocks that start, the exit's sync sees a container that
+                // exited 0 under OnFailure and leaves it (kuberuntime_manager.go
+                // `computePodActions`: `ShouldContainerBeRestarted`): the pod succeeds.
+                self.back_off_event(pod, info, ci, basis, now);
+                if let Some(p) = self.pod_mut(pod) {
+                    p.runtime[ci].killed_for_restart = false;
+                }
+                None
+            }
+            BackoffDecision::InBackoff { delay, until } => {
                 let full_name = info.full_name();
-                let resync = self.config.backoff_resync;
                 let p = self.pod_mut(pod).expect("pod exists");
                 let (s, rt) = (&mut p.status.containers[ci], &mut p.runtime[ci]);
+                let before = basis;
+                let killed = rt.killed_for_restart;
                 // From now on the most recent exited instance is this one (R8.13).
                 if let ContainerState::Terminated(t) = &s.state {
                     rt.backoff_basis = Some(t.finished_at);
@@ -291,24 +313,49 @@ impl Manager {
                         c.name
                     ),
                 };
-                // One BackOff per blocked attempt of *this* container: its own exit, or the
-                // back-off resync. Every sibling's exit also syncs the pod; repeating the event
-                // then made the count grow with the square of the failing containers.
                 let basis = rt.backoff_basis;
-                let due = rt.backoff_event.is_none_or(|(b, at)| {
-                    b != basis || now.saturating_duration_since(at) >= resync
-                });
-                if due {
-                    rt.backoff_event = Some((basis, now));
-                    let message = format!(
-                        "Back-off restarting failed container {} in pod {full_name}",
-                        c.name
-                    );
-                    self.event(pod, ci, "BackOff", EventType::Warning, message, now);
+                if killed && basis != before {
+                    // R8.13: the kubelet's kill sync tried the start once the kill had returned,
+                    // measured from the instance before the killed one, and met the back-off:
+                    // a BackOff then, and another at the sync of the exit.
+                    self.back_off_event(pod, info, ci, before, now);
                 }
-                true
+                self.back_off_event(pod, info, ci, basis, now);
+                // The expiry the kubelet's sync error carries: the latest exit plus the delay.
+                Some(basis.map_or(until, |b| b + delay))
             }
         }
+    }
+
+    /// The BackOff event of a blocked start of container `ci` (R8.12), whose latest exited
+    /// instance finished at `basis`. The kubelet records one per pod sync that meets the
+    /// back-off; probelet syncs a pod at every single exit where the kubelet's relist gathers
+    /// a second's exits into one sync, so a sibling's exit repeats nothing here (issue 13):
+    /// one per instance, and again only after `backoff_resync` (the kubelet's requeues).
+    fn back_off_event(
+        &mut self,
+        pod: PodId,
+        info: &PodInfo,
+        ci: usize,
+        basis: Option<Instant>,
+        now: Instant,
+    ) {
+        let resync = self.config.backoff_resync;
+        let Some(p) = self.pod_mut(pod) else { return };
+        let rt = &mut p.runtime[ci];
+        let due = rt
+            .backoff_event
+            .is_none_or(|(b, at)| b != basis || now.saturating_duration_since(at) >= resync);
+        if !due {
+            return;
+        }
+        rt.backoff_event = Some((basis, now));
+        let message = format!(
+            "Back-off restarting failed container {} in pod {}",
+            info.containers[ci].name,
+            info.full_name()
+        );
+        self.event(pod, ci, "BackOff", EventType::Warning, message, now);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -449,4 +496,14 @@ impl Manager {
 /// Waiting in CrashLoopBackOff: the kubelet will restart it once the back-off expires.
 fn is_crash_looping(state: &ContainerState) -> bool {
     matches!(state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff")
+}
+
+/// The back-off entry of container `ci` (the kubelet's `GetBackoffKey`: pod, name, spec hash).
+fn backoff_key(info: &PodInfo, ci: usize) -> BackoffKey {
+    let c = &info.containers[ci];
+    BackoffKey {
+        pod: info.full_name(),
+        container: c.name.to_string(),
+        spec_hash: c.spec_hash,
+    }
 }

@@ -179,3 +179,67 @@ fn r10_3_counted_results_and_durations() {
         ]
     );
 }
+
+/// R7.22 / R6.4: an exec probe that starts as its container exits (a probe racing the exit at
+/// deletion) has run nothing: the runtime's exec errors, so the probe is errored (`unknown`,
+/// discarded), not a failure. Found by the differential suite (issue 47): probelet reported
+/// `failed: the container is not running`. A real confined container (root only).
+#[tokio::test]
+async fn r7_22_an_exec_probe_of_an_exited_container_errors_not_fails() {
+    use probelet::runtime::process::{Process, ProcessSpec};
+    use probelet::runtime::sandbox::{Identity, Sandbox, default_capabilities};
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    probelet::runtime::init::set_init_program(env!("CARGO_BIN_EXE_probelet").into());
+    let identity = Identity {
+        uid: 0,
+        gid: 0,
+        groups: Vec::new(),
+        capabilities: default_capabilities(),
+        no_new_privs: true,
+        hostname: "p".into(),
+    };
+    let mut sandbox = Sandbox {
+        confined: Some(std::sync::Arc::new(Ok(identity))),
+        ..Sandbox::default()
+    };
+    let spec = ProcessSpec {
+        argv: ["sleep", "600"].map(String::from).to_vec(),
+        env: Vec::new(),
+        working_dir: None,
+        sandbox: sandbox.clone(),
+    };
+    let mut p = Process::spawn(&spec, |_, _| {}).unwrap();
+    sandbox.running = Some(p.running());
+    // Its init has set the container up (as in tests/it/sandbox.rs).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let command = ["true"].map(String::from).to_vec();
+    let cfg = probelet::probe::ProbeConfig::default();
+    let timeout = Duration::from_secs(5);
+    // While it runs, the probe runs inside it.
+    let (running, _) =
+        probelet::probe::exec::probe_in(&command, &[], timeout, &cfg, Some(&sandbox)).await;
+    assert!(
+        matches!(
+            running,
+            ProbeOutcome::Completed {
+                result: RawResult::Success,
+                ..
+            }
+        ),
+        "{running:?}"
+    );
+    // Once it has exited, the same probe errors.
+    p.stop(Duration::from_secs(2)).await;
+    p.kill_leftovers().await;
+    let (gone, _) =
+        probelet::probe::exec::probe_in(&command, &[], timeout, &cfg, Some(&sandbox)).await;
+    match gone {
+        ProbeOutcome::Errored { result, error } => {
+            assert_eq!(result, RawResult::Unknown);
+            assert_eq!(error, probelet::probe::exec::CONTAINER_NOT_RUNNING);
+        }
+        other => panic!("expected an errored probe, got {other:?}"),
+    }
+}
