@@ -878,6 +878,13 @@ fn i26_3_the_demo_terminal_shows_killing_and_backoff_after_60s() {
     // (back-off 10 s, then 20 s), each kill followed by a BackOff.
     lines.wait_count(KILLED_DEADLOCKS, 3, Duration::from_secs(240));
     lines.wait_count("[deadlocks] Warning BackOff:", 2, Duration::from_secs(120));
+    // The two BackOff events of a blocked liveness kill come together (R8.12): by then the
+    // pod's bucket of events may not be empty yet, so wait for its note too.
+    lines.wait_count(
+        "default/demo (further events of this pod filtered like the kubelet's",
+        1,
+        Duration::from_secs(120),
+    );
     // The API's events, read before the stop: what `kubectl get events` counts.
     let api_kills: u64 = {
         let (code, json) = run_to_end(

@@ -265,11 +265,13 @@ fn i46_3_after_kill_9_a_node_of_another_name_in_another_control_plane_starts_and
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(link_exists(&bridge) && link_exists(&veth));
-    // The pod's sandbox and the node's Service proxy's (issue 46 item 1).
+    // The pod's sandbox and the node's Service proxy's (issue 46 item 1), and the tmpfs of the
+    // pod's service-account volume (issue 45).
     assert_eq!(
         mounts_under(&dead_run).len(),
-        2,
-        "the sandboxes' namespaces"
+        3,
+        "the sandboxes' namespaces and the token volume: {:?}",
+        mounts_under(&dead_run)
     );
     assert!(dead_run.join("tokens").is_dir());
 
