@@ -106,6 +106,11 @@ pub async fn probe_in_dir(
     // Recorded, so that probelet's orphan reaper (when it is PID 1) leaves it to us.
     let (mut child, _registration) = match crate::children::spawn(&mut cmd) {
         Ok(c) => c,
+        // The joiner could not start in a container that is gone or being stopped.
+        Err(_) if !container_running(sandbox) || container_stopping(sandbox) => {
+            stats.failure = Some(FailureKind::Other);
+            return (ProbeOutcome::errored(CONTAINER_NOT_RUNNING), stats);
+        }
         Err(e) => {
             let text = format!("exec {program:?}: {}", os_error_text(&e));
             // A command that cannot start reads as a non-zero exit, unless probelet itself
@@ -160,9 +165,9 @@ pub async fn probe_in_dir(
     }
     let outcome = match status {
         Some(Ok(s)) if s.success() => ProbeOutcome::completed(RawResult::Success, output),
-        // R7.22: the container exited before or while the command ran (a probe racing the
-        // container's exit at deletion): the runtime's exec errors, nothing was probed.
-        Some(Ok(_)) if !container_running(sandbox) => {
+        // R7.22: the container exited, or was told to stop, before or while the command ran (a
+        // probe racing a restart or deletion): the runtime's exec errors, nothing was probed.
+        Some(Ok(s)) if !container_running(sandbox) || raced_stop(s, sandbox) => {
             stats.failure = Some(FailureKind::Other);
             ProbeOutcome::errored(CONTAINER_NOT_RUNNING)
         }
@@ -200,6 +205,24 @@ fn container_running(sandbox: Option<&Sandbox>) -> bool {
         .and_then(|s| s.running.as_ref())
         .and_then(|r| r.proc_dir.as_deref())
         .is_none_or(crate::runtime::init::container_running)
+}
+
+/// Whether the container `sandbox` joins (if any) is being stopped (a restart or deletion).
+fn container_stopping(sandbox: Option<&Sandbox>) -> bool {
+    sandbox
+        .and_then(|s| s.running.as_ref())
+        .is_some_and(|r| r.stopping.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+/// Whether a command that ended with `status` ran nothing it could judge because it raced its
+/// container's stop: killed by a signal (the container's PID namespace torn down under it), or
+/// unable to execute (126, 127: the container's root already torn down). The kubelet's CRI exec
+/// errors then, or is cancelled with the probe's worker. A command that exits with its own
+/// code while the container drains is a real result (R8.14: readiness keeps probing).
+fn raced_stop(status: std::process::ExitStatus, sandbox: Option<&Sandbox>) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    container_stopping(sandbox)
+        && (status.signal().is_some() || matches!(status.code(), Some(126 | 127)))
 }
 
 /// The container's static environment: entries with a plain value; `valueFrom` entries are

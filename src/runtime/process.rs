@@ -19,6 +19,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -125,6 +126,8 @@ pub struct Process {
     proc_dir: Option<Arc<OwnedFd>>,
     /// Set once whatever it left behind has been killed.
     cleaned: bool,
+    /// Set when it is told to stop ([`Running::stopping`]).
+    stopping: Arc<AtomicBool>,
 }
 
 /// How long a confined container may take to start (its sandbox built, its program executed).
@@ -259,6 +262,7 @@ impl Process {
             cgroup,
             proc_dir,
             cleaned: false,
+            stopping: Arc::default(),
         })
     }
 
@@ -269,6 +273,7 @@ impl Process {
         Running {
             cgroup: self.cgroup.as_ref().map(ContainerCgroup::procs_path),
             proc_dir: self.proc_dir.clone(),
+            stopping: self.stopping.clone(),
         }
     }
 
@@ -306,6 +311,8 @@ impl Process {
     /// container's cgroup.
     pub async fn stop(&mut self, grace: Duration) -> ExitStatus {
         if self.status.is_none() {
+            // Before the signal: an exec probe that then fails has raced the stop.
+            self.stopping.store(true, Ordering::SeqCst);
             self.signal_group(Signal::TERM);
             if tokio::time::timeout(grace, self.wait()).await.is_err() {
                 self.signal_group(Signal::KILL);
@@ -324,6 +331,7 @@ impl Process {
             return;
         }
         self.cleaned = true;
+        self.stopping.store(true, Ordering::SeqCst);
         self.signal_group(Signal::KILL);
         if let Some(c) = &self.cgroup {
             c.kill_and_remove().await;

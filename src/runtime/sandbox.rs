@@ -481,6 +481,11 @@ pub struct Running {
     /// Its (outer init's) `/proc/PID` directory, when it runs in a confined sandbox: what the
     /// joiner enters ([`super::init`]). A descriptor, so a reused PID is never joined.
     pub proc_dir: Option<Arc<OwnedFd>>,
+    /// Set once the container is being stopped (SIGTERM sent: a restart or deletion). An exec
+    /// probe that does not succeed from then on has raced the stop (its root torn down, or its
+    /// command killed with the container's PID namespace): the runtime's exec errors, or the
+    /// kubelet cancels it, so it is not a failure (R7.22).
+    pub stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PartialEq for Running {

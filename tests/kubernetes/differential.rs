@@ -126,16 +126,6 @@ const ENVIRONMENT: &[(&str, &str, &str)] = &[
     ),
     (
         "*",
-        "probe failed: exec \"/bin/busybox\": no such file or directory",
-        "OPEN, probelet's: an exec probe that joins a container while it is being stopped (a restart, or deletion) can find its root already empty, and reports a failure where the kubelet's CRI call errors; docs/reference-kubelet.md",
-    ),
-    (
-        "initial-delay",
-        "event Unhealthy Readiness probe failed: ",
-        "OPEN, probelet's: a readiness exec in flight when the container is stopped at deletion is killed with the container's PID namespace and read as a failure before the container is seen gone; the kubelet's is cancelled (`rpc error: code = Canceled`, below); docs/reference-kubelet.md",
-    ),
-    (
-        "*",
         "Client.Timeout exceeded while awaiting headers",
         "an HTTP probe of a server that is still starting, on 2 loaded cores: whether the connection is reset or times out is timing (the kubelet's `CONNECTION-LOST`, below)",
     ),
@@ -1110,11 +1100,26 @@ fn compare(
         (a, b) => differences.push(format!("{scenario}: deletion {a:?} / {b:?}")),
     }
     // The order in which the containers were seen stopped at deletion (R8.15: regular
-    // containers first, then sidecars): reported, not asserted. The kubelet's status has shown
-    // its sidecar stopped first (docs/reference-kubelet.md, open), and a pod's object goes as
-    // soon as its last container stops, so the last step is often unseen.
+    // containers first, then sidecars). The kubelet writes no container state while it kills a
+    // pod (SyncTerminatingPod: one status before killPod, the next once every container has
+    // stopped), so all its containers are seen stopped in one update; probelet's status shows
+    // each as it stops. What both agree on, asserted: no sidecar is seen stopped in an update
+    // before the last regular container's. (A pod's object goes as soon as its last container
+    // stops, so the last step is often unseen.)
     let (ro, po) = (stop_order(&r.timeline, end), stop_order(&p.timeline, end));
-    *report += &format!("  stop order {ro:?} / {po:?}\n");
+    *report += &format!("  stop order (name, update) {ro:?} / {po:?}\n");
+    let sidecars = SCENARIOS
+        .iter()
+        .find(|s| s.name == scenario)
+        .map(|s| sidecar_names(s.spec))
+        .unwrap_or_default();
+    for (side, order) in [("the kubelet", &ro), ("probelet", &po)] {
+        if let Some(early) = sidecar_stopped_early(order, &sidecars) {
+            differences.push(format!(
+                "{scenario}: on {side} the sidecar {early} was seen stopped before a regular container ({order:?})"
+            ));
+        }
+    }
     // Every kind of event either side recorded, the other recorded too (counts are reported).
     let keys: std::collections::BTreeSet<_> = r.events.keys().chain(p.events.keys()).collect();
     for key in keys {
@@ -1172,21 +1177,85 @@ fn outcome(sig: &str) -> String {
 }
 
 /// The containers of a timeline that ran at `end` (the deletion), in the order they were first
-/// seen stopped after it.
-fn stop_order(t: &Timeline, end: f64) -> Vec<String> {
+/// seen stopped after it, each with the index of that status update (containers seen stopped in
+/// the same update share it).
+fn stop_order(t: &Timeline, end: f64) -> Vec<(String, usize)> {
     let Some((_, before)) = t.iter().rev().find(|(at, _)| *at < end) else {
         return Vec::new();
     };
-    let mut order: Vec<String> = Vec::new();
-    for (_, sig) in t.iter().filter(|(at, _)| *at >= end) {
+    let mut order: Vec<(String, usize)> = Vec::new();
+    for (i, (_, sig)) in t.iter().filter(|(at, _)| *at >= end).enumerate() {
         for (name, state) in containers(sig) {
             let ran = containers(before).any(|(n, st)| n == name && st == "running");
-            if ran && state != "running" && !order.iter().any(|o| o == name) {
-                order.push(name.to_string());
+            if ran && state != "running" && !order.iter().any(|(o, _)| o == name) {
+                order.push((name.to_string(), i));
             }
         }
     }
     order
+}
+
+/// A sidecar of `order` ([`stop_order`]) seen stopped in an earlier update than a regular
+/// container (R8.15: sidecars stop after every regular container).
+fn sidecar_stopped_early(order: &[(String, usize)], sidecars: &[String]) -> Option<String> {
+    let last_regular = order
+        .iter()
+        .filter(|(n, _)| !sidecars.contains(n))
+        .map(|(_, i)| *i)
+        .max()?;
+    order
+        .iter()
+        .find(|(n, i)| sidecars.contains(n) && *i < last_regular)
+        .map(|(n, _)| n.clone())
+}
+
+/// The native sidecars of a scenario's spec: its init containers with `restartPolicy: Always`.
+fn sidecar_names(spec: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let (mut in_init, mut current) = (false, None);
+    for line in spec.lines() {
+        let item = line.trim_start();
+        // A key of the pod's spec (two spaces in): the list it opens, if any.
+        if line.len() - item.len() == 2 && !item.starts_with('-') {
+            in_init = item == "initContainers:";
+            current = None;
+        } else if let Some(name) = line.strip_prefix("  - name: ") {
+            current = in_init.then(|| name.trim().to_string());
+        } else if item == "restartPolicy: Always"
+            && let Some(name) = current.take()
+        {
+            names.push(name);
+        }
+    }
+    names
+}
+
+#[test]
+fn i47_2_sidecar_names_and_early_stops() {
+    let spec = SCENARIOS
+        .iter()
+        .find(|s| s.name == "sidecar-stops-last")
+        .unwrap()
+        .spec;
+    let sidecars = sidecar_names(spec);
+    assert_eq!(sidecars, ["side"]);
+    let order = |v: &[(&str, usize)]| -> Vec<(String, usize)> {
+        v.iter().map(|(n, i)| (n.to_string(), *i)).collect()
+    };
+    // The kubelet: both in one update; probelet: the main container first.
+    assert_eq!(
+        sidecar_stopped_early(&order(&[("side", 0), ("c", 0)]), &sidecars),
+        None
+    );
+    assert_eq!(
+        sidecar_stopped_early(&order(&[("c", 0), ("side", 1)]), &sidecars),
+        None
+    );
+    assert_eq!(sidecar_stopped_early(&order(&[("c", 0)]), &sidecars), None);
+    assert_eq!(
+        sidecar_stopped_early(&order(&[("side", 0), ("c", 1)]), &sidecars),
+        Some("side".to_string())
+    );
 }
 
 /// Each container of a signature and its state (`running`, `down`, `terminated:…`).

@@ -230,6 +230,26 @@ fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>
     }
 }
 
+/// Each `process NAME PID START` line of the state file names the process itself (its `comm`),
+/// not a shell that started it: `down` signals the recorded kubelet first.
+fn assert_recorded_pids_are_the_processes(state: &std::path::Path) {
+    let state = read(state.to_str().unwrap());
+    let mut seen = Vec::new();
+    for line in state.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if let ["process", name @ ("kubelet" | "containerd"), pid, _start] = fields[..] {
+            let comm = read(&format!("/proc/{pid}/comm"));
+            assert_eq!(
+                comm.trim(),
+                name,
+                "state line `{line}` records another process"
+            );
+            seen.push(name);
+        }
+    }
+    assert_eq!(seen, ["containerd", "kubelet"], "state file:\n{state}");
+}
+
 #[test]
 fn i47_1_up_runs_a_pod_on_the_real_kubelet_and_down_leaves_the_host_as_it_was() {
     if !available() {
@@ -245,6 +265,7 @@ fn i47_1_up_runs_a_pod_on_the_real_kubelet_and_down_leaves_the_host_as_it_was() 
         before, during,
         "up changed nothing on the host (not even a link)?"
     );
+    assert_recorded_pids_are_the_processes(&node.dir.path().join("state"));
     let pod = r#"apiVersion: v1
 kind: Pod
 metadata: {name: hello, namespace: default}

@@ -186,34 +186,9 @@ fn r10_3_counted_results_and_durations() {
 /// `failed: the container is not running`. A real confined container (root only).
 #[tokio::test]
 async fn r7_22_an_exec_probe_of_an_exited_container_errors_not_fails() {
-    use probelet::runtime::process::{Process, ProcessSpec};
-    use probelet::runtime::sandbox::{Identity, Sandbox, default_capabilities};
-    if !rustix::process::geteuid().is_root() {
+    let Some((mut p, sandbox)) = confined_container(&["sleep", "600"]).await else {
         return;
-    }
-    probelet::runtime::init::set_init_program(env!("CARGO_BIN_EXE_probelet").into());
-    let identity = Identity {
-        uid: 0,
-        gid: 0,
-        groups: Vec::new(),
-        capabilities: default_capabilities(),
-        no_new_privs: true,
-        hostname: "p".into(),
     };
-    let mut sandbox = Sandbox {
-        confined: Some(std::sync::Arc::new(Ok(identity))),
-        ..Sandbox::default()
-    };
-    let spec = ProcessSpec {
-        argv: ["sleep", "600"].map(String::from).to_vec(),
-        env: Vec::new(),
-        working_dir: None,
-        sandbox: sandbox.clone(),
-    };
-    let mut p = Process::spawn(&spec, |_, _| {}).unwrap();
-    sandbox.running = Some(p.running());
-    // Its init has set the container up (as in tests/it/sandbox.rs).
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let command = ["true"].map(String::from).to_vec();
     let cfg = probelet::probe::ProbeConfig::default();
     let timeout = Duration::from_secs(5);
@@ -235,11 +210,101 @@ async fn r7_22_an_exec_probe_of_an_exited_container_errors_not_fails() {
     p.kill_leftovers().await;
     let (gone, _) =
         probelet::probe::exec::probe_in(&command, &[], timeout, &cfg, Some(&sandbox)).await;
-    match gone {
+    assert_not_running(gone);
+}
+
+/// R7.22 / R8.14: an exec probe in flight when its container is told to stop (a restart or
+/// deletion) and killed with it has probed nothing: the kubelet's CRI exec errors or is
+/// cancelled with the probe's worker, so the probe is errored, not a failure. A command that
+/// exits with its own code while the container drains is still a real result (readiness keeps
+/// probing during termination). Found by the differential suite (issue 47): probelet reported
+/// `Readiness probe failed: ` (the command killed) and `exec "/bin/busybox": no such file or
+/// directory` (the container's root torn down). A real confined container (root only): on
+/// SIGTERM its command kills every other process of its PID namespace (the probe's), as the
+/// namespace's end does, then drains for 2 s.
+#[tokio::test]
+async fn r7_22_an_exec_probe_killed_by_its_containers_stop_errors_not_fails() {
+    let drain = "trap 'kill -KILL -1; sleep 2; exit 0' TERM; while :; do sleep 0.1; done";
+    let Some((mut p, sandbox)) = confined_container(&["sh", "-c", drain]).await else {
+        return;
+    };
+    let cfg = probelet::probe::ProbeConfig::default();
+    let timeout = Duration::from_secs(20);
+    let in_flight = ["sh", "-c", "sleep 30"].map(String::from).to_vec();
+    let failing = ["false"].map(String::from).to_vec();
+    let probes = async {
+        let (killed, _) =
+            probelet::probe::exec::probe_in(&in_flight, &[], timeout, &cfg, Some(&sandbox)).await;
+        // The container drains (its command in the trap's sleep): a real failure counts.
+        let (draining, _) =
+            probelet::probe::exec::probe_in(&failing, &[], timeout, &cfg, Some(&sandbox)).await;
+        (killed, draining)
+    };
+    let stop = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        p.stop(Duration::from_secs(10)).await
+    };
+    let ((killed, draining), status) = tokio::join!(probes, stop);
+    p.kill_leftovers().await;
+    assert_eq!(status.code, 0, "the command drained and exited 0");
+    assert_not_running(killed);
+    assert!(
+        matches!(
+            draining,
+            ProbeOutcome::Completed {
+                result: RawResult::Failure,
+                ..
+            }
+        ),
+        "{draining:?}"
+    );
+}
+
+fn assert_not_running(outcome: ProbeOutcome) {
+    match outcome {
         ProbeOutcome::Errored { result, error } => {
             assert_eq!(result, RawResult::Unknown);
             assert_eq!(error, probelet::probe::exec::CONTAINER_NOT_RUNNING);
         }
         other => panic!("expected an errored probe, got {other:?}"),
     }
+}
+
+/// A confined container running `argv` (root only: `None` otherwise), set up, and the sandbox
+/// its exec probes join.
+async fn confined_container(
+    argv: &[&str],
+) -> Option<(
+    probelet::runtime::process::Process,
+    probelet::runtime::sandbox::Sandbox,
+)> {
+    use probelet::runtime::process::{Process, ProcessSpec};
+    use probelet::runtime::sandbox::{Identity, Sandbox, default_capabilities};
+    if !rustix::process::geteuid().is_root() {
+        return None;
+    }
+    probelet::runtime::init::set_init_program(env!("CARGO_BIN_EXE_probelet").into());
+    let identity = Identity {
+        uid: 0,
+        gid: 0,
+        groups: Vec::new(),
+        capabilities: default_capabilities(),
+        no_new_privs: true,
+        hostname: "p".into(),
+    };
+    let mut sandbox = Sandbox {
+        confined: Some(std::sync::Arc::new(Ok(identity))),
+        ..Sandbox::default()
+    };
+    let spec = ProcessSpec {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        env: Vec::new(),
+        working_dir: None,
+        sandbox: sandbox.clone(),
+    };
+    let p = Process::spawn(&spec, |_, _| {}).unwrap();
+    sandbox.running = Some(p.running());
+    // Its init has set the container up (as in tests/it/sandbox.rs).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Some((p, sandbox))
 }
