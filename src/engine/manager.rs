@@ -106,7 +106,7 @@ struct Runtime {
 }
 
 /// The kubelet's PLEG relist period (`genericPlegRelistPeriod`): a failed start is seen, and
-/// its container synced again, at the next relist.
+/// its container synced again, at the next relist (0 to 1 s after the failure).
 const RELIST_PERIOD: Duration = Duration::from_secs(1);
 
 /// What an adopted container's previous status said (R3.17).
@@ -647,12 +647,20 @@ impl Manager {
         message: String,
     ) -> Result<(), EngineError> {
         self.advance(now);
+        let relist = self.next_relist(now);
         let p = self.pod_mut(pod).ok_or(EngineError::UnknownPod)?;
         let ci = p
             .info
             .container_index(container)
             .ok_or_else(|| EngineError::UnknownContainer(container.to_string()))?;
         let restarts = sync::wants_restart(&p.info, ci, 128, false);
+        // The next relist after the failure syncs the pod; its timer is set here so that the
+        // resync jitter does not delay it.
+        if p.next_sync.is_none_or(|t| t > relist || t <= now) {
+            p.next_sync = Some(relist);
+            self.timers.push(Reverse((relist, Timer::Sync(pod))));
+        }
+        let p = self.pod_mut(pod).expect("pod checked above");
         let (s, rt) = (&mut p.status.containers[ci], &mut p.runtime[ci]);
         if let ContainerState::Terminated(t) = &s.state {
             s.last_state = Some(t.clone());
@@ -667,7 +675,7 @@ impl Manager {
         rt.killed_for_restart = false;
         rt.adopted = None;
         rt.backoff_basis = Some(now);
-        rt.start_failed_until = Some(now + RELIST_PERIOD);
+        rt.start_failed_until = Some(relist);
         s.container_id = Some(id.clone());
         s.started = false;
         s.ready = false;
@@ -692,6 +700,14 @@ impl Manager {
         self.queue_sync(pod);
         self.run_queue(now);
         Ok(())
+    }
+
+    /// The kubelet's first PLEG relist after `now`: they come every [`RELIST_PERIOD`] from
+    /// its start, whenever a container changed.
+    fn next_relist(&self, now: Instant) -> Instant {
+        let since = now.saturating_duration_since(self.start).as_nanos();
+        let periods = since / RELIST_PERIOD.as_nanos() + 1;
+        self.start + RELIST_PERIOD.saturating_mul(u32::try_from(periods).unwrap_or(u32::MAX))
     }
 
     /// The termination message of `container`'s last exited instance (R8.18: what the driver

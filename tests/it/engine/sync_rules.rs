@@ -605,3 +605,25 @@ fn r8_2_a_start_error_under_never_fails_the_pod() {
     assert_eq!(container(&d, id, "app").restart_count, 0);
     assert_eq!(d.manager.pod_status(id).unwrap().phase, PodPhase::Failed);
 }
+
+/// R8.12 with the kubelet's relist: a start that fails between two relists (every second from
+/// the kubelet's start) is synced again at the next one, not a full second later; an instance
+/// that then runs shows `RunContainerError` no more, its failure stays in `lastState`.
+#[test]
+fn r8_12_a_start_error_is_synced_again_at_the_next_relist() {
+    let mut manager = probelet::engine::Manager::new(quiet(), probelet::engine::Instant::ZERO);
+    let id = manager
+        .add_pod(at(0.25), pod("p", json!({"containers": [{"name": "app"}]})))
+        .unwrap();
+    let mut d = probelet::driver::VirtualDriver::new(manager);
+    d.on_process(|c| ProcessBehaviour {
+        start_error: (c.instance == 0).then_some(NOT_FOUND),
+        ..Default::default()
+    });
+    d.run_until(at(5.0));
+    assert_eq!(starts(&d, "app"), vec![0.25, 1.0]);
+    let s = container(&d, id, "app");
+    assert!(s.is_running(), "{s:?}");
+    assert_eq!(s.restart_count, 1);
+    assert_eq!(s.last_state.as_ref().unwrap().reason, "StartError");
+}
