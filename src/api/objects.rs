@@ -5,7 +5,7 @@
 //! objects.
 
 use crate::engine::events::StoredEvent;
-use crate::engine::status::{ForeignCondition, Terminated};
+use crate::engine::status::{ForeignCondition, START_ERROR, Terminated};
 use crate::engine::{ConditionType, ContainerKind, ContainerState, Instant, PodPhase, PodStatus};
 use crate::spec::PodTemplate;
 use k8s_openapi::api::core::v1 as core;
@@ -364,7 +364,13 @@ fn terminated(t: &Terminated, clock: WallClock) -> core::ContainerStateTerminate
         exit_code: t.exit_code,
         signal: t.signal,
         reason: Some(t.reason.clone()),
-        started_at: Some(clock.time(t.started_at)),
+        // A process that never started has no start time: containerd reports 0, which the
+        // kubelet passes on as the Unix epoch.
+        started_at: Some(if t.reason == START_ERROR {
+            Time(timestamp(SystemTime::UNIX_EPOCH))
+        } else {
+            clock.time(t.started_at)
+        }),
         finished_at: Some(clock.time(t.finished_at)),
         container_id: Some(t.container_id.as_str().to_string()),
         message: (!t.message.is_empty()).then(|| t.message.clone()),

@@ -91,6 +91,8 @@ pub struct ProcessBehaviour {
     pub exits_after: Option<(Duration, i32)>,
     /// How long it takes to exit after SIGTERM; past the grace period it is SIGKILLed (137).
     pub stop_after_sigterm: Duration,
+    /// The process cannot start: the runtime's message (a `StartError` instance).
+    pub start_error: Option<&'static str>,
 }
 
 impl Default for ProcessBehaviour {
@@ -99,6 +101,7 @@ impl Default for ProcessBehaviour {
         ProcessBehaviour {
             exits_after: None,
             stop_after_sigterm: Duration::ZERO,
+            start_error: None,
         }
     }
 }
@@ -311,6 +314,23 @@ impl VirtualDriver {
                     pod_name(&self.manager, pod),
                     container
                 ));
+                let name = pod_name(&self.manager, pod);
+                let behaviour = (self.process_script)(&ProcessCall {
+                    pod: &name,
+                    container: &container,
+                    instance: number,
+                    now: at,
+                });
+                if let Some(message) = behaviour.start_error {
+                    let _ = self.manager.container_start_failed(
+                        at,
+                        pod,
+                        &container,
+                        id,
+                        message.into(),
+                    );
+                    return;
+                }
                 self.instances.insert(
                     key,
                     Instance {
@@ -322,13 +342,6 @@ impl VirtualDriver {
                 let _ = self
                     .manager
                     .container_started(at, pod, &container, id.clone());
-                let name = pod_name(&self.manager, pod);
-                let behaviour = (self.process_script)(&ProcessCall {
-                    pod: &name,
-                    container: &container,
-                    instance: number,
-                    now: at,
-                });
                 if let Some((after, code)) = behaviour.exits_after {
                     self.pending.push(Reverse((
                         at + after,

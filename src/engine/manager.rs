@@ -100,7 +100,14 @@ struct Runtime {
     turn_after: Vec<usize>,
     /// The (`started`, `ready`) last announced with [`Action::ContainerStatus`].
     announced: (bool, bool),
+    /// The last start failed (`RunContainerError`): the kubelet syncs the container again
+    /// when its PLEG relist sees the failed instance, not at once; until this instant.
+    start_failed_until: Option<Instant>,
 }
+
+/// The kubelet's PLEG relist period (`genericPlegRelistPeriod`): a failed start is seen, and
+/// its container synced again, at the next relist (0 to 1 s after the failure).
+const RELIST_PERIOD: Duration = Duration::from_secs(1);
 
 /// What an adopted container's previous status said (R3.17).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -621,6 +628,86 @@ impl Manager {
         self.queue_sync(pod);
         self.run_queue(now);
         Ok(())
+    }
+
+    /// The start of a new instance of `container` failed: the runtime created it but could not
+    /// run its process (not found, not executable, bad working directory). As with containerd,
+    /// the instance is `terminated` with reason `StartError`, exit code 128 and the runtime's
+    /// `message`; the restart policy and back-off apply to it as to any exit, and the instance
+    /// counts as one (R8.4). While it waits to restart, the state is `waiting` with reason
+    /// `RunContainerError` and the same message, as the kubelet's reason cache shows
+    /// (kuberuntime_container.go `startContainer`, kubelet_pods.go
+    /// `convertToAPIContainerStatuses`), until a sync meets the back-off (`CrashLoopBackOff`).
+    pub fn container_start_failed(
+        &mut self,
+        now: Instant,
+        pod: PodId,
+        container: &str,
+        id: ContainerId,
+        message: String,
+    ) -> Result<(), EngineError> {
+        self.advance(now);
+        let relist = self.next_relist(now);
+        let p = self.pod_mut(pod).ok_or(EngineError::UnknownPod)?;
+        let ci = p
+            .info
+            .container_index(container)
+            .ok_or_else(|| EngineError::UnknownContainer(container.to_string()))?;
+        let restarts = sync::wants_restart(&p.info, ci, 128, false);
+        // The next relist after the failure syncs the pod; its timer is set here so that the
+        // resync jitter does not delay it.
+        if p.next_sync.is_none_or(|t| t > relist || t <= now) {
+            p.next_sync = Some(relist);
+            self.timers.push(Reverse((relist, Timer::Sync(pod))));
+        }
+        let p = self.pod_mut(pod).expect("pod checked above");
+        let (s, rt) = (&mut p.status.containers[ci], &mut p.runtime[ci]);
+        if let ContainerState::Terminated(t) = &s.state {
+            s.last_state = Some(t.clone());
+        }
+        if rt.ever_started {
+            s.restart_count += 1; // R8.4
+        }
+        rt.ever_started = true;
+        rt.start_pending = false;
+        rt.kill_pending = false;
+        rt.turn_after.clear();
+        rt.killed_for_restart = false;
+        rt.adopted = None;
+        rt.backoff_basis = Some(now);
+        rt.start_failed_until = Some(relist);
+        s.container_id = Some(id.clone());
+        s.started = false;
+        s.ready = false;
+        let terminated = Terminated {
+            exit_code: 128,
+            signal: None,
+            reason: status::START_ERROR.to_string(),
+            started_at: now,
+            finished_at: now,
+            container_id: id,
+            message: message.clone(),
+        };
+        s.state = if restarts {
+            s.last_state = Some(terminated);
+            ContainerState::Waiting {
+                reason: status::RUN_CONTAINER_ERROR.to_string(),
+                message,
+            }
+        } else {
+            ContainerState::Terminated(terminated)
+        };
+        self.queue_sync(pod);
+        self.run_queue(now);
+        Ok(())
+    }
+
+    /// The kubelet's first PLEG relist after `now`: they come every [`RELIST_PERIOD`] from
+    /// its start, whenever a container changed.
+    fn next_relist(&self, now: Instant) -> Instant {
+        let since = now.saturating_duration_since(self.start).as_nanos();
+        let periods = since / RELIST_PERIOD.as_nanos() + 1;
+        self.start + RELIST_PERIOD.saturating_mul(u32::try_from(periods).unwrap_or(u32::MAX))
     }
 
     /// The termination message of `container`'s last exited instance (R8.18: what the driver

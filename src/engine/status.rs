@@ -7,6 +7,14 @@ use super::results::ContainerId;
 use super::time::Instant;
 use serde::Serialize;
 
+/// `state.terminated.reason` of an instance whose process could not start (containerd's
+/// `StartError`, exit code 128).
+pub const START_ERROR: &str = "StartError";
+
+/// The waiting reason of a container whose last start failed, until it restarts or backs off
+/// (the kubelet's `ErrRunContainer`).
+pub const RUN_CONTAINER_ERROR: &str = "RunContainerError";
+
 /// A terminated container instance (`state.terminated` / `lastState.terminated`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Terminated {

@@ -598,6 +598,7 @@ pub fn simulate(spec: &PodSpec, plan: &Plan, opts: &SimOptions) -> Timeline {
                 return ProcessBehaviour {
                     exits_after: Some((c.startup, 0)),
                     stop_after_sigterm: c.stop_after_sigterm,
+                    ..ProcessBehaviour::default()
                 };
             }
             // The earliest exit that applies to this instance: an absolute one still ahead, or
@@ -617,6 +618,7 @@ pub fn simulate(spec: &PodSpec, plan: &Plan, opts: &SimOptions) -> Timeline {
             ProcessBehaviour {
                 exits_after,
                 stop_after_sigterm: c.stop_after_sigterm,
+                ..ProcessBehaviour::default()
             }
         });
     }

@@ -27,6 +27,7 @@ mod node_logs;
 mod node_network;
 mod node_registration;
 mod node_sandbox;
+mod node_start_errors;
 mod node_support;
 mod node_volumes;
 mod reference_kubelet;

@@ -211,12 +211,29 @@ impl Supervisor {
                 let _ = self.manager.container_started(now, pod, name, id);
             }
             Err(e) => {
-                let message = format!("Error: {}", crate::display::error_chain(&e));
-                self.emit(pod, name, "Failed", EventType::Warning, message);
-                // Like a runtime's StartError: the instance "ran" and exited with 128, so the
-                // engine applies the restart policy and back-off to it.
-                let _ = self.manager.container_started(now, pod, name, id);
-                let _ = self.manager.container_exited(now, pod, name, 128, None);
+                // As with containerd: the container was created, its process could not run
+                // (`Created`, then `Failed` with the runtime's text); the instance is a
+                // `StartError` and the engine applies the restart policy and back-off to it.
+                if matches!(e, crate::runtime::process::SpawnError::Start { .. }) {
+                    self.emit(
+                        pod,
+                        name,
+                        "Created",
+                        EventType::Normal,
+                        "Container created".to_string(),
+                    );
+                }
+                let message = crate::display::error_chain(&e);
+                self.emit(
+                    pod,
+                    name,
+                    "Failed",
+                    EventType::Warning,
+                    format!("Error: {message}"),
+                );
+                let _ = self
+                    .manager
+                    .container_start_failed(now, pod, name, id, message);
             }
         }
     }

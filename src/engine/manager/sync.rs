@@ -259,17 +259,13 @@ impl Manager {
             ContainerState::Terminated(t) => t.exit_code,
             _ => s.last_state.as_ref().map_or(0, |t| t.exit_code),
         };
-        let wants_restart = match (c.kind, info.restart_policy) {
-            (ContainerKind::Sidecar, _) => true,
-            (_, RestartPolicy::Never) => false,
-            (ContainerKind::Init, _) => exit_code != 0,
-            (_, RestartPolicy::Always) => true,
-            // R8.2: a probe kill restarts under OnFailure whatever the exit code (when its own
-            // sync may start it: see below).
-            (_, RestartPolicy::OnFailure) => exit_code != 0 || rt.killed_for_restart,
-        };
-        if !wants_restart {
+        if !wants_restart(info, ci, exit_code, rt.killed_for_restart) {
             return None;
+        }
+        // A failed start is synced again at the relist that sees it (RunContainerError until
+        // then), not by the sync of the failure itself.
+        if let Some(until) = rt.start_failed_until.filter(|&t| now < t) {
+            return Some(until);
         }
         let basis = rt.backoff_basis;
         // A probe kill's exit under OnFailure that exited 0 (see the arm below).
@@ -490,6 +486,25 @@ impl Manager {
         for w in workers {
             self.stop_worker(w);
         }
+    }
+}
+
+/// Whether container `ci` of `info`, exited with `exit_code`, is to be restarted (R8.2;
+/// kuberuntime_manager.go `ShouldContainerBeRestarted`, init containers: `computeInitContainerActions`).
+pub(super) fn wants_restart(
+    info: &PodInfo,
+    ci: usize,
+    exit_code: i32,
+    killed_for_restart: bool,
+) -> bool {
+    match (info.containers[ci].kind, info.restart_policy) {
+        (ContainerKind::Sidecar, _) => true,
+        (_, RestartPolicy::Never) => false,
+        (ContainerKind::Init, _) => exit_code != 0,
+        (_, RestartPolicy::Always) => true,
+        // R8.2: a probe kill restarts under OnFailure whatever the exit code (when its own
+        // sync may start it: see `maybe_restart`).
+        (_, RestartPolicy::OnFailure) => exit_code != 0 || killed_for_restart,
     }
 }
 

@@ -145,6 +145,7 @@ fn r8_17_r5_6_a_completed_pod_stops_its_sidecars() {
     d.on_process(|p| ProcessBehaviour {
         exits_after: (p.container == "app").then_some((Duration::from_secs(2), 0)),
         stop_after_sigterm: Duration::from_millis(500),
+        ..Default::default()
     });
     d.run_until(at(30.0));
     let kills = kills(&d);

@@ -526,3 +526,104 @@ fn r8_2_on_failure_probe_kill_exiting_zero_is_not_restarted_once_back_off_blocks
     );
     assert_eq!(d.manager.pod_status(id).unwrap().phase, PodPhase::Succeeded);
 }
+
+/// The runtime's text for a process that cannot start, as the virtual driver reports it.
+const NOT_FOUND: &str = "cannot start \"nosuch\": No such file or directory (os error 2)";
+
+/// R8.4 / R8.12 (kuberuntime_container.go `startContainer`, kubelet_pods.go
+/// `convertToAPIContainerStatuses`): a process that cannot start is a `StartError` instance (exit
+/// code 128, the runtime's message) that counts as one; it waits with reason
+/// `RunContainerError` until the next sync (the relist that sees it, 1 s on), which restarts it or
+/// meets the back-off (`CrashLoopBackOff`), as for any exit.
+#[test]
+fn r8_4_r8_12_a_start_error_waits_in_run_container_error_then_backs_off() {
+    let (mut d, id) = driver(pod("p", json!({"containers": [{"name": "app"}]})));
+    d.on_process(|_| ProcessBehaviour {
+        start_error: Some(NOT_FOUND),
+        ..Default::default()
+    });
+    let waiting = |d: &probelet::driver::VirtualDriver| match &container(d, id, "app").state {
+        ContainerState::Waiting { reason, message } => (reason.clone(), message.clone()),
+        other => panic!("expected waiting, got {other:?}"),
+    };
+    d.run_until(at(0.5));
+    let s = container(&d, id, "app");
+    assert_eq!(s.restart_count, 0);
+    assert_eq!(waiting(&d), ("RunContainerError".into(), NOT_FOUND.into()));
+    let last = s.last_state.as_ref().expect("lastState");
+    assert_eq!(
+        (last.reason.as_str(), last.exit_code, last.message.as_str()),
+        ("StartError", 128, NOT_FOUND)
+    );
+    // The first restart is immediate at the next sync; the second failure then waits 10 s.
+    d.run_until(at(1.5));
+    assert_eq!(starts(&d, "app"), vec![0.0, 1.0]);
+    assert_eq!(container(&d, id, "app").restart_count, 1);
+    assert_eq!(waiting(&d).0, "RunContainerError");
+    d.run_until(at(2.5));
+    assert_eq!(
+        waiting(&d),
+        (
+            "CrashLoopBackOff".into(),
+            "back-off 10s restarting failed container=app pod=p_default(uid-p)".into()
+        )
+    );
+    let last = container(&d, id, "app")
+        .last_state
+        .clone()
+        .expect("lastState");
+    assert_eq!((last.reason.as_str(), last.exit_code), ("StartError", 128));
+    assert_eq!(d.manager.pod_status(id).unwrap().phase, PodPhase::Running);
+    d.run_until(at(40.0));
+    assert_eq!(starts(&d, "app"), vec![0.0, 1.0, 11.0, 31.0]);
+    assert_eq!(container(&d, id, "app").restart_count, 3);
+}
+
+/// R8.2: under `Never` a process that cannot start stays terminated with `StartError` (exit
+/// code 128, the runtime's message), no restart, and the pod fails.
+#[test]
+fn r8_2_a_start_error_under_never_fails_the_pod() {
+    let (mut d, id) = driver(pod(
+        "p",
+        json!({"restartPolicy": "Never", "containers": [{"name": "app"}]}),
+    ));
+    d.on_process(|_| ProcessBehaviour {
+        start_error: Some(NOT_FOUND),
+        ..Default::default()
+    });
+    d.run_until(at(30.0));
+    match &container(&d, id, "app").state {
+        ContainerState::Terminated(t) => {
+            assert_eq!(
+                (t.reason.as_str(), t.exit_code, t.message.as_str()),
+                ("StartError", 128, NOT_FOUND)
+            );
+        }
+        other => panic!("expected terminated, got {other:?}"),
+    }
+    assert_eq!(starts(&d, "app"), vec![0.0]);
+    assert_eq!(container(&d, id, "app").restart_count, 0);
+    assert_eq!(d.manager.pod_status(id).unwrap().phase, PodPhase::Failed);
+}
+
+/// R8.12 with the kubelet's relist: a start that fails between two relists (every second from
+/// the kubelet's start) is synced again at the next one, not a full second later; an instance
+/// that then runs shows `RunContainerError` no more, its failure stays in `lastState`.
+#[test]
+fn r8_12_a_start_error_is_synced_again_at_the_next_relist() {
+    let mut manager = probelet::engine::Manager::new(quiet(), probelet::engine::Instant::ZERO);
+    let id = manager
+        .add_pod(at(0.25), pod("p", json!({"containers": [{"name": "app"}]})))
+        .unwrap();
+    let mut d = probelet::driver::VirtualDriver::new(manager);
+    d.on_process(|c| ProcessBehaviour {
+        start_error: (c.instance == 0).then_some(NOT_FOUND),
+        ..Default::default()
+    });
+    d.run_until(at(5.0));
+    assert_eq!(starts(&d, "app"), vec![0.25, 1.0]);
+    let s = container(&d, id, "app");
+    assert!(s.is_running(), "{s:?}");
+    assert_eq!(s.restart_count, 1);
+    assert_eq!(s.last_state.as_ref().unwrap().reason, "StartError");
+}

@@ -154,6 +154,7 @@ fn r8_15_a_sidecar_not_running_holds_nothing_back() {
         // b crashes 1 s after every start and is in back-off at 10 s.
         exits_after: (c.container == "b").then_some((Duration::from_secs(1), 1)),
         stop_after_sigterm: Duration::from_secs(if c.container == "app" { 3 } else { 1 }),
+        ..Default::default()
     });
     d.run_until(at(10.0));
     assert!(!container(&d, id, "b").is_running(), "b in back-off");
