@@ -23,6 +23,7 @@ use serde::de::IgnoredAny;
 
 use super::error::{Caller, KubeError};
 use crate::http_client::{ClientIdentity, Tls};
+use crate::probe::secret::Secret;
 
 /// How to reach and authenticate to one API server.
 #[derive(Clone)]
@@ -165,13 +166,14 @@ struct Cluster {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "kebab-case")]
 struct User {
-    token: Option<String>,
+    // Secrets, so the derived Debug never shows them.
+    token: Option<Secret>,
     #[serde(rename = "tokenFile")]
     token_file: Option<PathBuf>,
     client_certificate: Option<PathBuf>,
     client_certificate_data: Option<String>,
     client_key: Option<PathBuf>,
-    client_key_data: Option<String>,
+    client_key_data: Option<Secret>,
     // Refused.
     exec: Option<IgnoredAny>,
     auth_provider: Option<IgnoredAny>,
@@ -321,7 +323,10 @@ fn from_kubeconfig_str(
         &in_user,
     )?;
     let key = load(
-        &user.client_key_data,
+        &user
+            .client_key_data
+            .as_ref()
+            .map(|k| k.expose().to_string()),
         &user.client_key,
         "client-key",
         &in_user,
@@ -342,7 +347,7 @@ fn from_kubeconfig_str(
             ));
         }
     };
-    let auth = match (&user.token, &user.token_file) {
+    let auth = match (user.token.as_ref().map(Secret::expose), &user.token_file) {
         // A token in the file wins over tokenFile, as in client-go.
         (Some(t), _) if !t.trim().is_empty() => {
             // Checked now, so that a bad token stops the start rather than every request.
@@ -488,6 +493,28 @@ mod tests {
         let prefix = format!("kubeconfig {}: ", path.display());
         assert!(e.starts_with(&prefix), "the file is named: {e}");
         e[prefix.len()..].to_string()
+    }
+
+    /// The parsed kubeconfig derives `Debug` (for a failing test's panic): its token and
+    /// client key never show in it.
+    #[test]
+    fn i49_kubeconfig_debug_never_shows_the_token_or_the_key() {
+        let text = config(
+            "    server: https://127.0.0.1:6443/\n",
+            "    token: s3cret-t0ken\n    client-key-data: a2V5LXMzY3JldA==\n",
+        );
+        let value: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+        let file: KubeconfigFile = serde_json::from_value(value).unwrap();
+        let user = file.users[0].item.as_ref().unwrap();
+        assert_eq!(
+            user.token.as_ref().map(Secret::expose),
+            Some("s3cret-t0ken")
+        );
+        let shown = format!("{file:?}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("a2V5"),
+            "{shown}"
+        );
     }
 
     #[test]
