@@ -42,6 +42,7 @@ use serde::Deserialize;
 
 use crate::config_file::{self, FileError, FileKind, Positions};
 use crate::kube::{ApiServer, KubeError};
+use crate::probe::secret::Secret;
 
 /// The webhook's config is a tool config: 16 MiB at most, unknown keys refused.
 const KIND: FileKind = FileKind::TOOL_CONFIG;
@@ -112,7 +113,7 @@ pub struct WebhookConfig {
     /// Where to listen (default `127.0.0.1:9095`).
     pub listen: SocketAddr,
     /// The bearer token callers must present.
-    pub token: String,
+    pub token: Secret,
     /// Who besides its owner may read the token file: the mode bits of group and others
     /// (0 when only the owner can), for [`WebhookConfig::token_file_warning`].
     pub token_file_shared: (PathBuf, u32),
@@ -254,7 +255,7 @@ impl WebhookConfig {
             listen: doc
                 .listen
                 .unwrap_or_else(|| "127.0.0.1:9095".parse().expect("constant")),
-            token,
+            token: Secret::new(token),
             token_file_shared: (token_path, shared_bits),
             allowed_prefixes: doc.allowed_prefixes,
             max_pods_per_alert,
@@ -716,7 +717,12 @@ impl crate::server::Handler for Webhook {
             .and_then(crate::server::bearer_token);
         match token {
             None => return answer(401, "missing bearer token\n".into()),
-            Some(t) if !crate::server::same_secret(t.as_bytes(), self.config.token.as_bytes()) => {
+            Some(t)
+                if !crate::server::same_secret(
+                    t.as_bytes(),
+                    self.config.token.expose().as_bytes(),
+                ) =>
+            {
                 return answer(401, "wrong bearer token\n".into());
             }
             Some(_) => {}
@@ -1023,7 +1029,7 @@ mod tests {
     fn config() -> WebhookConfig {
         WebhookConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
-            token: "t".repeat(16),
+            token: Secret::new("t".repeat(16)),
             token_file_shared: (PathBuf::from("token"), 0),
             allowed_prefixes: vec!["probe/".into(), "strategy/".into()],
             max_pods_per_alert: 2,
@@ -1067,6 +1073,24 @@ mod tests {
             WebhookConfig::load(&file).unwrap().token_file_warning(),
             None
         );
+    }
+
+    /// A failing test's panic printed the bearer token through the derived `Debug` of the
+    /// config: the loaded config's `{:?}` never holds it.
+    #[test]
+    fn i49_webhook_config_debug_never_shows_the_token() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), "s3cr3t-t0ken-0123456789\n").unwrap();
+        let file = dir.path().join("webhook.yaml");
+        std::fs::write(
+            &file,
+            "tokenFile: token\nallowedPrefixes: [probe/]\nrules:\n- alert: A\n  labels: {probe/a: b}\n",
+        )
+        .unwrap();
+        let config = WebhookConfig::load(&file).unwrap();
+        assert_eq!(config.token.expose(), "s3cr3t-t0ken-0123456789");
+        let debug = format!("{config:?} {config:#?}");
+        assert!(!debug.contains("s3cr3t"), "{debug}");
     }
 
     /// Issue 49 item 4: the webhook's config errors carry the line and column of the field,

@@ -182,7 +182,7 @@ impl ApiRequest {
         else {
             return false;
         };
-        crate::server::same_secret(given.as_bytes(), self.store.token.as_bytes())
+        crate::server::same_secret(given.as_bytes(), self.store.token.expose().as_bytes())
     }
 }
 

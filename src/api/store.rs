@@ -189,8 +189,8 @@ pub struct ApiStore {
     control: mpsc::UnboundedSender<Control>,
     /// The probe metrics (updated by the supervisor, encoded on scrape).
     pub metrics: Arc<ProbeMetrics>,
-    /// The bearer token mutations need.
-    pub token: String,
+    /// The bearer token mutations need (never printed: `ApiStore` derives `Debug`).
+    pub token: crate::probe::secret::Secret,
     /// The node name pods report.
     pub node_name: String,
     /// Set when `run` ends: open watches send what is left and end.
@@ -309,7 +309,7 @@ impl Publisher {
             version,
             control,
             metrics,
-            token,
+            token: crate::probe::secret::Secret::new(token),
             node_name,
             closed: std::sync::atomic::AtomicBool::new(false),
             watchers: watch::channel(0).0,
@@ -532,6 +532,22 @@ impl Publisher {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    /// `ApiStore` derives `Debug` (for a failing test's panic): the bearer token never shows.
+    #[test]
+    fn i49_the_stores_debug_never_shows_the_token() {
+        let (control, _rx) = mpsc::unbounded_channel();
+        let publisher = Publisher::new(
+            Arc::default(),
+            "s3cret-api-t0ken".into(),
+            "node-1".into(),
+            control,
+        );
+        let store = publisher.store();
+        assert_eq!(store.token.expose(), "s3cret-api-t0ken");
+        let shown = format!("{store:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
 
     /// `storage.Preconditions.Check`: a UID or resource version other than the object's is a
     /// conflict, in upstream's words; none given, or the object's own, passes.

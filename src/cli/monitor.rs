@@ -548,13 +548,16 @@ pub fn default_in_flight(nofile: u64) -> usize {
 /// caught half-way (or truncated), not "remove every target": refused like an invalid file
 /// (`targets: []` empties on purpose).
 fn read_targets(path: &Path) -> Result<config::TargetsFile, String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) if has_no_document(&text) => Err(format!(
+    // Read once, bounded: the text checked for a document is the text loaded.
+    let (name, text) = probelet::config_file::read(path, config::KIND)
+        .map_err(|e| probelet::display::error_chain(&e))?;
+    if has_no_document(&text) {
+        return Err(format!(
             "{}: the file is empty (caught mid-write?); write `targets: []` to remove every target",
             path.display()
-        )),
-        _ => config::load_file(path).map_err(|e| probelet::display::error_chain(&e)),
+        ));
     }
+    config::load_str(&name, &text).map_err(|e| probelet::display::error_chain(&e))
 }
 
 /// Whether a YAML text holds no document: only blanks and comments.

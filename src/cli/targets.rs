@@ -148,7 +148,11 @@ async fn apply(file: PathBuf, etcd: EtcdArgs) -> ExitCode {
         Err(code) => return code,
     };
     let name = file.display().to_string();
-    let loaded = match config::load_file(&file) {
+    // Read once, bounded: the text validated is the text stored (a second, unbounded read
+    // could store a file changed since, or of any size).
+    let loaded = probelet::config_file::read(&file, config::KIND)
+        .and_then(|(name, text)| Ok((config::load_str(&name, &text)?, text)));
+    let (loaded, text) = match loaded {
         Ok(f) => f,
         Err(e) => {
             eprintln!("error: {}", probelet::display::error_chain(&e));
@@ -167,15 +171,8 @@ async fn apply(file: PathBuf, etcd: EtcdArgs) -> ExitCode {
         );
         return ExitCode::from(1);
     }
-    let text = match std::fs::read(&file) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: {name}: {e}");
-            return ExitCode::from(1);
-        }
-    };
     let keys = Keys::new(&etcd.etcd_prefix);
-    match client.put(&keys.config(), &text, 0).await {
+    match client.put(&keys.config(), text.as_bytes(), 0).await {
         Ok(rev) => {
             println!(
                 "applied {} from {name} to {} (revision {rev})",

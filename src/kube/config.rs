@@ -23,6 +23,7 @@ use serde::de::IgnoredAny;
 
 use super::error::{Caller, KubeError};
 use crate::http_client::{ClientIdentity, Tls};
+use crate::probe::secret::Secret;
 
 /// How to reach and authenticate to one API server.
 #[derive(Clone)]
@@ -103,17 +104,15 @@ impl Auth {
 }
 
 fn read_token(path: &Path) -> Result<String, KubeError> {
-    use std::io::Read;
-    let bad = |message: String| KubeError::Kubeconfig {
+    let token = read_bounded(path, MAX_TOKEN_BYTES).map_err(|message| KubeError::Kubeconfig {
         path: path.to_path_buf(),
-        message,
-    };
-    let mut token = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_TOKEN_BYTES).read_to_string(&mut token))
-        .map_err(|e| bad(format!("cannot read the token: {e}")))?;
+        message: format!("cannot read the token: {message}"),
+    })?;
     if token.trim().is_empty() {
-        return Err(bad("the token file is empty".into()));
+        return Err(KubeError::Kubeconfig {
+            path: path.to_path_buf(),
+            message: "the token file is empty".into(),
+        });
     }
     Ok(token)
 }
@@ -121,13 +120,21 @@ fn read_token(path: &Path) -> Result<String, KubeError> {
 /// The longest kubeconfig, CA or client key file read: real ones are a few KiB.
 const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
-fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut data = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_FILE_BYTES)
-        .read_to_end(&mut data)?;
-    Ok(data)
+fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    read_bounded(path, MAX_FILE_BYTES).map(String::into_bytes)
+}
+
+/// The text of the file at `path` through the one loader's bounded read: a file over `limit`
+/// is refused, never cut short (a cut token or certificate would fail later, obscurely).
+fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
+    use crate::config_file::{FileError, read_limited};
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    read_limited(file, &path.display().to_string(), limit).map_err(|e| match e {
+        FileError::Io { source, .. } => source.to_string(),
+        FileError::TooLarge { limit, .. } => format!("larger than {limit} bytes"),
+        FileError::NotUtf8 { .. } => "not UTF-8 text".into(),
+        other => other.to_string(),
+    })
 }
 
 /// The kubeconfig's parts read here. Unknown fields are ignored (preferences,
@@ -165,13 +172,14 @@ struct Cluster {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "kebab-case")]
 struct User {
-    token: Option<String>,
+    // Secrets, so the derived Debug never shows them.
+    token: Option<Secret>,
     #[serde(rename = "tokenFile")]
     token_file: Option<PathBuf>,
     client_certificate: Option<PathBuf>,
     client_certificate_data: Option<String>,
     client_key: Option<PathBuf>,
-    client_key_data: Option<String>,
+    client_key_data: Option<Secret>,
     // Refused.
     exec: Option<IgnoredAny>,
     auth_provider: Option<IgnoredAny>,
@@ -203,13 +211,9 @@ fn pick<'a, T>(list: &'a [Named<T>], kind: &str, name: &str) -> Result<&'a T, St
 
 /// The API server of the kubeconfig at `path`, from its current context, for `caller`.
 pub fn from_kubeconfig(path: &Path, caller: Caller) -> Result<ApiServer, KubeError> {
-    let text = read_file(path).map_err(|e| KubeError::Kubeconfig {
+    let text = read_bounded(path, MAX_FILE_BYTES).map_err(|message| KubeError::Kubeconfig {
         path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    let text = String::from_utf8(text).map_err(|_| KubeError::Kubeconfig {
-        path: path.to_path_buf(),
-        message: "not UTF-8 text".into(),
+        message,
     })?;
     let dir = path.parent().unwrap_or(Path::new("."));
     from_kubeconfig_str(path, dir, &text, caller)
@@ -321,7 +325,10 @@ fn from_kubeconfig_str(
         &in_user,
     )?;
     let key = load(
-        &user.client_key_data,
+        &user
+            .client_key_data
+            .as_ref()
+            .map(|k| k.expose().to_string()),
         &user.client_key,
         "client-key",
         &in_user,
@@ -342,7 +349,7 @@ fn from_kubeconfig_str(
             ));
         }
     };
-    let auth = match (&user.token, &user.token_file) {
+    let auth = match (user.token.as_ref().map(Secret::expose), &user.token_file) {
         // A token in the file wins over tokenFile, as in client-go.
         (Some(t), _) if !t.trim().is_empty() => {
             // Checked now, so that a bad token stops the start rather than every request.
@@ -488,6 +495,47 @@ mod tests {
         let prefix = format!("kubeconfig {}: ", path.display());
         assert!(e.starts_with(&prefix), "the file is named: {e}");
         e[prefix.len()..].to_string()
+    }
+
+    /// The parsed kubeconfig derives `Debug` (for a failing test's panic): its token and
+    /// client key never show in it.
+    #[test]
+    fn i49_kubeconfig_debug_never_shows_the_token_or_the_key() {
+        let text = config(
+            "    server: https://127.0.0.1:6443/\n",
+            "    token: s3cret-t0ken\n    client-key-data: a2V5LXMzY3JldA==\n",
+        );
+        let value: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+        let file: KubeconfigFile = serde_json::from_value(value).unwrap();
+        let user = file.users[0].item.as_ref().unwrap();
+        assert_eq!(
+            user.token.as_ref().map(Secret::expose),
+            Some("s3cret-t0ken")
+        );
+        let shown = format!("{file:?}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("a2V5"),
+            "{shown}"
+        );
+    }
+
+    /// The token file is read through the one loader's bounded read: one over 64 KiB is
+    /// refused (it was cut at 64 KiB and sent).
+    #[test]
+    fn i49_4_a_token_file_over_the_limit_is_refused() {
+        let (dir, path) = kubeconfig(&config(
+            "    server: https://127.0.0.1:6443\n    certificate-authority: ca.crt\n",
+            "    tokenFile: token\n",
+        ));
+        std::fs::write(dir.path().join("token"), "t".repeat(64 * 1024 + 1)).unwrap();
+        let api = from_kubeconfig(&path, Caller::Sidecar).unwrap();
+        let e = api.auth.header().unwrap_err().to_string();
+        assert!(
+            e.ends_with("cannot read the token: larger than 65536 bytes"),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("token"), "t".repeat(64 * 1024)).unwrap();
+        assert!(api.auth.header().unwrap().is_some());
     }
 
     #[test]

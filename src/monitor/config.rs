@@ -36,7 +36,7 @@ pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The targets file is a tool config (unknown keys refused, even inside the Kubernetes types
 /// of a probe), with a larger limit.
-const KIND: FileKind = FileKind {
+pub const KIND: FileKind = FileKind {
     max_bytes: MAX_FILE_BYTES,
     unknown_keys: UnknownKeys::Refuse,
 };

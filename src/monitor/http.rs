@@ -31,7 +31,7 @@ pub struct TargetView {
     pub name: String,
     /// Its labels.
     pub labels: BTreeMap<String, String>,
-    /// The handler, `kubectl describe` style.
+    /// The handler, as kubectl's `DescribeProbe` writes it, with the resolved host.
     pub handler: String,
     /// `Ready` or `NotReady`.
     pub state: &'static str,

@@ -226,23 +226,25 @@ async fn run_tcp(host: &str, port: u16, timeout: Duration, cfg: &ProbeConfig) ->
 }
 
 impl std::fmt::Display for Check {
-    /// `kubectl describe` style: `http-get http://127.0.0.1:8080/healthz`, `tcp-socket
-    /// 10.0.0.5:5432`, `grpc 10.0.0.6:9090 service="api"`, `exec [sh -c ...]`.
+    /// kubectl's `DescribeProbe` handler text ([`crate::spec::effective::handler_summary`]),
+    /// with the host the monitor resolved: `http-get http://127.0.0.1:8080/healthz`,
+    /// `tcp-socket 10.0.0.5:5432` (no brackets for IPv6, as kubectl's `%s:%s`),
+    /// `grpc 10.0.0.6:9090 api` (kubectl's `<pod>` is the resolved host), `exec [sh -c ...]`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Check::Http(t) => write!(f, "http-get {}", t.url),
-            Check::Tcp { host, port } => {
-                write!(f, "tcp-socket {}", probe::url::join_host_port(host, *port))
-            }
+            Check::Tcp { host, port } => write!(f, "tcp-socket {host}:{port}"),
+            // kubectl writes the service after a space, nothing for the empty one.
             Check::Grpc {
                 host,
                 port,
                 service,
-            } => write!(
-                f,
-                "grpc {} service={service:?}",
-                probe::url::join_host_port(host, *port)
-            ),
+            } if service.is_empty() => write!(f, "grpc {host}:{port}"),
+            Check::Grpc {
+                host,
+                port,
+                service,
+            } => write!(f, "grpc {host}:{port} {service}"),
             Check::Exec { command } => write!(f, "exec [{}]", command.join(" ")),
             Check::Invalid(e) => write!(f, "<invalid: {e}>"),
         }
@@ -835,6 +837,43 @@ mod tests {
             Evaluation::Errored {
                 error: "port \"http\" not found".into()
             }
+        );
+    }
+
+    /// The status page's `handler` is kubectl's `DescribeProbe` text where it describes the
+    /// same thing (no brackets around an IPv6 TCP host, the gRPC service bare), with the host
+    /// the monitor resolved.
+    #[test]
+    fn i49_2_the_handler_text_is_kubectls_describe_probe() {
+        use crate::spec::effective::handler_summary;
+        let check = |probe: serde_json::Value, grpc_host: Option<&str>| {
+            let probe: k8s_openapi::api::core::v1::Probe = serde_json::from_value(probe).unwrap();
+            let spec = crate::monitor::config::TargetSpec {
+                name: "t".into(),
+                labels: Vec::new(),
+                probe: probe.clone(),
+                grpc_host: grpc_host.map(Into::into),
+                line: 1,
+                depends_on: Vec::new(),
+            };
+            (Check::new(&spec).to_string(), handler_summary(&probe))
+        };
+        for probe in [
+            serde_json::json!({"tcpSocket": {"host": "fd00::5", "port": 5432}}),
+            serde_json::json!({"tcpSocket": {"host": "10.0.0.5", "port": 5432}}),
+            serde_json::json!({"httpGet": {"host": "::1", "port": 8080, "path": "/healthz", "scheme": "HTTP"}}),
+            serde_json::json!({"exec": {"command": ["sh", "-c", "true"]}}),
+        ] {
+            let (ours, kubectls) = check(probe, None);
+            assert_eq!(ours, kubectls);
+        }
+        let grpc = serde_json::json!({"grpc": {"port": 9090, "service": "api"}});
+        assert_eq!(check(grpc, Some("fd00::6")).0, "grpc fd00::6:9090 api");
+        let grpc = serde_json::json!({"grpc": {"port": 9090}});
+        let (ours, kubectls) = check(grpc, Some("10.0.0.6"));
+        assert_eq!(
+            (ours.as_str(), kubectls.as_str()),
+            ("grpc 10.0.0.6:9090", "grpc <pod>:9090")
         );
     }
 

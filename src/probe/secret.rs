@@ -6,7 +6,11 @@ use std::fmt;
 
 /// A password or token. Compare with `==` (constant-time is not needed: nothing answers
 /// a remote peer with the comparison).
-#[derive(Clone, PartialEq, Eq, Default)]
+///
+/// It deserializes from a plain string, so a config struct can hold it from the start and
+/// derive `Debug` safely.
+#[derive(Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Secret(String);
 
 impl Secret {

@@ -35,7 +35,7 @@ use k8s_openapi::api::core::v1::{Probe, TCPSocketAction};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 
-use crate::config_file::{self, FieldNote, FileKind, Positions};
+use crate::config_file::{self, FieldNote, FileError, FileKind, Positions};
 use crate::engine::ProbeTiming;
 use crate::probe::postgres::PostgresTarget;
 use crate::probe::redis::RedisTarget;
@@ -265,7 +265,8 @@ struct TimingDoc {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct PostgresDoc {
-    dsn: String,
+    // May hold a password: a Secret, so the derived Debug never shows it.
+    dsn: Secret,
     query: Option<String>,
     password_from: Option<SecretSource>,
     initial_delay_seconds: Option<i32>,
@@ -588,7 +589,7 @@ fn postgres_check(
         success_threshold: pg.success_threshold,
         failure_threshold: pg.failure_threshold,
     };
-    let handler = match PostgresTarget::from_dsn(&pg.dsn) {
+    let handler = match PostgresTarget::from_dsn(pg.dsn.expose()) {
         Ok(mut t) => {
             if let Some(q) = pg.query {
                 t.query = q;
@@ -764,6 +765,27 @@ fn fill_host(probe: &mut Probe) {
     }
 }
 
+/// The largest `passwordFrom` file read: a password is one short line, and a bigger file (or
+/// a FIFO that never ends) is a mistake or an attack, not a password.
+const MAX_SECRET_BYTES: u64 = 64 * 1024;
+
+/// The text of a `passwordFrom` file, read through the one loader's bounded read; the error
+/// is the message for the field.
+fn read_secret_file(file: &str) -> Result<String, String> {
+    let opened = std::fs::File::open(file)
+        .map_err(|e| format!("cannot read: {}", crate::probe::error_chain(&e)))?;
+    config_file::read_limited(opened, file, MAX_SECRET_BYTES).map_err(|e| match e {
+        FileError::TooLarge { limit, .. } => {
+            format!("larger than {limit} bytes: a password is one short line")
+        }
+        FileError::NotUtf8 { .. } => "not UTF-8 text".into(),
+        FileError::Io { source, .. } => {
+            format!("cannot read: {}", crate::probe::error_chain(&source))
+        }
+        other => other.to_string(),
+    })
+}
+
 fn read_secret(
     src: &SecretSource,
     path: &FieldPath,
@@ -781,14 +803,14 @@ fn read_secret(
                 None
             }
         },
-        (None, Some(file)) => match std::fs::read_to_string(file) {
+        (None, Some(file)) => match read_secret_file(file) {
             // A mounted Secret file usually ends with a newline that is not part of it.
             Ok(v) => Some(Secret::new(v.trim_end_matches(['\r', '\n']))),
-            Err(e) => {
+            Err(message) => {
                 errors.push(FieldError::invalid(
                     &path.child("file"),
                     BadValue::Str(file.clone()),
-                    format!("cannot read: {}", crate::probe::error_chain(&e)),
+                    message,
                 ));
                 None
             }
@@ -1055,6 +1077,65 @@ checks:
         .unwrap_err()
         .to_string();
         assert!(e.contains("passwordFrom.env: Invalid value: \"PROBELET_TEST_SURELY_UNSET\": environment variable is not set"), "{e}");
+    }
+
+    /// The parsed document derives `Debug` (for a failing test's panic): a password in a DSN
+    /// never shows in it.
+    #[test]
+    fn i49_the_config_documents_debug_never_shows_a_dsn_password() {
+        let text = "checks:\n- name: c\n  postgres: {dsn: \"postgres://u:hunter2@h/d\"}\n";
+        let value: serde_json::Value = serde_saphyr::from_str(text).unwrap();
+        let doc: Doc = serde_json::from_value(value).unwrap();
+        let shown = format!("{doc:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        let l = load_str("s.yaml", text).unwrap();
+        let shown = format!("{l:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    /// A `passwordFrom` file is read through the one loader's bounded read: a file larger than
+    /// a password, or a FIFO that never ends, is refused instead of read whole.
+    #[test]
+    fn i49_4_a_password_file_is_read_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = |file: &Path| {
+            format!(
+                "checks:\n- name: c\n  redis: {{address: \"127.0.0.1:6379\", passwordFrom: {{file: {}}}}}\n",
+                file.display()
+            )
+        };
+        let big = dir.path().join("big");
+        std::fs::write(&big, "x".repeat(MAX_SECRET_BYTES as usize + 1)).unwrap();
+        let e = load_str("s.yaml", &config(&big)).unwrap_err().to_string();
+        assert!(
+            e.contains("checks[0].redis.passwordFrom.file: Invalid value: ")
+                && e.ends_with("larger than 65536 bytes: a password is one short line"),
+            "{e}"
+        );
+        assert!(!e.contains("xxxx"), "{e}");
+
+        // A FIFO with a writer that never stops: the read ends at the limit.
+        let fifo = dir.path().join("fifo");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let writer_path = fifo.clone();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            let mut w = std::fs::OpenOptions::new()
+                .write(true)
+                .open(writer_path)
+                .unwrap();
+            let chunk = [b'y'; 4096];
+            // Ends when the reader closes its end (EPIPE: Rust ignores SIGPIPE).
+            while w.write_all(&chunk).is_ok() {}
+        });
+        let e = load_str("s.yaml", &config(&fifo)).unwrap_err().to_string();
+        assert!(
+            e.ends_with("larger than 65536 bytes: a password is one short line"),
+            "{e}"
+        );
+        writer.join().unwrap();
     }
 
     #[test]

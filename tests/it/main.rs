@@ -23,6 +23,7 @@ mod api_compat;
 mod api_idle;
 mod api_kubectl;
 mod api_limits;
+mod architecture;
 mod calibrate_e2e;
 mod check_link_local;
 mod cli_check;
