@@ -148,6 +148,7 @@ pub fn handle(
     pods: &Shared,
     sessions: &Arc<Semaphore>,
     (namespace, pod, container): (String, String, String),
+    uid: Option<&str>,
     query: Result<Vec<(String, String)>, String>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
@@ -177,7 +178,17 @@ pub fn handle(
     };
     let target = {
         let pods = lock(pods);
-        let Some(state) = pods.by_name(&namespace, &pod) else {
+        // With a UID (`/exec/NS/POD/UID/CONTAINER`), that pod only.
+        let state = match uid {
+            None => pods.by_name(&namespace, &pod),
+            Some(uid) => pods.get(uid).filter(|p| {
+                p.api.as_ref().is_some_and(|a| {
+                    a.metadata.namespace.as_deref() == Some(namespace.as_str())
+                        && a.metadata.name.as_deref() == Some(pod.as_str())
+                })
+            }),
+        };
+        let Some(state) = state else {
             return status_response(
                 StatusCode::NOT_FOUND,
                 "NotFound",

@@ -169,6 +169,7 @@ async fn exec(
         &port.pods,
         &port.exec_sessions,
         names,
+        None,
         exec_query(query),
         ws,
     )
@@ -181,22 +182,12 @@ async fn exec_uid(
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    let same = lock(&port.pods)
-        .get(&uid)
-        .and_then(|p| p.api.as_ref())
-        .is_some_and(|a| a.metadata.name.as_deref() == Some(pod.as_str()));
-    if !same {
-        return super::exec::status_response(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            format!("pod {pod:?} with UID {uid:?} does not exist"),
-        );
-    }
     let names = (namespace, pod, container);
     super::exec::handle(
         &port.pods,
         &port.exec_sessions,
         names,
+        Some(&uid),
         exec_query(query),
         ws,
     )
