@@ -407,7 +407,9 @@ impl Conn<'_> {
                 builder
             }
         };
-        let conn = builder.serve_connection(io, service);
+        // With upgrades: the kubelet port's `kubectl exec` is a WebSocket (`src/node/exec.rs`);
+        // no other route accepts one.
+        let conn = builder.serve_connection_with_upgrades(io, service);
         tokio::pin!(conn);
         let every = limits
             .idle_timeout

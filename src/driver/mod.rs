@@ -11,6 +11,7 @@ pub mod view;
 pub mod virtual_driver;
 
 pub use real::{
-    FILTERED_NOTE, LOG_BYTES, Line, NodeSink, PodCommand, StatusRow, Supervisor, SupervisorConfig,
+    ExecTarget, FILTERED_NOTE, LOG_BYTES, Line, NodeSink, PodCommand, StatusRow, Supervisor,
+    SupervisorConfig,
 };
 pub use virtual_driver::{ProbeCall, ProcessBehaviour, ProcessCall, VirtualDriver};

@@ -9,14 +9,17 @@
 //!
 //! Held `kubectl logs -f` streams are capped at half the port's connections ([`Follows`]), so
 //! one namespace's user cannot lock out another's `kubectl logs` (issue 46 item 8).
-//! `exec`, `attach` and `portForward` are refused with a `Status` the API server hands to
-//! kubectl in full ([`streaming_refused`]).
+//! `exec` is a WebSocket session ([`super::exec`]); `attach` and `portForward` are refused
+//! with a `Status` the API server hands to kubectl in full ([`streaming_refused`]).
 
 use super::state::{Shared, lock};
 use crate::api::objects::container_running;
 use crate::logs::LogQuery;
 use crate::server::{Accept, Protocols, ServerLimits};
 use axum::Router;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -74,6 +77,7 @@ pub async fn serve(listener: TlsListener, shared: Shared) {
     let limits = ServerLimits::for_this_process();
     let state = Port {
         pods: shared,
+        exec_sessions: Arc::new(tokio::sync::Semaphore::new(super::exec::MAX_SESSIONS)),
         follows: Arc::new(Mutex::new(Follows::new(follow_cap(limits.max_connections)))),
     };
     let router = Router::new()
@@ -84,27 +88,31 @@ pub async fn serve(listener: TlsListener, shared: Shared) {
         )
         .route(
             "/exec/{namespace}/{pod}/{container}",
-            axum::routing::any(|| async { streaming_refused("exec") }),
+            axum::routing::any(exec),
         )
         .route(
             "/exec/{namespace}/{pod}/{uid}/{container}",
-            axum::routing::any(|| async { streaming_refused("exec") }),
+            axum::routing::any(exec_uid),
         )
         .route(
             "/attach/{namespace}/{pod}/{container}",
-            axum::routing::any(|| async { streaming_refused("attach") }),
+            axum::routing::any(|| async { streaming_refused("attach", ATTACH_REFUSED) }),
         )
         .route(
             "/attach/{namespace}/{pod}/{uid}/{container}",
-            axum::routing::any(|| async { streaming_refused("attach") }),
+            axum::routing::any(|| async { streaming_refused("attach", ATTACH_REFUSED) }),
         )
         .route(
             "/portForward/{namespace}/{pod}",
-            axum::routing::any(|| async { streaming_refused("port-forward") }),
+            axum::routing::any(|| async {
+                streaming_refused("port-forward", PORT_FORWARD_REFUSED)
+            }),
         )
         .route(
             "/portForward/{namespace}/{pod}/{uid}",
-            axum::routing::any(|| async { streaming_refused("port-forward") }),
+            axum::routing::any(|| async {
+                streaming_refused("port-forward", PORT_FORWARD_REFUSED)
+            }),
         )
         .with_state(state);
     crate::server::serve(listener, router, Protocols::Http1, limits).await;
@@ -114,6 +122,8 @@ pub async fn serve(listener: TlsListener, shared: Shared) {
 #[derive(Clone)]
 struct Port {
     pods: Shared,
+    /// Open `kubectl exec` sessions, at most [`super::exec::MAX_SESSIONS`].
+    exec_sessions: Arc<tokio::sync::Semaphore>,
     follows: Arc<Mutex<Follows>>,
 }
 
@@ -121,34 +131,66 @@ fn text(code: StatusCode, body: String) -> Response {
     (code, [(header::CONTENT_TYPE, "text/plain")], body).into_response()
 }
 
-/// The answer to `exec`, `attach` and `port-forward` (issue 45 item 6): a `Status` the API
-/// server decodes from a refused upgrade and hands to kubectl, which prints its message in
-/// full (not `unable to upgrade connection: empty server response`).
-///
-/// Why they are refused: toward a kubelet, the v1.36 API server speaks SPDY/3.1 for all three
-/// (it translates kubectl's WebSocket), unless the node declares `ExtendWebSocketsToKubelet`
-/// in `status.declaredFeatures`; then exec and attach arrive as WebSocket
-/// (`v5.channel.k8s.io`), and port-forward as SPDY/3.1 tunnelled in a WebSocket. No
-/// maintained Rust crate implements SPDY/3.1.
-pub fn streaming_refused(what: &str) -> Response {
-    let message = format!(
-        "probelet node does not serve {what}: the API server speaks SPDY/3.1 to a kubelet for {what}, which probelet does not implement (docs/node.md, \"What is not supported\")"
-    );
-    let status = serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": "BadRequest",
-        "code": 400,
-    });
-    (
+/// Why `attach` is refused: a container's stdin is not kept open, and its output goes to its
+/// log (`kubectl logs -f` follows it).
+pub const ATTACH_REFUSED: &str = "a container's stdin is not kept open and its output goes to its log: use kubectl logs -f, or kubectl exec";
+
+/// Why `port-forward` is refused: the v1.36 API server tunnels it to a kubelet as SPDY/3.1
+/// (inside a WebSocket when the node declares `ExtendWebSocketsToKubelet`), and no maintained
+/// Rust crate implements SPDY/3.1.
+pub const PORT_FORWARD_REFUSED: &str = "the API server tunnels port-forward to a kubelet as SPDY/3.1, which probelet does not implement";
+
+/// The answer to `attach` and `port-forward` (issue 45 item 6): a `Status` the API server
+/// decodes from a refused upgrade and hands to kubectl, which prints its message in full (not
+/// `unable to upgrade connection: empty server response`).
+pub fn streaming_refused(what: &str, why: &str) -> Response {
+    super::exec::status_response(
         StatusCode::BAD_REQUEST,
-        [(header::CONTENT_TYPE, "application/json")],
-        status.to_string(),
+        "BadRequest",
+        format!("probelet node does not serve {what}: {why} (docs/node.md, \"kubectl exec\")"),
     )
-        .into_response()
+}
+
+/// An exec request's query pairs, in order, or why it cannot be read.
+fn exec_query(
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Vec<(String, String)>, String> {
+    query.map(|Query(q)| q).map_err(|e| e.body_text())
+}
+
+/// `/exec/NS/POD/CONTAINER` (kubectl exec): [`super::exec`].
+async fn exec(
+    State(port): State<Port>,
+    Path(names): Path<(String, String, String)>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    super::exec::handle(
+        &port.pods,
+        &port.exec_sessions,
+        names,
+        None,
+        exec_query(query),
+        ws,
+    )
+}
+
+/// `/exec/NS/POD/UID/CONTAINER`: [`exec`] of the pod of that UID.
+async fn exec_uid(
+    State(port): State<Port>,
+    Path((namespace, pod, uid, container)): Path<(String, String, String, String)>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let names = (namespace, pod, container);
+    super::exec::handle(
+        &port.pods,
+        &port.exec_sessions,
+        names,
+        Some(&uid),
+        exec_query(query),
+        ws,
+    )
 }
 
 /// The query of a log request, parsed and checked as the kubelet does: a value that is not a

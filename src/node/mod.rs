@@ -24,6 +24,7 @@ pub mod client;
 pub mod env;
 pub mod error;
 pub mod events;
+pub mod exec;
 pub mod kubelet;
 pub mod pods;
 pub mod registration;

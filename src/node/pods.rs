@@ -8,7 +8,7 @@ use super::client::{NodeError, retry};
 use super::events::EventWrite;
 use super::state::{Shared, lock};
 use crate::api::objects::{PodRef, WallClock};
-use crate::driver::{NodeSink, PodCommand};
+use crate::driver::{ExecTarget, NodeSink, PodCommand};
 use crate::engine::events::StoredEvent;
 use crate::logs::ContainerLogs;
 use crate::runtime::netns::{Netns, PodNetwork};
@@ -75,6 +75,13 @@ pub struct Sink {
 impl NodeSink for Sink {
     fn pod_added(&mut self, pod: &PodRef, logs: Vec<(String, Arc<Mutex<ContainerLogs>>)>) {
         lock(&self.shared).entry(&pod.uid).logs = logs;
+    }
+
+    fn container_started(&mut self, pod: &PodRef, container: &str, target: ExecTarget) {
+        lock(&self.shared)
+            .entry(&pod.uid)
+            .exec
+            .insert(container.to_string(), target);
     }
 
     fn pod_status(&mut self, pod: &PodRef, status: core::PodStatus) {

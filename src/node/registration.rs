@@ -142,6 +142,11 @@ pub fn node_status(id: &NodeIdentity) -> core::NodeStatus {
     }
 }
 
+/// `status.declaredFeatures`: the node's features the API server adapts to. With
+/// `ExtendWebSocketsToKubelet`, a v1.36 API server proxies `kubectl exec`'s WebSocket to the
+/// kubelet port as it is, instead of translating it to SPDY/3.1 ([`super::exec`]).
+pub const DECLARED_FEATURES: &[&str] = &["ExtendWebSocketsToKubelet"];
+
 /// Registers the node (creates it, or takes over the one of that name, as a restarted kubelet
 /// does) and writes its status. Returns the node's UID and `spec.podCIDR` (once assigned).
 pub async fn register(client: &kube::Client, id: &NodeIdentity) -> Result<core::Node, NodeError> {
@@ -196,7 +201,9 @@ async fn write_status(
     status: &core::NodeStatus,
 ) -> Result<core::Node, NodeError> {
     let what = format!("writing the status of node {name}");
-    let body = serde_json::json!({ "status": status });
+    let mut body = serde_json::json!({ "status": status });
+    // Not in the k8s-openapi version the crate builds against (v1.33): added by hand.
+    body["status"]["declaredFeatures"] = serde_json::json!(DECLARED_FEATURES);
     nodes
         .patch_status(name, &PatchParams::default(), &Patch::Strategic(&body))
         .await

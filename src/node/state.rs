@@ -2,6 +2,7 @@
 //! the status the engine decided (from the supervisor), what was last written, and the
 //! containers' logs.
 
+use crate::driver::ExecTarget;
 use crate::logs::ContainerLogs;
 use k8s_openapi::api::core::v1 as core;
 use std::collections::HashMap;
@@ -18,6 +19,8 @@ pub struct PodState {
     pub written: Option<serde_json::Value>,
     /// The containers' logs, by container name.
     pub logs: Vec<(String, Arc<Mutex<ContainerLogs>>)>,
+    /// Where `kubectl exec` runs in each container's current instance, by container name.
+    pub exec: HashMap<String, ExecTarget>,
 }
 
 /// Every pod bound to this node, by UID.

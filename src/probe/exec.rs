@@ -227,7 +227,7 @@ fn raced_stop(status: std::process::ExitStatus, sandbox: Option<&Sandbox>) -> bo
 
 /// The container's static environment: entries with a plain value; `valueFrom` entries are
 /// not visible to the probe (R7.21). A later duplicate wins, as in the kubelet's map.
-fn static_env(env: &[EnvVar]) -> HashMap<String, String> {
+pub(crate) fn static_env(env: &[EnvVar]) -> HashMap<String, String> {
     env.iter()
         .filter(|e| e.value_from.is_none())
         .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))

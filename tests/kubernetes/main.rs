@@ -22,6 +22,7 @@ mod differential;
 mod kubernetes_e2e;
 mod node_admission;
 mod node_containers;
+mod node_exec;
 mod node_lifecycle;
 mod node_logs;
 mod node_network;

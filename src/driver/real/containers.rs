@@ -114,6 +114,7 @@ impl Supervisor {
                 {
                     c.running = Some(process.running());
                 }
+                self.publish_exec_target(pod, name);
                 let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<KillGrace>();
                 let hooks = self.hook_context(pod, name);
                 // A fresh one per instance: no turn of an earlier instance carries over.
@@ -253,6 +254,25 @@ impl Supervisor {
         );
         sandbox.running = c.running.clone();
         Some(sandbox)
+    }
+
+    /// Tells the node agent where `kubectl exec` runs in container `name` of `pod`, now
+    /// running.
+    fn publish_exec_target(&mut self, pod: PodId, name: &str) {
+        let (Some(sandbox), Some(pod_ref)) = (self.sandbox(pod, name), self.pod_ref(pod)) else {
+            return;
+        };
+        let Some(c) = self.pods.get(&pod).and_then(|p| p.containers.get(name)) else {
+            return;
+        };
+        let target = ExecTarget {
+            sandbox,
+            env: c.spec.env.clone().unwrap_or_default(),
+            working_dir: c.spec.working_dir.clone(),
+        };
+        if let Some(node) = &mut self.node {
+            node.sink.container_started(&pod_ref, name, target);
+        }
     }
 
     /// What a container's hooks need, cloned into its task.

@@ -35,6 +35,23 @@ pub trait NodeSink: Send {
     fn pod_removed(&mut self, pod: &PodRef);
     /// An event passed the spam filter (new, or a repeat merged into `event.count`).
     fn event(&mut self, pod: &PodRef, event: &StoredEvent, clock: WallClock);
+    /// A container instance started: where `kubectl exec` runs a command in it, as its exec
+    /// probes run (the kubelet's `/exec`).
+    fn container_started(&mut self, pod: &PodRef, container: &str, target: ExecTarget) {
+        let _ = (pod, container, target);
+    }
+}
+
+/// Where a command runs inside a running container: its sandbox (joined as an exec probe
+/// joins it), its static environment and working directory.
+#[derive(Debug, Clone)]
+pub struct ExecTarget {
+    /// The running container's sandbox.
+    pub sandbox: Sandbox,
+    /// The container's `env`.
+    pub env: Vec<k8s_openapi::api::core::v1::EnvVar>,
+    /// The container's `workingDir`.
+    pub working_dir: Option<String>,
 }
 
 /// What a node agent asks of the supervisor.

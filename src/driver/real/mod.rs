@@ -32,7 +32,7 @@ use crate::spec::{PodTemplate, ProbeType};
 use crate::wall::{format_rfc3339, new_uid};
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
 use links::{ApiLink, ApiWake, NodeLink, api_wake, node_command, pod_ref, probe_key};
-pub use links::{NodeSink, PodCommand};
+pub use links::{ExecTarget, NodeSink, PodCommand};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
