@@ -86,7 +86,14 @@ async fn spam_filter_bounds_store_and_terminal_shows_each_attempt_once() {
     let (lines, sup) = run(SupervisorConfig::default(), window).await;
     let refills = (window.as_secs() / 300) as usize;
     let store = sup.events();
-    assert!(store.len() <= 25 + refills, "{} events stored", store.len());
+    // One bucket per event type (R9.3's spam key includes it): the Warning `Failed`/`BackOff`
+    // events and the Normal `Created` of each attempt (a start error is created, then fails to
+    // start, as under the kubelet).
+    assert!(
+        store.len() <= 2 * (25 + refills),
+        "{} events stored",
+        store.len()
+    );
     assert!(
         store.dropped() > 1000,
         "the rest was dropped ({} dropped)",
@@ -115,8 +122,9 @@ async fn spam_filter_bounds_store_and_terminal_shows_each_attempt_once() {
         );
     }
     let attempts = lines.iter().filter(|l| l.reason == "Failed").count();
+    // Each attempt's `Created` and `Failed`, and the first `BackOff` after it.
     assert!(
-        lines.len() <= 2 * attempts,
+        lines.len() <= 3 * attempts,
         "{} event lines for {attempts} attempts",
         lines.len()
     );
@@ -172,10 +180,10 @@ fn sigint_stops_a_storm_and_output_is_bounded() {
         .lines()
         .filter(|l| l.contains("\"kind\":\"event\""))
         .count();
-    // Every failed start and the first BackOff after it (issue 26 item 3): two attempts per
-    // container in these 3 s (at once, and the first restart). Before issue 13's fix the
-    // terminal got ~90,000 lines in 10 s.
-    assert!(events <= 4 * CONTAINERS, "{events} event lines");
+    // Every attempt's `Created` and `Failed`, and the first BackOff after it (issue 26 item 3):
+    // two attempts per container in these 3 s (at once, and the first restart). Before issue
+    // 13's fix the terminal got ~90,000 lines in 10 s.
+    assert!(events <= 5 * CONTAINERS, "{events} event lines");
     eprintln!(
         "stopped {:?} after SIGINT; {events} event lines",
         sent.elapsed()
