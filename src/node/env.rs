@@ -75,7 +75,8 @@ pub enum ConfigError {
 pub type Data = BTreeMap<String, Vec<u8>>;
 
 /// What the pod's containers' environments (and volumes) are made from, read once per attempt ([`fetch`]).
-#[derive(Debug, Default, Clone)]
+/// Its `Debug` names the Secrets' keys, never their values.
+#[derive(Default, Clone)]
 pub struct Sources {
     /// ConfigMaps by name, `data` and `binaryData` (`None`: not found).
     pub config_maps: HashMap<String, Option<Data>>,
@@ -83,6 +84,26 @@ pub struct Sources {
     pub secrets: HashMap<String, Option<Data>>,
     /// The Services whose variables the containers get.
     pub services: Vec<core::Service>,
+}
+
+impl std::fmt::Debug for Sources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret_keys: BTreeMap<&str, Option<Vec<&str>>> = self
+            .secrets
+            .iter()
+            .map(|(name, data)| {
+                let keys = data
+                    .as_ref()
+                    .map(|d| d.keys().map(String::as_str).collect());
+                (name.as_str(), keys)
+            })
+            .collect();
+        f.debug_struct("Sources")
+            .field("config_maps", &self.config_maps)
+            .field("secret_keys", &secret_keys)
+            .field("services", &self.services)
+            .finish()
+    }
 }
 
 /// What a pod's environment needs to know beyond its spec.
@@ -608,6 +629,18 @@ pub(crate) fn tests_pod(yaml: &str) -> core::Pod {
 
 #[cfg(test)]
 mod tests {
+    /// A Secret's decoded values never reach a `Debug` line (a panic, a trace): only its keys.
+    #[test]
+    fn i49_sources_debug_names_secret_keys_never_values() {
+        let mut sources = Sources::default();
+        let data = Data::from([("password".to_string(), b"hunter2-value".to_vec())]);
+        sources.secrets.insert("db".to_string(), Some(data));
+        let shown = format!("{sources:?}");
+        assert!(shown.contains("password"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!shown.contains("104, 117, 110"), "{shown}");
+    }
+
     use super::*;
 
     use crate::node::env::tests_pod as pod;
