@@ -123,6 +123,11 @@ pub(super) fn watch(req: &ApiRequest, filter: Filter, versions: Versions) -> Res
         let deadline =
             timeout.map(|t| crate::bounded::instant_after(tokio::time::Instant::now(), t));
         loop {
+            // Read before the changes: `run` closes the store after its last publication, so
+            // when this is true the changes read next hold everything, the pod's DELETED
+            // included. Read after them, a close landing in between ended the stream with a
+            // publication unsent.
+            let closing = store.is_closed();
             let changes: Vec<Arc<Change>> = match store.changes_since(last) {
                 Ok(c) => c,
                 Err(_) => {
@@ -146,7 +151,7 @@ pub(super) fn watch(req: &ApiRequest, filter: Filter, versions: Versions) -> Res
                 }
             }
             // `run` is ending: everything published was sent; the stream ends cleanly.
-            if store.is_closed() {
+            if closing {
                 return;
             }
             let changed = versions_rx.changed();
