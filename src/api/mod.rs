@@ -31,7 +31,7 @@ mod request;
 mod resource;
 pub mod selector;
 pub mod server;
-mod status;
+pub mod status;
 pub mod store;
 pub mod table;
 pub mod tls;

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 /// A Kubernetes `Status` error response (`metav1.Status`); `details` is its `StatusDetails`,
 /// left out when `None` as Go leaves out a nil pointer (clients such as `kubectl debug`
 /// read the details of a 404 and must find them).
-pub(super) fn status_with(
+pub fn status_with(
     code: StatusCode,
     reason: &str,
     message: &str,

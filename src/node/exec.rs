@@ -19,7 +19,7 @@ use crate::runtime::sandbox::Purpose;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use std::process::Stdio;
@@ -97,23 +97,10 @@ impl ExecRequest {
     }
 }
 
-/// A `metav1.Status` refusal with `code`, as the API server hands it to kubectl.
+/// A `metav1.Status` refusal with `code`, as the API server hands it to kubectl (the one
+/// Status builder, [`crate::api::status::status_with`]).
 pub fn status_response(code: StatusCode, reason: &str, message: String) -> Response {
-    let status = serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code.as_u16(),
-    });
-    (
-        code,
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        status.to_string(),
-    )
-        .into_response()
+    crate::api::status::status_with(code, reason, &message, None)
 }
 
 /// The end of a session on the error channel: success, or the exit code as kubectl reads it
